@@ -1,0 +1,590 @@
+//! The step loop each runtime thread runs, and message delivery (routing, the send and
+//! receive hooks, merge completion).
+
+use super::error::ScheduleError;
+use super::graph::{AbsorbFn, GraphInner, InitFn, OpFn, PostSink};
+use super::hook::{Hook, SendEvent, StepEvent, StepKind, ThreadAccess};
+use super::ids::MsgId;
+use super::payload::{ErasedState, Payload};
+use super::thread::{Envelope, Frame, Item, Sched, ThreadShared};
+use super::{Shared, StepInfo, ThreadState};
+use std::any::Any;
+use std::collections::HashMap;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+
+/// A merge or stream instance in progress on this thread.
+struct Instance {
+    acc: Option<Box<dyn Any + Send>>,
+    /// Keeps the frame alive, so its address (the map key) stays unique.
+    _frame: Arc<Frame>,
+    sched: Arc<Sched>,
+    traced: bool,
+    /// Streams: the frame of the outputs, and how many were posted so far.
+    out_frame: Option<Arc<Frame>>,
+    posted: u64,
+}
+
+/// Per-thread executor state.
+struct Exec<'a, S> {
+    sh: &'a Shared,
+    me: &'a ThreadShared,
+    state: S,
+    instances: HashMap<usize, Instance>,
+}
+
+pub(crate) fn thread_main<S: ThreadState>(sh: &Shared, me: &ThreadShared) {
+    let mut ex = Exec {
+        sh,
+        me,
+        state: S::default(),
+        instances: HashMap::new(),
+    };
+    while let Some(item) = me.pop() {
+        match item {
+            Item::Msg(env) => {
+                if env.sched.is_failed() {
+                    ex.instances.retain(|_, i| !i.sched.is_failed());
+                    continue;
+                }
+                ex.on_message(env);
+            }
+            Item::Finalize {
+                graph,
+                node,
+                frame,
+                sched,
+            } => {
+                if !sched.is_failed() {
+                    ex.finish_instance(&graph, node, &frame);
+                }
+            }
+        }
+    }
+}
+
+fn panic_text(p: &(dyn Any + Send)) -> String {
+    if let Some(s) = p.downcast_ref::<&str>() {
+        (*s).to_owned()
+    } else if let Some(s) = p.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "non-string panic payload".to_owned()
+    }
+}
+
+impl<S: ThreadState> Exec<'_, S> {
+    fn hook(&self) -> Option<&dyn Hook> {
+        self.sh.hook.as_deref()
+    }
+
+    fn fail(&self, sched: &Sched, op: &str, msg: &MsgId, err: StepFailure) {
+        let (op, thread, msg) = (
+            op.to_owned(),
+            self.me.info.name.to_string(),
+            msg.to_string(),
+        );
+        let e = match err {
+            StepFailure::Panic(message) => ScheduleError::Panic {
+                op,
+                thread,
+                msg,
+                message,
+            },
+            StepFailure::Rule(message) => ScheduleError::Operation {
+                op,
+                thread,
+                msg,
+                message,
+            },
+        };
+        if let Some(h) = self.hook() {
+            h.on_error(&e);
+        }
+        sched.fail(e);
+    }
+
+    /// Emit a step start. Returns `None` when the hook put the message back into the queue.
+    fn start(
+        &mut self,
+        env: Envelope,
+        step: StepKind,
+        instance: &MsgId,
+    ) -> Option<(Envelope, bool)> {
+        let Some(hook) = self.sh.hook.clone() else {
+            let traced = env.traced;
+            return Some((env, traced));
+        };
+        let (id, op, traced) = (env.id.clone(), env.dest_op().clone(), env.traced);
+        let mut cur = Some(env);
+        let mut ev = StepEvent {
+            thread: &self.me.info,
+            op: &op,
+            step,
+            msg_id: &id,
+            instance,
+            input_traced: traced,
+            trace_outputs: traced,
+            access: ThreadAccess {
+                thread: self.me,
+                current: Some(&mut cur),
+                state: Some(&mut self.state as &mut dyn ErasedState),
+            },
+        };
+        hook.on_start(&mut ev);
+        let trace = ev.trace_outputs;
+        drop(ev);
+        cur.map(|e| (e, trace))
+    }
+
+    /// Emit a step start or stop that has no message to put back (final steps, stops).
+    fn boundary(
+        &mut self,
+        graph: &GraphInner,
+        node: usize,
+        step: StepKind,
+        msg: &MsgId,
+        instance: &MsgId,
+        traced: bool,
+        start: bool,
+    ) -> bool {
+        let Some(hook) = self.sh.hook.clone() else {
+            return traced;
+        };
+        let mut ev = StepEvent {
+            thread: &self.me.info,
+            op: &graph.nodes[node].info,
+            step,
+            msg_id: msg,
+            instance,
+            input_traced: traced,
+            trace_outputs: traced,
+            access: ThreadAccess {
+                thread: self.me,
+                current: None,
+                state: Some(&mut self.state as &mut dyn ErasedState),
+            },
+        };
+        if start {
+            hook.on_start(&mut ev);
+        } else {
+            hook.on_stop(&mut ev);
+        }
+        ev.trace_outputs
+    }
+
+    fn on_message(&mut self, env: Envelope) {
+        let graph = env.graph.clone();
+        let node = env.node;
+        let n = &graph.nodes[node];
+        let is_instance = matches!(n.op, OpFn::Merge { .. } | OpFn::Stream { .. });
+        let (step, instance) = if is_instance {
+            let prefix = env
+                .frame
+                .as_ref()
+                .map_or_else(|| env.id.clone(), |f| f.prefix.clone());
+            (StepKind::Absorb, prefix)
+        } else {
+            (StepKind::Run, env.id.clone())
+        };
+        let Some((env, trace)) = self.start(env, step, &instance) else {
+            return; // put back: the loop pops the new head
+        };
+        let Envelope {
+            id,
+            payload,
+            frame,
+            sched,
+            ..
+        } = env;
+        let threads = n.threads.len();
+        let mut completion = None;
+        let result = match &n.op {
+            OpFn::Split(f) => {
+                let out_frame = Arc::new(Frame::new(id.clone(), frame.clone()));
+                let mut poster = Poster::new(
+                    self.sh,
+                    self.me,
+                    &graph,
+                    node,
+                    &sched,
+                    IdMode::Child(id.clone()),
+                    Some(out_frame.clone()),
+                    trace,
+                );
+                let info = StepInfo {
+                    thread: &self.me.info,
+                    threads,
+                    msg_id: &id,
+                };
+                let r = run_guarded(|| f(payload, &mut self.state, &info, &mut poster));
+                self.after_posting(r, &poster, &out_frame)
+            }
+            OpFn::Leaf(f) => {
+                let info = StepInfo {
+                    thread: &self.me.info,
+                    threads,
+                    msg_id: &id,
+                };
+                run_guarded(|| f(payload, &mut self.state, &info)).and_then(|out| {
+                    let mut poster = Poster::new(
+                        self.sh,
+                        self.me,
+                        &graph,
+                        node,
+                        &sched,
+                        IdMode::Same(id.clone()),
+                        frame.clone(),
+                        trace,
+                    );
+                    poster.post(out);
+                    poster.error.map_or(Ok(()), |e| Err(StepFailure::Rule(e)))
+                })
+            }
+            OpFn::Merge { init, absorb, .. } | OpFn::Stream { init, absorb, .. } => self
+                .absorb(
+                    &graph,
+                    node,
+                    (init, absorb),
+                    payload,
+                    frame,
+                    &sched,
+                    &id,
+                    trace,
+                )
+                .map(|f| completion = Some(f)),
+        };
+        if let Err(e) = result {
+            self.fail(&sched, &n.info.name, &id, e);
+            return;
+        }
+        self.boundary(&graph, node, step, &id, &instance, trace, false);
+        // Completion is counted after the absorb step's stop, so the final step follows it.
+        if let Some(frame) = completion {
+            match frame.absorbed(&self.me.info, node) {
+                Ok(true) => self.finish_instance(&graph, node, &frame),
+                Ok(false) => {}
+                Err(e) => self.fail(&sched, &n.info.name, &id, StepFailure::Rule(e)),
+            }
+        }
+    }
+
+    /// A merge or stream absorbs one input into its instance's accumulator.
+    #[allow(clippy::too_many_arguments)]
+    fn absorb(
+        &mut self,
+        graph: &Arc<GraphInner>,
+        node: usize,
+        (init, absorb): (&Box<InitFn>, &Box<AbsorbFn>),
+        payload: Box<dyn Payload>,
+        frame: Option<Arc<Frame>>,
+        sched: &Arc<Sched>,
+        id: &MsgId,
+        trace: bool,
+    ) -> Result<Arc<Frame>, StepFailure> {
+        let frame = frame.ok_or_else(|| {
+            StepFailure::Rule("a merge received a message that no split produced".to_owned())
+        })?;
+        let is_stream = matches!(graph.nodes[node].op, OpFn::Stream { .. });
+        let inst = self
+            .instances
+            .entry(Arc::as_ptr(&frame) as usize)
+            .or_insert_with(|| Instance {
+                acc: Some(init()),
+                _frame: frame.clone(),
+                sched: sched.clone(),
+                traced: false,
+                out_frame: is_stream
+                    .then(|| Arc::new(Frame::new(frame.prefix.clone(), frame.parent.clone()))),
+                posted: 0,
+            });
+        inst.traced |= trace;
+        let mut acc = inst
+            .acc
+            .take()
+            .ok_or_else(|| StepFailure::Rule("internal error: accumulator missing".to_owned()))?;
+        let (out_frame, posted) = (inst.out_frame.clone(), inst.posted);
+        let mut poster = Poster::new(
+            self.sh,
+            self.me,
+            graph,
+            node,
+            sched,
+            IdMode::Child(frame.prefix.clone()),
+            out_frame,
+            trace,
+        );
+        poster.count = posted;
+        let info = StepInfo {
+            thread: &self.me.info,
+            threads: graph.nodes[node].threads.len(),
+            msg_id: id,
+        };
+        let r = run_guarded(|| absorb(&mut *acc, payload, &mut self.state, &info, &mut poster));
+        if let Some(inst) = self.instances.get_mut(&(Arc::as_ptr(&frame) as usize)) {
+            inst.acc = Some(acc);
+            inst.posted = poster.count;
+        }
+        r?;
+        match poster.error {
+            Some(e) => Err(StepFailure::Rule(e)),
+            None => Ok(frame),
+        }
+    }
+
+    /// The final step of a merge or stream instance whose inputs have all been absorbed.
+    fn finish_instance(&mut self, graph: &Arc<GraphInner>, node: usize, frame: &Arc<Frame>) {
+        let Some(inst) = self.instances.remove(&(Arc::as_ptr(frame) as usize)) else {
+            return;
+        };
+        let n = &graph.nodes[node];
+        let out_id = frame.prefix.clone();
+        let trace = self.boundary(
+            graph,
+            node,
+            StepKind::Final,
+            &out_id,
+            &out_id,
+            inst.traced,
+            true,
+        );
+        let info = StepInfo {
+            thread: &self.me.info,
+            threads: n.threads.len(),
+            msg_id: &out_id,
+        };
+        let Some(acc) = inst.acc else { return };
+        let r = match &n.op {
+            OpFn::Merge { finish, .. } => run_guarded(|| finish(acc, &mut self.state, &info))
+                .and_then(|out| {
+                    let mut poster = Poster::new(
+                        self.sh,
+                        self.me,
+                        graph,
+                        node,
+                        &inst.sched,
+                        IdMode::Same(out_id.clone()),
+                        frame.parent.clone(),
+                        trace,
+                    );
+                    poster.post(out);
+                    poster.error.map_or(Ok(()), |e| Err(StepFailure::Rule(e)))
+                }),
+            OpFn::Stream { finish, .. } => {
+                let out_frame = inst
+                    .out_frame
+                    .clone()
+                    .unwrap_or_else(|| Arc::new(Frame::new(out_id.clone(), frame.parent.clone())));
+                let mut poster = Poster::new(
+                    self.sh,
+                    self.me,
+                    graph,
+                    node,
+                    &inst.sched,
+                    IdMode::Child(out_id.clone()),
+                    Some(out_frame.clone()),
+                    trace,
+                );
+                poster.count = inst.posted;
+                let r = run_guarded(|| finish(acc, &mut self.state, &info, &mut poster));
+                self.after_posting(r, &poster, &out_frame)
+            }
+            OpFn::Split(_) | OpFn::Leaf(_) => Ok(()),
+        };
+        if let Err(e) = r {
+            self.fail(&inst.sched, &n.info.name, &out_id, e);
+            return;
+        }
+        self.boundary(graph, node, StepKind::Final, &out_id, &out_id, trace, false);
+    }
+
+    /// After a split (or a stream's final step): check the outputs and tell the matching
+    /// merge how many to expect.
+    fn after_posting(
+        &self,
+        r: Result<(), StepFailure>,
+        poster: &Poster<'_>,
+        out_frame: &Arc<Frame>,
+    ) -> Result<(), StepFailure> {
+        r?;
+        if let Some(e) = &poster.error {
+            return Err(StepFailure::Rule(e.clone()));
+        }
+        if poster.count == 0 {
+            return Err(StepFailure::Rule(
+                "posted no output; a split or stream must post at least one".to_owned(),
+            ));
+        }
+        if let Some((thread, node)) = out_frame.set_expected(poster.count) {
+            if let Some(t) = self.sh.thread(thread) {
+                t.push_item(Item::Finalize {
+                    graph: poster.graph.clone(),
+                    node,
+                    frame: out_frame.clone(),
+                    sched: poster.sched.clone(),
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+enum StepFailure {
+    Panic(String),
+    Rule(String),
+}
+
+fn run_guarded<T>(f: impl FnOnce() -> Result<T, String>) -> Result<T, StepFailure> {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(StepFailure::Rule(e)),
+        Err(p) => Err(StepFailure::Panic(panic_text(&*p))),
+    }
+}
+
+/// How output ids are formed.
+enum IdMode {
+    /// Leaf and merge: one output with this id.
+    Same(MsgId),
+    /// Split and stream: `base.k` for the k-th output.
+    Child(MsgId),
+}
+
+/// Posts a step's outputs: assigns ids, routes, calls the send hook, enqueues.
+struct Poster<'a> {
+    sh: &'a Shared,
+    me: &'a ThreadShared,
+    graph: &'a Arc<GraphInner>,
+    node: usize,
+    sched: &'a Arc<Sched>,
+    ids: IdMode,
+    frame: Option<Arc<Frame>>,
+    traced: bool,
+    count: u64,
+    error: Option<String>,
+}
+
+impl<'a> Poster<'a> {
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        sh: &'a Shared,
+        me: &'a ThreadShared,
+        graph: &'a Arc<GraphInner>,
+        node: usize,
+        sched: &'a Arc<Sched>,
+        ids: IdMode,
+        frame: Option<Arc<Frame>>,
+        traced: bool,
+    ) -> Self {
+        Self {
+            sh,
+            me,
+            graph,
+            node,
+            sched,
+            ids,
+            frame,
+            traced,
+            count: 0,
+            error: None,
+        }
+    }
+}
+
+impl PostSink for Poster<'_> {
+    fn post(&mut self, payload: Box<dyn Payload>) {
+        if self.error.is_some() {
+            return;
+        }
+        let id = match &self.ids {
+            IdMode::Same(id) => id.clone(),
+            IdMode::Child(base) => base.child(self.count),
+        };
+        self.count += 1;
+        let next = self.node + 1;
+        let dest = (next < self.graph.nodes.len()).then_some(next);
+        let from = Some((self.node, self.me));
+        if let Err(e) = deliver(
+            self.sh,
+            from,
+            self.graph,
+            dest,
+            id,
+            payload,
+            self.frame.clone(),
+            self.sched,
+            self.traced,
+        ) {
+            self.error = Some(e);
+        }
+    }
+}
+
+/// Route a message to operation `dest` of `graph` (or back to the schedule caller when
+/// `None`), passing it through the send hook, and enqueue it.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn deliver(
+    sh: &Shared,
+    from: Option<(usize, &ThreadShared)>,
+    graph: &Arc<GraphInner>,
+    dest: Option<usize>,
+    id: MsgId,
+    mut payload: Box<dyn Payload>,
+    frame: Option<Arc<Frame>>,
+    sched: &Arc<Sched>,
+    mut traced: bool,
+) -> Result<(), String> {
+    let dest_node = dest.map(|d| &graph.nodes[d]);
+    let route = |p: &dyn Payload| -> Result<Option<usize>, String> {
+        match dest_node {
+            Some(n) => n
+                .route
+                .pick(p.as_any(), n.threads.len())
+                .map(Some)
+                .map_err(|e| format!("cannot route message {id} to `{}`: {e}", n.info.name)),
+            None => Ok(None),
+        }
+    };
+    let mut to = route(&*payload)?;
+    if let Some(hook) = sh.hook.as_deref() {
+        let mut ev = SendEvent {
+            thread: from.map(|(_, t)| &t.info),
+            from_op: from.map(|(n, _)| &graph.nodes[n].info),
+            to_op: dest_node.map(|n| &n.info),
+            to_thread: dest_node.zip(to).map(|(n, t)| &n.threads[t].info),
+            msg_id: &id,
+            traced,
+            payload: &mut payload,
+            replaced: false,
+            access: from.map(|(_, t)| ThreadAccess {
+                thread: t,
+                current: None,
+                state: None,
+            }),
+        };
+        hook.on_send(&mut ev);
+        traced = ev.traced;
+        let replaced = ev.replaced;
+        drop(ev);
+        if replaced {
+            to = route(&*payload)?;
+        }
+    }
+    match (dest_node, to) {
+        (Some(n), Some(t)) => {
+            let env = Envelope {
+                id,
+                graph: graph.clone(),
+                node: dest.unwrap_or_default(),
+                payload,
+                frame,
+                sched: sched.clone(),
+                from: from.map(|(n, t)| (graph.nodes[n].info.clone(), t.info.clone())),
+                traced,
+            };
+            n.threads[t].push(env, sh.hook.as_deref());
+        }
+        _ => sched.complete(payload),
+    }
+    Ok(())
+}

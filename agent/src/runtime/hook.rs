@@ -1,0 +1,299 @@
+//! The one interface through which every send, receive (enqueue), step start and step stop
+//! passes. The runtime calls it on the thread that produced the event, so an
+//! implementation can:
+//!
+//! - block the calling thread until the debugger releases it (hold);
+//! - replace an outgoing message ([`SendEvent::replace_content`]);
+//! - reorder the suspended thread's pending queue ([`ThreadAccess::reorder`]);
+//! - at a step start, put the message about to start back into the queue (include its id
+//!   in a reorder); the thread then starts whatever is at the head;
+//! - read and replace the thread-local state at a step start or stop
+//!   ([`ThreadAccess::state_json`], [`ThreadAccess::set_state_json`]);
+//! - mark a step's outputs traced ([`StepEvent::trace_outputs`]).
+//!
+//! Without a debugger there is no hook at all and each event costs one branch.
+
+use super::error::ScheduleError;
+use super::ids::MsgId;
+use super::payload::{ErasedState, Payload};
+use super::thread::{Envelope, ThreadShared};
+use std::sync::Arc;
+
+/// The kind of a flow-graph operation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum OpKind {
+    /// One input, one or more outputs.
+    Split,
+    /// One input, exactly one output.
+    Leaf,
+    /// Many inputs (all outputs of the matching split), one output.
+    Merge,
+    /// A merge and a split in one: many inputs, outputs at any time.
+    Stream,
+}
+
+impl OpKind {
+    /// `split`, `leaf`, `merge` or `stream`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OpKind::Split => "split",
+            OpKind::Leaf => "leaf",
+            OpKind::Merge => "merge",
+            OpKind::Stream => "stream",
+        }
+    }
+}
+
+/// One operation of a registered flow graph.
+#[derive(Debug)]
+pub struct OpInfo {
+    /// Index among all operations of the runtime (all graphs).
+    pub id: usize,
+    /// Unique name, e.g. `Sort`.
+    pub name: Arc<str>,
+    /// Split, leaf, merge or stream.
+    pub kind: OpKind,
+    /// Index of the collection it runs on.
+    pub collection: usize,
+}
+
+/// One thread of a collection.
+#[derive(Debug)]
+pub struct ThreadInfo {
+    /// Index among all threads of the runtime.
+    pub global: usize,
+    /// Index of its collection.
+    pub collection: usize,
+    /// Index within its collection.
+    pub index: usize,
+    /// `collection[index]`, e.g. `proc[1]`.
+    pub name: Arc<str>,
+}
+
+/// A thread collection as announced to the hook.
+#[derive(Debug)]
+pub struct CollectionInfo {
+    /// Index among the runtime's collections.
+    pub id: usize,
+    /// Its name, e.g. `proc`.
+    pub name: String,
+    /// Its threads.
+    pub threads: Vec<Arc<ThreadInfo>>,
+}
+
+/// A flow graph as announced to the hook.
+#[derive(Debug)]
+pub struct GraphInfo {
+    /// Its operations in flow order.
+    pub ops: Vec<Arc<OpInfo>>,
+    /// Message flow between operations, as pairs of operation ids.
+    pub edges: Vec<(usize, usize)>,
+}
+
+/// Description of a pending message.
+#[derive(Debug, Clone)]
+pub struct QueuedMsg {
+    /// Its id.
+    pub id: MsgId,
+    /// The operation it is for.
+    pub op: Arc<OpInfo>,
+    /// Its Rust type name.
+    pub type_name: &'static str,
+    /// The operation and thread that sent it (`None` for a schedule's input).
+    pub from: Option<(Arc<OpInfo>, Arc<ThreadInfo>)>,
+    /// Whether it is traced.
+    pub traced: bool,
+}
+
+impl QueuedMsg {
+    pub(crate) fn of(env: &Envelope) -> Self {
+        Self {
+            id: env.id.clone(),
+            op: env.dest_op().clone(),
+            type_name: env.payload.type_name(),
+            from: env.from.clone(),
+            traced: env.traced,
+        }
+    }
+
+    /// The key that names this message in a reorder: its id, or `id@op` when the id alone
+    /// is ambiguous in the queue.
+    pub fn key(&self) -> String {
+        self.id.to_string()
+    }
+}
+
+/// Access to a suspended thread: its pending queue and (at step boundaries) its state.
+pub struct ThreadAccess<'a> {
+    pub(crate) thread: &'a ThreadShared,
+    /// At a step start: the message about to start (taken when it is put back).
+    pub(crate) current: Option<&'a mut Option<Envelope>>,
+    pub(crate) state: Option<&'a mut dyn ErasedState>,
+}
+
+impl ThreadAccess<'_> {
+    /// The pending messages in queue order (not including the one about to start).
+    pub fn pending(&self) -> Vec<QueuedMsg> {
+        self.thread.pending()
+    }
+
+    /// JSON content of a pending message (or of the one about to start), by id.
+    pub fn pending_content(&self, id: &MsgId) -> Option<Result<serde_json::Value, String>> {
+        if let Some(Some(env)) = self.current.as_deref() {
+            if &env.id == id {
+                return Some(env.payload.to_json());
+            }
+        }
+        self.thread.pending_content(id)
+    }
+
+    /// The message this thread is about to start, while held at a step start.
+    pub fn current(&self) -> Option<QueuedMsg> {
+        self.current
+            .as_deref()
+            .and_then(|c| c.as_ref())
+            .map(QueuedMsg::of)
+    }
+
+    /// Reorder the pending queue. `order` names every pending message exactly once (by id,
+    /// or `id@op` when an id is ambiguous), plus, when held at a step start, the message
+    /// about to start: it then goes back into the queue at that place and the thread
+    /// starts the new head. On error nothing changes.
+    pub fn reorder(&mut self, order: &[String]) -> Result<(), String> {
+        let current = self.current.as_deref_mut();
+        self.thread.reorder(order, current)
+    }
+
+    /// Whether the message that was about to start has been put back into the queue.
+    pub fn put_back(&self) -> bool {
+        matches!(self.current.as_deref(), Some(None))
+    }
+
+    /// The thread-local state as JSON; an error when the thread is suspended mid-step
+    /// (at a send), where the operation itself holds the state.
+    pub fn state_json(&self) -> Result<serde_json::Value, String> {
+        match &self.state {
+            Some(s) => s.to_json(),
+            None => Err(STATE_BUSY.to_owned()),
+        }
+    }
+
+    /// Replace the thread-local state; on error (wrong shape, mid-step) nothing changes.
+    pub fn set_state_json(&mut self, value: serde_json::Value) -> Result<(), String> {
+        match &mut self.state {
+            Some(s) => s.replace_from_json(value),
+            None => Err(STATE_BUSY.to_owned()),
+        }
+    }
+}
+
+const STATE_BUSY: &str =
+    "the thread is suspended inside an operation (at a send); its state is only accessible at a step start or stop";
+
+/// An operation posts a message, before it is delivered.
+pub struct SendEvent<'a> {
+    /// Sending thread (`None`: the caller of `schedule` injects the input).
+    pub thread: Option<&'a Arc<ThreadInfo>>,
+    /// Sending operation (`None` for a schedule's input).
+    pub from_op: Option<&'a Arc<OpInfo>>,
+    /// Destination operation (`None`: the final result returns to the schedule caller).
+    pub to_op: Option<&'a Arc<OpInfo>>,
+    /// Destination thread as routed now (a replacement is routed again).
+    pub to_thread: Option<&'a Arc<ThreadInfo>>,
+    /// The message id.
+    pub msg_id: &'a MsgId,
+    /// Whether the message is traced; the hook may change it.
+    pub traced: bool,
+    pub(crate) payload: &'a mut Box<dyn Payload>,
+    pub(crate) replaced: bool,
+    /// The sending thread's queue (its state is held by the running operation).
+    pub access: Option<ThreadAccess<'a>>,
+}
+
+impl SendEvent<'_> {
+    /// Rust type name of the message.
+    pub fn type_name(&self) -> &'static str {
+        self.payload.type_name()
+    }
+    /// Content as JSON.
+    pub fn content_json(&self) -> Result<serde_json::Value, String> {
+        self.payload.to_json()
+    }
+    /// Replace the content (deserialized into the message's own type). On error the
+    /// original is kept.
+    pub fn replace_content(&mut self, value: serde_json::Value) -> Result<(), String> {
+        self.payload.replace_from_json(value)?;
+        self.replaced = true;
+        Ok(())
+    }
+}
+
+/// A message was appended to a thread's pending queue. Called with that queue locked:
+/// implementations must not block.
+pub struct RecvEvent<'a> {
+    /// Receiving thread.
+    pub thread: &'a Arc<ThreadInfo>,
+    /// Operation the message is for.
+    pub op: &'a Arc<OpInfo>,
+    /// The message id.
+    pub msg_id: &'a MsgId,
+    /// Position in the queue (0 = head).
+    pub position: usize,
+    /// Whether the message is traced.
+    pub traced: bool,
+}
+
+/// Which step of an operation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StepKind {
+    /// The single step of a split or leaf.
+    Run,
+    /// A merge or stream absorbing one input.
+    Absorb,
+    /// The final step of a merge or stream.
+    Final,
+}
+
+/// A step is about to start, or has stopped.
+pub struct StepEvent<'a> {
+    /// The thread.
+    pub thread: &'a Arc<ThreadInfo>,
+    /// The operation.
+    pub op: &'a Arc<OpInfo>,
+    /// Which step.
+    pub step: StepKind,
+    /// The input message id (for a final step: the output id).
+    pub msg_id: &'a MsgId,
+    /// The operation instance: the message id for splits and leaves, the id the merge or
+    /// stream outputs for merges and streams.
+    pub instance: &'a MsgId,
+    /// Whether the consumed message is traced (for a final step: any absorbed input).
+    pub input_traced: bool,
+    /// Whether this step's outputs will be traced; defaults to `input_traced`.
+    pub trace_outputs: bool,
+    /// The suspended thread.
+    pub access: ThreadAccess<'a>,
+}
+
+/// Observer and controller of every event of a runtime. All methods default to nothing.
+pub trait Hook: Send + Sync + 'static {
+    /// A collection was added (its threads exist and wait for messages).
+    fn on_collection(&self, _info: &CollectionInfo) {}
+    /// A flow graph was registered.
+    fn on_graph(&self, _info: &GraphInfo) {}
+    /// A message is posted (may block, may replace the message).
+    fn on_send(&self, _ev: &mut SendEvent<'_>) {}
+    /// A message was enqueued (must not block).
+    fn on_recv(&self, _ev: &RecvEvent<'_>) {}
+    /// A step is about to start (may block, reorder, put back, touch the state).
+    fn on_start(&self, _ev: &mut StepEvent<'_>) {}
+    /// A step finished (may block, reorder, touch the state).
+    fn on_stop(&self, _ev: &mut StepEvent<'_>) {}
+    /// A schedule call failed (an operation panicked or broke a rule).
+    fn on_error(&self, _err: &ScheduleError) {}
+}
+
+/// The hook that does nothing (what a program without a debugger gets, in effect).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoopHook;
+impl Hook for NoopHook {}

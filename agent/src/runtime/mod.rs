@@ -1,0 +1,347 @@
+//! The parallel runtime: thread collections, flow graphs and schedule calls (the DPS
+//! programming model of `shared/DESIGN.md` §1).
+//!
+//! - [`Runtime`] owns thread collections ([`Runtime::collection`]); each thread is a named
+//!   OS thread with a FIFO queue and a thread-local state.
+//! - [`ops`] builds operations; `>>` composes them into a [`Chain`], which
+//!   [`Runtime::graph`] checks (nesting of splits and merges) and registers.
+//! - [`Runtime::schedule`] posts an input and waits for the final message.
+//!
+//! Every event passes through the optional [`Hook`] (module [`hook`]).
+
+pub mod error;
+mod exec;
+pub mod graph;
+pub mod hook;
+pub mod ids;
+pub mod ops;
+pub(crate) mod payload;
+pub mod route;
+pub(crate) mod thread;
+
+use error::{BuildError, ScheduleError};
+use graph::{Chain, FlowGraph, GraphInner, Node, PostSink};
+use hook::{CollectionInfo, Hook, OpInfo, ThreadInfo};
+use ids::MsgId;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use std::collections::HashSet;
+use std::marker::PhantomData;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::thread::JoinHandle;
+use thread::{lock, Sched, ThreadShared};
+
+pub use payload::{ErasedState, Payload};
+
+/// What can travel as a message: any serde type that can cross threads.
+pub trait Message: Serialize + DeserializeOwned + Send + 'static {}
+impl<T: Serialize + DeserializeOwned + Send + 'static> Message for T {}
+
+/// What can be a thread-local state.
+pub trait ThreadState: Serialize + DeserializeOwned + Default + Send + 'static {}
+impl<T: Serialize + DeserializeOwned + Default + Send + 'static> ThreadState for T {}
+
+static NEXT_RUNTIME: AtomicUsize = AtomicUsize::new(0);
+
+pub(crate) struct Shared {
+    pub(crate) id: usize,
+    pub(crate) hook: Option<Arc<dyn Hook>>,
+    threads: Mutex<Vec<(Arc<ThreadShared>, Option<JoinHandle<()>>)>>,
+    collections: Mutex<Vec<Arc<CollectionInfo>>>,
+    ops: Mutex<(Vec<Arc<OpInfo>>, HashSet<String>)>,
+    next_call: AtomicU64,
+}
+
+impl Shared {
+    pub(crate) fn thread(&self, global: usize) -> Option<Arc<ThreadShared>> {
+        lock(&self.threads).get(global).map(|(t, _)| t.clone())
+    }
+}
+
+/// Builds a [`Runtime`].
+#[derive(Default)]
+pub struct RuntimeBuilder {
+    hook: Option<Arc<dyn Hook>>,
+}
+
+impl RuntimeBuilder {
+    /// Route every event through `hook` (tests, recorders, the debugging agent).
+    pub fn hook(mut self, hook: Arc<dyn Hook>) -> Self {
+        self.hook = Some(hook);
+        self
+    }
+
+    /// Create the runtime (no threads yet: add collections).
+    pub fn build(self) -> Runtime {
+        Runtime {
+            shared: Arc::new(Shared {
+                id: NEXT_RUNTIME.fetch_add(1, Ordering::Relaxed),
+                hook: self.hook,
+                threads: Mutex::new(Vec::new()),
+                collections: Mutex::new(Vec::new()),
+                ops: Mutex::new((Vec::new(), HashSet::new())),
+                next_call: AtomicU64::new(0),
+            }),
+        }
+    }
+}
+
+/// The runtime: thread collections, registered graphs and schedule calls. Dropping it
+/// stops and joins its threads.
+pub struct Runtime {
+    shared: Arc<Shared>,
+}
+
+/// A handle on a thread collection whose threads keep a state of type `S`.
+pub struct Collection<S> {
+    pub(crate) runtime: usize,
+    pub(crate) id: usize,
+    pub(crate) threads: Arc<[Arc<ThreadShared>]>,
+    name: String,
+    _state: PhantomData<fn() -> S>,
+}
+
+impl<S> Clone for Collection<S> {
+    fn clone(&self) -> Self {
+        Self {
+            runtime: self.runtime,
+            id: self.id,
+            threads: self.threads.clone(),
+            name: self.name.clone(),
+            _state: PhantomData,
+        }
+    }
+}
+
+impl<S> Collection<S> {
+    /// Number of threads.
+    pub fn len(&self) -> usize {
+        self.threads.len()
+    }
+    /// Always false: a collection has at least one thread.
+    pub fn is_empty(&self) -> bool {
+        self.threads.is_empty()
+    }
+    /// The collection's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+/// What an operation knows about the step it runs.
+pub(crate) struct StepInfo<'a> {
+    pub(crate) thread: &'a ThreadInfo,
+    pub(crate) threads: usize,
+    pub(crate) msg_id: &'a MsgId,
+}
+
+/// An operation's context: the thread-local state and where it runs.
+pub struct Ctx<'a, S> {
+    /// The thread-local state of the thread running the step.
+    pub state: &'a mut S,
+    info: &'a StepInfo<'a>,
+}
+
+impl<'a, S> Ctx<'a, S> {
+    pub(crate) fn new(state: &'a mut S, info: &'a StepInfo<'a>) -> Self {
+        Self { state, info }
+    }
+    /// Index of the running thread in its collection.
+    pub fn thread_index(&self) -> usize {
+        self.info.thread.index
+    }
+    /// Number of threads in the running thread's collection.
+    pub fn threads(&self) -> usize {
+        self.info.threads
+    }
+    /// Name of the running thread, e.g. `proc[2]`.
+    pub fn thread_name(&self) -> &str {
+        &self.info.thread.name
+    }
+    /// Id of the message being processed (for a merge's final step: its output id).
+    pub fn msg_id(&self) -> &MsgId {
+        self.info.msg_id
+    }
+}
+
+/// Where a split or stream posts its outputs.
+pub struct Outputs<'a, T> {
+    sink: &'a mut dyn PostSink,
+    _type: PhantomData<fn(T)>,
+}
+
+impl<'a, T: Message> Outputs<'a, T> {
+    pub(crate) fn new(sink: &'a mut dyn PostSink) -> Self {
+        Self {
+            sink,
+            _type: PhantomData,
+        }
+    }
+    /// Post one output: it is routed and delivered at once.
+    pub fn post(&mut self, msg: T) {
+        self.sink.post(Box::new(msg));
+    }
+}
+
+impl Runtime {
+    /// A runtime without a hook.
+    pub fn builder() -> RuntimeBuilder {
+        RuntimeBuilder::default()
+    }
+
+    /// Add a collection of `threads` named OS threads `name[0]`, `name[1]`, ..., each with
+    /// state `S::default()`.
+    ///
+    /// # Panics
+    /// If `threads` is 0.
+    pub fn collection<S: ThreadState>(&self, name: &str, threads: usize) -> Collection<S> {
+        assert!(threads > 0, "collection `{name}` needs at least one thread");
+        let sh = &self.shared;
+        let mut colls = lock(&sh.collections);
+        let mut all = lock(&sh.threads);
+        let id = colls.len();
+        let mut infos = Vec::with_capacity(threads);
+        let mut members = Vec::with_capacity(threads);
+        for index in 0..threads {
+            let info = Arc::new(ThreadInfo {
+                global: all.len(),
+                collection: id,
+                index,
+                name: format!("{name}[{index}]").into(),
+            });
+            let ts = Arc::new(ThreadShared::new(info.clone()));
+            let handle = {
+                let (sh, ts) = (sh.clone(), ts.clone());
+                std::thread::Builder::new()
+                    .name(info.name.to_string())
+                    .spawn(move || exec::thread_main::<S>(&sh, &ts))
+                    .map_err(|e| eprintln!("racetrack: cannot spawn thread {}: {e}", info.name))
+                    .ok()
+            };
+            all.push((ts.clone(), handle));
+            infos.push(info);
+            members.push(ts);
+        }
+        let info = Arc::new(CollectionInfo {
+            id,
+            name: name.to_owned(),
+            threads: infos,
+        });
+        colls.push(info.clone());
+        drop((colls, all));
+        if let Some(h) = &sh.hook {
+            h.on_collection(&info);
+        }
+        Collection {
+            runtime: sh.id,
+            id,
+            threads: members.into(),
+            name: name.to_owned(),
+            _state: PhantomData,
+        }
+    }
+
+    /// Check and register a flow graph.
+    pub fn graph<I, O>(&self, chain: Chain<I, O>) -> Result<FlowGraph<I, O>, BuildError> {
+        graph::check_nesting(&chain.nodes)?;
+        let sh = &self.shared;
+        let mut ops = lock(&sh.ops);
+        let mut seen = HashSet::new();
+        for n in &chain.nodes {
+            if n.collection.runtime != sh.id {
+                return Err(BuildError::ForeignCollection(n.name.clone()));
+            }
+            if ops.1.contains(&n.name) || !seen.insert(n.name.clone()) {
+                return Err(BuildError::DuplicateName(n.name.clone()));
+            }
+        }
+        let mut nodes = Vec::with_capacity(chain.nodes.len());
+        for n in chain.nodes {
+            let info = Arc::new(OpInfo {
+                id: ops.0.len(),
+                name: n.name.as_str().into(),
+                kind: n.op.kind(),
+                collection: n.collection.id,
+            });
+            ops.0.push(info.clone());
+            ops.1.insert(n.name);
+            nodes.push(Node {
+                info,
+                route: n.route,
+                op: n.op,
+                threads: n.collection.threads,
+            });
+        }
+        drop(ops);
+        let inner = Arc::new(GraphInner { nodes });
+        if let Some(h) = &sh.hook {
+            h.on_graph(&graph::graph_info(&inner));
+        }
+        Ok(FlowGraph::new(inner))
+    }
+
+    /// Post `input` to the graph's first operation and wait for the final message. The
+    /// k-th call (from 0) gives the input the id `k`.
+    pub fn schedule<I: Message, O: Message>(
+        &self,
+        graph: &FlowGraph<I, O>,
+        input: I,
+    ) -> Result<O, ScheduleError> {
+        let call = self.shared.next_call.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = mpsc::sync_channel(1);
+        let sched = Arc::new(Sched::new(tx));
+        let injected = exec::deliver(
+            &self.shared,
+            None,
+            &graph.inner,
+            Some(0),
+            MsgId::root(call),
+            Box::new(input),
+            None,
+            &sched,
+            false,
+        );
+        if let Err(message) = injected {
+            let op = graph.inner.nodes[0].info.name.to_string();
+            return Err(ScheduleError::Operation {
+                op,
+                thread: "(caller)".to_owned(),
+                msg: call.to_string(),
+                message,
+            });
+        }
+        drop(sched);
+        match rx.recv() {
+            Ok(Ok(out)) => out
+                .into_any()
+                .downcast::<O>()
+                .map(|b| *b)
+                .map_err(|_| ScheduleError::Shutdown),
+            Ok(Err(e)) => Err(e),
+            Err(_) => Err(ScheduleError::Shutdown),
+        }
+    }
+
+    /// The thread collections added so far.
+    pub fn collections(&self) -> Vec<Arc<CollectionInfo>> {
+        lock(&self.shared.collections).clone()
+    }
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        let threads = std::mem::take(&mut *lock(&self.shared.threads));
+        for (t, _) in &threads {
+            t.shutdown();
+        }
+        for (_, h) in threads {
+            if let Some(h) = h {
+                let _ = h.join();
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

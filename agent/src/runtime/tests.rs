@@ -1,0 +1,554 @@
+//! Unit tests of the runtime: ids, routing, merge completion, streams, panics, hooks.
+#![allow(clippy::unwrap_used)]
+
+use super::hook::{Hook, RecvEvent, SendEvent, StepEvent, StepKind};
+use super::*;
+use crate::runtime::route::Route;
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// Records `op thread msg` for every step start (and `recv`/`send`), in event order.
+#[derive(Default)]
+struct Recorder {
+    starts: Mutex<Vec<(String, String, String, StepKind)>>,
+    sends: Mutex<Vec<(String, Option<String>, Option<String>)>>,
+    recvs: Mutex<Vec<(String, String)>>,
+}
+
+impl Hook for Recorder {
+    fn on_start(&self, ev: &mut StepEvent<'_>) {
+        self.starts.lock().unwrap().push((
+            ev.op.name.to_string(),
+            ev.thread.name.to_string(),
+            ev.msg_id.to_string(),
+            ev.step,
+        ));
+    }
+    fn on_send(&self, ev: &mut SendEvent<'_>) {
+        self.sends.lock().unwrap().push((
+            ev.msg_id.to_string(),
+            ev.to_op.map(|o| o.name.to_string()),
+            ev.to_thread.map(|t| t.name.to_string()),
+        ));
+    }
+    fn on_recv(&self, ev: &RecvEvent<'_>) {
+        self.recvs
+            .lock()
+            .unwrap()
+            .push((ev.msg_id.to_string(), ev.thread.name.to_string()));
+    }
+}
+
+impl Recorder {
+    fn ids_of(&self, op: &str) -> Vec<String> {
+        let mut v: Vec<String> = self
+            .starts
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|s| s.0 == op)
+            .map(|s| s.2.clone())
+            .collect();
+        v.sort();
+        v
+    }
+}
+
+fn recorded() -> (Runtime, Arc<Recorder>) {
+    let rec = Arc::new(Recorder::default());
+    (Runtime::builder().hook(rec.clone()).build(), rec)
+}
+
+fn jitter(seed: u64) {
+    // Deterministic per message, different across messages: shuffles arrival order.
+    let us = (seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407)
+        >> 33)
+        % 400;
+    std::thread::sleep(Duration::from_micros(us));
+}
+
+#[test]
+fn split_leaf_merge_ids_and_result() {
+    let (rt, rec) = recorded();
+    let main = rt.collection::<()>("main", 1);
+    let procs = rt.collection::<u32>("proc", 3);
+    let g = rt
+        .graph(
+            ops::split("Split", &main, Route::constant(0), |n: u64, _c, out| {
+                (0..n).for_each(|i| out.post(i))
+            }) >> ops::leaf("Work", &procs, Route::round_robin(), |x: u64, c| {
+                *c.state += 1;
+                jitter(x);
+                x * 10
+            }) >> ops::merge(
+                "Sum",
+                &main,
+                Route::constant(0),
+                |acc: &mut u64, x: u64, _c| *acc += x,
+                |acc, _c| acc,
+            ),
+        )
+        .unwrap();
+    assert_eq!(rt.schedule(&g, 5).unwrap(), 100);
+    assert_eq!(rec.ids_of("Split"), ["0"]);
+    assert_eq!(rec.ids_of("Work"), ["0.0", "0.1", "0.2", "0.3", "0.4"]);
+    // Merge: five absorb steps (input ids) and one final step (its output id).
+    let starts = rec.starts.lock().unwrap().clone();
+    let merge: Vec<_> = starts.iter().filter(|s| s.0 == "Sum").collect();
+    assert_eq!(merge.len(), 6);
+    assert_eq!(
+        merge.last().map(|s| (s.2.as_str(), s.3)),
+        Some(("0", StepKind::Final))
+    );
+    // The final result is "sent" back to the caller with the merge's output id.
+    assert!(rec
+        .sends
+        .lock()
+        .unwrap()
+        .contains(&("0".to_owned(), None, None)));
+    // Repeated schedule calls get fresh root ids.
+    assert_eq!(rt.schedule(&g, 2).unwrap(), 10);
+    assert_eq!(rec.ids_of("Split"), ["0", "1"]);
+    assert!(rec.ids_of("Work").contains(&"1.1".to_owned()));
+}
+
+#[test]
+fn nested_split_merge_ids() {
+    let (rt, rec) = recorded();
+    let main = rt.collection::<()>("main", 1);
+    let procs = rt.collection::<()>("proc", 4);
+    let g = rt
+        .graph(
+            ops::split("Outer", &main, Route::constant(0), |n: u32, _c, out| {
+                (0..n).for_each(|i| out.post(i))
+            }) >> ops::split(
+                "Inner",
+                &procs,
+                Route::by(|i: &u32, n| *i as usize % n),
+                |i: u32, _c, out| (0..3).for_each(|j| out.post(i * 10 + j)),
+            ) >> ops::leaf("Leaf", &procs, Route::round_robin(), |x: u32, _c| x + 1)
+                >> ops::merge(
+                    "InnerMerge",
+                    &procs,
+                    Route::by(|x: &u32, n| ((x - 1) / 10) as usize % n),
+                    |a: &mut u32, x: u32, _c| *a += x,
+                    |a, _c| a,
+                )
+                >> ops::merge(
+                    "OuterMerge",
+                    &main,
+                    Route::constant(0),
+                    |a: &mut Vec<u32>, x: u32, _c| a.push(x),
+                    |mut a, _c| {
+                        a.sort_unstable();
+                        a
+                    },
+                ),
+        )
+        .unwrap();
+    // sums of (i*10+j+1) for j in 0..3 = 30i + 6
+    assert_eq!(rt.schedule(&g, 2).unwrap(), vec![6, 36]);
+    assert_eq!(rec.ids_of("Inner"), ["0.0", "0.1"]);
+    assert_eq!(
+        rec.ids_of("Leaf"),
+        ["0.0.0", "0.0.1", "0.0.2", "0.1.0", "0.1.1", "0.1.2"]
+    );
+    let finals: Vec<String> = rec
+        .starts
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|s| s.3 == StepKind::Final)
+        .map(|s| format!("{}:{}", s.0, s.2))
+        .collect();
+    assert_eq!(finals.len(), 3);
+    assert!(
+        finals.contains(&"InnerMerge:0.0".to_owned())
+            && finals.contains(&"InnerMerge:0.1".to_owned())
+    );
+    assert_eq!(finals.last().map(String::as_str), Some("OuterMerge:0"));
+}
+
+#[test]
+fn merge_completes_when_split_finishes_after_all_arrivals() {
+    // The split keeps running after posting, so every output is absorbed before the merge
+    // learns how many to expect: completion must come from the split's end.
+    let (rt, _rec) = recorded();
+    let main = rt.collection::<()>("main", 1);
+    let procs = rt.collection::<()>("proc", 2);
+    let g = rt
+        .graph(
+            ops::split(
+                "SlowSplit",
+                &procs,
+                Route::constant(0),
+                |n: u32, _c, out| {
+                    (0..n).for_each(|i| out.post(i));
+                    std::thread::sleep(Duration::from_millis(50));
+                },
+            ) >> ops::merge(
+                "Count",
+                &main,
+                Route::constant(0),
+                |a: &mut u32, _x: u32, _c| *a += 1,
+                |a, _c| a,
+            ),
+        )
+        .unwrap();
+    for n in [1, 4] {
+        assert_eq!(rt.schedule(&g, n).unwrap(), n);
+    }
+}
+
+#[test]
+fn merge_completion_under_shuffled_arrival_many_times() {
+    let rt = Runtime::builder().build();
+    let main = rt.collection::<()>("main", 1);
+    let procs = rt.collection::<()>("proc", 4);
+    let g = rt
+        .graph(
+            ops::split("S", &main, Route::constant(0), |n: u64, _c, out| {
+                (0..n).for_each(|i| out.post(i))
+            }) >> ops::leaf(
+                "L",
+                &procs,
+                Route::by(|x: &u64, n| *x as usize % n),
+                |x: u64, c| {
+                    jitter(x + c.msg_id().components()[0]);
+                    x
+                },
+            ) >> ops::merge(
+                "M",
+                &main,
+                Route::constant(0),
+                |a: &mut Vec<u64>, x: u64, _c| a.push(x),
+                |a, _c| a,
+            ),
+        )
+        .unwrap();
+    for round in 0..30u64 {
+        let mut got = rt.schedule(&g, 8 + round % 5).unwrap();
+        got.sort_unstable();
+        assert_eq!(got, (0..8 + round % 5).collect::<Vec<_>>(), "round {round}");
+    }
+}
+
+#[test]
+fn stream_outputs_ids_and_merge() {
+    let (rt, rec) = recorded();
+    let main = rt.collection::<()>("main", 1);
+    let procs = rt.collection::<()>("proc", 2);
+    let g = rt
+        .graph(
+            ops::split("S", &main, Route::constant(0), |n: u32, _c, out| (0..n).for_each(|i| out.post(i)))
+                // Emits a pair for every two inputs, and the leftover at the end.
+                >> ops::stream(
+                    "Pairs",
+                    &procs,
+                    Route::constant(1),
+                    |held: &mut Vec<u32>, x: u32, _c, out| {
+                        held.push(x);
+                        if held.len() == 2 {
+                            out.post(std::mem::take(held));
+                        }
+                    },
+                    |held, _c, out| {
+                        if !held.is_empty() {
+                            out.post(held);
+                        }
+                    },
+                )
+                >> ops::merge("Gather", &main, Route::constant(0), |a: &mut Vec<Vec<u32>>, p: Vec<u32>, _c| a.push(p), |a, _c| a),
+        )
+        .unwrap();
+    let mut pairs = rt.schedule(&g, 5).unwrap();
+    pairs.iter_mut().for_each(|p| p.sort_unstable());
+    let mut flat: Vec<u32> = pairs.iter().flatten().copied().collect();
+    flat.sort_unstable();
+    assert_eq!(flat, [0, 1, 2, 3, 4]);
+    assert_eq!(pairs.len(), 3);
+    let gather: Vec<String> = rec
+        .starts
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|s| s.0 == "Gather" && s.3 == StepKind::Absorb)
+        .map(|s| s.2.clone())
+        .collect();
+    let mut gather_sorted = gather.clone();
+    gather_sorted.sort();
+    assert_eq!(gather_sorted, ["0.0", "0.1", "0.2"]);
+}
+
+#[test]
+fn panic_becomes_error_naming_op_thread_and_message() {
+    let rt = Runtime::builder().build();
+    let main = rt.collection::<()>("main", 1);
+    let procs = rt.collection::<()>("proc", 2);
+    let g = rt
+        .graph(
+            ops::split("S", &main, Route::constant(0), |n: u32, _c, out| {
+                (0..n).for_each(|i| out.post(i))
+            }) >> ops::leaf(
+                "Boom",
+                &procs,
+                Route::by(|x: &u32, n| *x as usize % n),
+                |x: u32, _c| {
+                    assert!(x != 3, "three is not allowed");
+                    x
+                },
+            ) >> ops::merge(
+                "M",
+                &main,
+                Route::constant(0),
+                |a: &mut u32, x: u32, _c| *a += x,
+                |a, _c| a,
+            ),
+        )
+        .unwrap();
+    let err = rt.schedule(&g, 5).unwrap_err();
+    match &err {
+        ScheduleError::Panic {
+            op,
+            thread,
+            msg,
+            message,
+        } => {
+            assert_eq!(
+                (op.as_str(), thread.as_str(), msg.as_str()),
+                ("Boom", "proc[1]", "0.3")
+            );
+            assert!(message.contains("three is not allowed"), "{message}");
+        }
+        other => panic!("expected a panic error, got {other:?}"),
+    }
+    // The runtime stays usable: the next call (which avoids 3) succeeds.
+    assert_eq!(rt.schedule(&g, 3).unwrap(), 3);
+}
+
+#[test]
+fn rule_violations_are_errors_not_hangs() {
+    let rt = Runtime::builder().build();
+    let main = rt.collection::<()>("main", 1);
+    let procs = rt.collection::<()>("proc", 2);
+    let bad_route = rt
+        .graph(ops::leaf(
+            "Bad",
+            &procs,
+            Route::by(|x: &u32, _n| *x as usize),
+            |x: u32, _c| x,
+        ))
+        .unwrap();
+    let e = rt.schedule(&bad_route, 7).unwrap_err().to_string();
+    assert!(e.contains("thread index 7"), "{e}");
+
+    let empty = rt
+        .graph(
+            ops::split(
+                "Empty",
+                &main,
+                Route::constant(0),
+                |_n: u32, _c, _out: &mut Outputs<'_, u32>| {},
+            ) >> ops::merge(
+                "M2",
+                &main,
+                Route::constant(0),
+                |a: &mut u32, x: u32, _c| *a += x,
+                |a, _c| a,
+            ),
+        )
+        .unwrap();
+    let e = rt.schedule(&empty, 1).unwrap_err().to_string();
+    assert!(e.contains("Empty") && e.contains("at least one"), "{e}");
+
+    let spread = rt
+        .graph(
+            ops::split("Spread", &main, Route::constant(0), |n: u32, _c, out| {
+                (0..n).for_each(|i| out.post(i))
+            }) >> ops::merge(
+                "SpreadMerge",
+                &procs,
+                Route::by(|x: &u32, n| *x as usize % n),
+                |a: &mut u32, x: u32, _c| *a += x,
+                |a, _c| a,
+            ),
+        )
+        .unwrap();
+    let e = rt.schedule(&spread, 4).unwrap_err().to_string();
+    assert!(e.contains("different threads"), "{e}");
+}
+
+#[test]
+fn build_errors() {
+    let rt = Runtime::builder().build();
+    let main = rt.collection::<()>("main", 1);
+    let leaf = || ops::leaf("L", &main, Route::constant(0), |x: u32, _c| x);
+    let merge = |name: &str| {
+        ops::merge(
+            name,
+            &main,
+            Route::constant(0),
+            |a: &mut u32, x: u32, _c| *a += x,
+            |a, _c| a,
+        )
+    };
+    let split = |name: &str| {
+        ops::split(name, &main, Route::constant(0), |x: u32, _c, out| {
+            out.post(x)
+        })
+    };
+    assert_eq!(
+        rt.graph(merge("M")).err(),
+        Some(BuildError::UnmatchedMerge("M".into(), "merge"))
+    );
+    assert_eq!(
+        rt.graph(split("S") >> leaf()).err(),
+        Some(BuildError::UnclosedSplit("S".into()))
+    );
+    assert_eq!(
+        rt.graph(split("S") >> merge("S")).err(),
+        Some(BuildError::DuplicateName("S".into()))
+    );
+    assert!(rt.graph(split("S1") >> merge("M1")).is_ok());
+    assert_eq!(
+        rt.graph(split("S1") >> merge("M9")).err(),
+        Some(BuildError::DuplicateName("S1".into()))
+    );
+    let other = Runtime::builder().build();
+    let foreign = other.collection::<()>("x", 1);
+    assert_eq!(
+        rt.graph(ops::leaf("F", &foreign, Route::constant(0), |x: u32, _c| x))
+            .err(),
+        Some(BuildError::ForeignCollection("F".into()))
+    );
+}
+
+#[test]
+fn recv_precedes_start_and_send_names_destination() {
+    let (rt, rec) = recorded();
+    let procs = rt.collection::<()>("proc", 3);
+    let g = rt
+        .graph(ops::leaf(
+            "Only",
+            &procs,
+            Route::constant(2),
+            |x: u32, _c| x,
+        ))
+        .unwrap();
+    assert_eq!(rt.schedule(&g, 9).unwrap(), 9);
+    assert_eq!(
+        rec.recvs.lock().unwrap().as_slice(),
+        [("0".to_owned(), "proc[2]".to_owned())]
+    );
+    assert_eq!(
+        rec.sends.lock().unwrap()[0],
+        (
+            "0".to_owned(),
+            Some("Only".to_owned()),
+            Some("proc[2]".to_owned())
+        )
+    );
+}
+
+/// A hook that edits sends, puts back the first start and reorders, and touches state.
+#[derive(Default)]
+struct Meddler {
+    put_back_done: Mutex<bool>,
+    log: Mutex<Vec<String>>,
+}
+
+impl Hook for Meddler {
+    fn on_send(&self, ev: &mut SendEvent<'_>) {
+        // Redirect message 0.0 to the last thread by editing the field the route reads.
+        if ev.msg_id.to_string() == "0.0" && ev.to_op.is_some_and(|o| &*o.name == "Work") {
+            ev.replace_content(serde_json::json!(3)).unwrap();
+            assert!(ev
+                .replace_content(serde_json::json!("not a number"))
+                .is_err());
+        }
+    }
+    fn on_start(&self, ev: &mut StepEvent<'_>) {
+        self.log
+            .lock()
+            .unwrap()
+            .push(format!("{}:{}", ev.op.name, ev.msg_id));
+        if &*ev.op.name == "Work" && ev.thread.index == 3 {
+            let state = ev.access.state_json().unwrap();
+            ev.access
+                .set_state_json(serde_json::json!(state.as_u64().unwrap() + 100))
+                .unwrap();
+            assert!(ev.access.set_state_json(serde_json::json!("bad")).is_err());
+        }
+        if &*ev.op.name == "Gate" {
+            // Hold the gate thread until both of its messages are queued, then swap.
+            let mut done = self.put_back_done.lock().unwrap();
+            if !*done {
+                while ev.access.pending().is_empty() {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                let cur = ev.access.current().unwrap().id.to_string();
+                let pend: Vec<String> = ev.access.pending().iter().map(|m| m.key()).collect();
+                assert!(
+                    ev.access.reorder(&[cur.clone()]).is_err(),
+                    "incomplete order must fail"
+                );
+                let mut order = pend.clone();
+                order.push(cur);
+                ev.access.reorder(&order).unwrap();
+                assert!(ev.access.put_back());
+                *done = true;
+            }
+        }
+    }
+}
+
+#[test]
+fn hook_can_replace_put_back_reorder_and_set_state() {
+    let hook = Arc::new(Meddler::default());
+    let rt = Runtime::builder().hook(hook.clone()).build();
+    let main = rt.collection::<()>("main", 1);
+    let gate = rt.collection::<Vec<u32>>("gate", 1);
+    let procs = rt.collection::<u64>("proc", 4);
+    let g = rt
+        .graph(
+            ops::split("S", &main, Route::constant(0), |n: u32, _c, out| {
+                (0..n).for_each(|i| out.post(i))
+            }) >> ops::leaf(
+                "Work",
+                &procs,
+                Route::by(|x: &u32, n| *x as usize % n),
+                |x: u32, c| {
+                    *c.state += 1;
+                    (u64::from(x), *c.state)
+                },
+            ) >> ops::leaf("Gate", &gate, Route::constant(0), |x: (u64, u64), c| {
+                c.state.push(x.0 as u32);
+                (x, c.state.clone())
+            }) >> ops::merge(
+                "M",
+                &main,
+                Route::constant(0),
+                |a: &mut Vec<((u64, u64), Vec<u32>)>, x, _c| a.push(x),
+                |a, _c| a,
+            ),
+        )
+        .unwrap();
+    let out = rt.schedule(&g, 2).unwrap();
+    // 0.0 was edited to 3 and ran on proc[3], whose state had been bumped by 100.
+    let work: Vec<(u64, u64)> = out.iter().map(|x| x.0).collect();
+    assert!(work.contains(&(3, 101)), "{work:?}");
+    assert!(work.contains(&(1, 1)), "{work:?}");
+    // The gate put back the first message it was about to start: it processed the other
+    // one first, then restarted the put-back one (a second start of the same id).
+    let last_gate_order = &out.iter().max_by_key(|x| x.1.len()).unwrap().1;
+    let log = hook.log.lock().unwrap().clone();
+    let gate_starts: Vec<&String> = log.iter().filter(|l| l.starts_with("Gate:")).collect();
+    assert_eq!(gate_starts.len(), 3, "{log:?}");
+    assert_eq!(
+        gate_starts[0], gate_starts[2],
+        "the put-back message starts again last: {log:?}"
+    );
+    assert_eq!(last_gate_order.len(), 2);
+}

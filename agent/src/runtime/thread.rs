@@ -1,0 +1,358 @@
+//! Threads of a collection: the pending queue each OS thread serves, the envelopes that
+//! travel through it, and the per-split frames that tell a merge when it is complete.
+
+use super::error::ScheduleError;
+use super::graph::GraphInner;
+use super::hook::{Hook, OpInfo, QueuedMsg, RecvEvent, ThreadInfo};
+use super::ids::MsgId;
+use super::payload::Payload;
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::SyncSender;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+
+/// Lock a mutex, ignoring poisoning: no user code runs while our locks are held.
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// One schedule call in flight.
+pub(crate) struct Sched {
+    failed: AtomicBool,
+    tx: Mutex<Option<SyncSender<Result<Box<dyn Payload>, ScheduleError>>>>,
+}
+
+impl Sched {
+    pub(crate) fn new(tx: SyncSender<Result<Box<dyn Payload>, ScheduleError>>) -> Self {
+        Self {
+            failed: AtomicBool::new(false),
+            tx: Mutex::new(Some(tx)),
+        }
+    }
+    pub(crate) fn is_failed(&self) -> bool {
+        self.failed.load(Ordering::Relaxed)
+    }
+    pub(crate) fn complete(&self, out: Box<dyn Payload>) {
+        if let Some(tx) = lock(&self.tx).take() {
+            let _ = tx.send(Ok(out));
+        }
+    }
+    /// Fail the schedule; true if this was its first failure.
+    pub(crate) fn fail(&self, err: ScheduleError) -> bool {
+        self.failed.store(true, Ordering::Relaxed);
+        match lock(&self.tx).take() {
+            Some(tx) => {
+                let _ = tx.send(Err(err));
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// The outputs of one split (or stream) instance, counted so that the matching merge knows
+/// when it has all of them, whatever the arrival order.
+pub(crate) struct Frame {
+    /// The split's input id: what the matching merge outputs.
+    pub(crate) prefix: MsgId,
+    /// The enclosing frame (what the merge's output belongs to).
+    pub(crate) parent: Option<Arc<Frame>>,
+    count: Mutex<FrameCount>,
+}
+
+#[derive(Default)]
+struct FrameCount {
+    expected: Option<u64>,
+    absorbed: u64,
+    /// Global index of the thread and node index of the merge absorbing the outputs.
+    merge_thread: Option<(usize, usize)>,
+}
+
+impl Frame {
+    pub(crate) fn new(prefix: MsgId, parent: Option<Arc<Frame>>) -> Self {
+        Self {
+            prefix,
+            parent,
+            count: Mutex::new(FrameCount::default()),
+        }
+    }
+
+    /// The merge on thread `thread` absorbed one input. Returns whether that was the last.
+    pub(crate) fn absorbed(&self, thread: &ThreadInfo, node: usize) -> Result<bool, String> {
+        let mut c = lock(&self.count);
+        match c.merge_thread {
+            Some((t, _)) if t != thread.global => {
+                return Err(format!(
+                    "inputs of merge instance {} were routed to different threads (thread #{t} and {}); route all of them to one thread",
+                    self.prefix, thread.name
+                ))
+            }
+            _ => c.merge_thread = Some((thread.global, node)),
+        }
+        c.absorbed += 1;
+        Ok(c.expected == Some(c.absorbed))
+    }
+
+    /// The split finished after posting `n` outputs. Returns the merge's thread and node
+    /// when every output has already been absorbed there (it must then be told to finish).
+    pub(crate) fn set_expected(&self, n: u64) -> Option<(usize, usize)> {
+        let mut c = lock(&self.count);
+        c.expected = Some(n);
+        if c.absorbed == n {
+            c.merge_thread
+        } else {
+            None
+        }
+    }
+}
+
+/// A message on its way to (or waiting in the queue of) a thread.
+pub(crate) struct Envelope {
+    pub(crate) id: MsgId,
+    pub(crate) graph: Arc<GraphInner>,
+    pub(crate) node: usize,
+    pub(crate) payload: Box<dyn Payload>,
+    pub(crate) frame: Option<Arc<Frame>>,
+    pub(crate) sched: Arc<Sched>,
+    pub(crate) from: Option<(Arc<OpInfo>, Arc<ThreadInfo>)>,
+    pub(crate) traced: bool,
+}
+
+impl Envelope {
+    pub(crate) fn dest_op(&self) -> &Arc<OpInfo> {
+        &self.graph.nodes[self.node].info
+    }
+}
+
+/// What a thread's queue holds: messages, and the internal notice that a merge instance on
+/// this thread became complete after its last input was absorbed.
+pub(crate) enum Item {
+    Msg(Envelope),
+    Finalize {
+        graph: Arc<GraphInner>,
+        node: usize,
+        frame: Arc<Frame>,
+        sched: Arc<Sched>,
+    },
+}
+
+#[derive(Default)]
+struct Queue {
+    items: VecDeque<Item>,
+    shutdown: bool,
+    sleeping: bool,
+}
+
+/// The part of a thread that other threads see: its identity and its pending queue.
+pub(crate) struct ThreadShared {
+    pub(crate) info: Arc<ThreadInfo>,
+    queue: Mutex<Queue>,
+    cv: Condvar,
+}
+
+impl ThreadShared {
+    pub(crate) fn new(info: Arc<ThreadInfo>) -> Self {
+        Self {
+            info,
+            queue: Mutex::new(Queue::default()),
+            cv: Condvar::new(),
+        }
+    }
+
+    /// Append a message; the hook's `on_recv` runs under the queue lock so that the
+    /// receive is recorded before any step can consume the message.
+    pub(crate) fn push(&self, env: Envelope, hook: Option<&dyn Hook>) {
+        let mut q = lock(&self.queue);
+        if let Some(hook) = hook {
+            hook.on_recv(&RecvEvent {
+                thread: &self.info,
+                op: env.dest_op(),
+                msg_id: &env.id,
+                position: q.items.len(),
+                traced: env.traced,
+            });
+        }
+        q.items.push_back(Item::Msg(env));
+        self.wake(q);
+    }
+
+    pub(crate) fn push_item(&self, item: Item) {
+        let mut q = lock(&self.queue);
+        q.items.push_back(item);
+        self.wake(q);
+    }
+
+    fn wake(&self, q: MutexGuard<'_, Queue>) {
+        let sleeping = q.sleeping;
+        drop(q);
+        if sleeping {
+            self.cv.notify_one();
+        }
+    }
+
+    /// Block until an item is available; `None` once the runtime shuts down.
+    pub(crate) fn pop(&self) -> Option<Item> {
+        let mut q = lock(&self.queue);
+        loop {
+            if q.shutdown {
+                return None;
+            }
+            if let Some(item) = q.items.pop_front() {
+                q.sleeping = false;
+                return Some(item);
+            }
+            q.sleeping = true;
+            q = self
+                .cv
+                .wait(q)
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+        }
+    }
+
+    pub(crate) fn shutdown(&self) {
+        lock(&self.queue).shutdown = true;
+        self.cv.notify_all();
+    }
+
+    pub(crate) fn pending(&self) -> Vec<QueuedMsg> {
+        lock(&self.queue)
+            .items
+            .iter()
+            .filter_map(|i| match i {
+                Item::Msg(e) => Some(QueuedMsg::of(e)),
+                Item::Finalize { .. } => None,
+            })
+            .collect()
+    }
+
+    pub(crate) fn pending_content(&self, id: &MsgId) -> Option<Result<serde_json::Value, String>> {
+        lock(&self.queue).items.iter().find_map(|i| match i {
+            Item::Msg(e) if &e.id == id => Some(e.payload.to_json()),
+            _ => None,
+        })
+    }
+
+    /// See [`super::hook::ThreadAccess::reorder`].
+    pub(crate) fn reorder(
+        &self,
+        order: &[String],
+        current: Option<&mut Option<Envelope>>,
+    ) -> Result<(), String> {
+        let mut q = lock(&self.queue);
+        let cur_env = current.as_ref().and_then(|c| c.as_ref());
+        // Candidates: the message about to start (if any) and every pending message.
+        let mut names: Vec<(String, &str)> = Vec::new();
+        if let Some(e) = cur_env {
+            names.push((e.id.to_string(), &e.dest_op().name));
+        }
+        for item in &q.items {
+            if let Item::Msg(e) = item {
+                names.push((e.id.to_string(), &e.dest_op().name));
+            }
+        }
+        let picks = resolve_order(order, &names)?;
+        drop(names);
+
+        // Valid: rebuild the queue. Internal notices keep their place at the front.
+        let mut envs: Vec<Option<Envelope>> = Vec::with_capacity(picks.len());
+        if let Some(c) = current {
+            if let Some(e) = c.take() {
+                envs.push(Some(e));
+            }
+        }
+        let mut notices = VecDeque::new();
+        for item in q.items.drain(..) {
+            match item {
+                Item::Msg(e) => envs.push(Some(e)),
+                other => notices.push_back(other),
+            }
+        }
+        q.items = notices;
+        for i in picks {
+            if let Some(e) = envs[i].take() {
+                q.items.push_back(Item::Msg(e));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Map each entry of `order` (an id, or `id@op`) to exactly one candidate and check that
+/// the result is a permutation of all candidates.
+fn resolve_order(order: &[String], names: &[(String, &str)]) -> Result<Vec<usize>, String> {
+    let mut used = vec![false; names.len()];
+    let mut picks = Vec::with_capacity(order.len());
+    for entry in order {
+        let (id, op) = match entry.split_once('@') {
+            Some((id, op)) => (id, Some(op)),
+            None => (entry.as_str(), None),
+        };
+        let matches: Vec<usize> = names
+            .iter()
+            .enumerate()
+            .filter(|(_, (nid, nop))| nid == id && op.is_none_or(|op| op == *nop))
+            .map(|(i, _)| i)
+            .collect();
+        let i = match matches.as_slice() {
+            [] => return Err(format!("`{entry}` is not pending on this thread")),
+            [i] => *i,
+            many => {
+                let alts: Vec<String> = many
+                    .iter()
+                    .map(|&i| format!("{id}@{}", names[i].1))
+                    .collect();
+                return Err(format!(
+                    "`{entry}` is ambiguous here: write one of {}",
+                    alts.join(", ")
+                ));
+            }
+        };
+        if std::mem::replace(&mut used[i], true) {
+            return Err(format!("`{entry}` appears twice in the new order"));
+        }
+        picks.push(i);
+    }
+    let missing: Vec<&str> = names
+        .iter()
+        .zip(&used)
+        .filter(|(_, u)| !**u)
+        .map(|((id, _), _)| id.as_str())
+        .collect();
+    if !missing.is_empty() {
+        return Err(format!(
+            "the new order must name every pending message; missing: {}",
+            missing.join(", ")
+        ));
+    }
+    Ok(picks)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::resolve_order;
+
+    fn s(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    #[test]
+    fn order_must_be_a_permutation() {
+        let names = [
+            ("0.1".to_owned(), "A"),
+            ("0.2".to_owned(), "A"),
+            ("0.2".to_owned(), "B"),
+        ];
+        assert_eq!(
+            resolve_order(&s(&["0.2@B", "0.1", "0.2@A"]), &names),
+            Ok(vec![2, 0, 1])
+        );
+        let e = resolve_order(&s(&["0.2", "0.1"]), &names).unwrap_err();
+        assert!(e.contains("ambiguous"), "{e}");
+        let e = resolve_order(&s(&["0.1", "0.2@A"]), &names).unwrap_err();
+        assert!(e.contains("missing: 0.2"), "{e}");
+        let e = resolve_order(&s(&["0.1", "0.1", "0.2@A", "0.2@B"]), &names).unwrap_err();
+        assert!(e.contains("twice"), "{e}");
+        let e = resolve_order(&s(&["0.9"]), &names).unwrap_err();
+        assert!(e.contains("not pending"), "{e}");
+    }
+}
