@@ -24,9 +24,7 @@ pub enum BuildError {
 #[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
 pub enum ScheduleError {
     /// An operation panicked.
-    #[error(
-        "operation `{op}` panicked on thread {thread} while processing message {msg}: {message}"
-    )]
+    #[error("operation `{op}` panicked on thread {thread} while processing message {msg}: {message}")]
     Panic {
         /// Operation name.
         op: String,

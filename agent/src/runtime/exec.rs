@@ -79,11 +79,7 @@ impl<S: ThreadState> Exec<'_, S> {
     }
 
     fn fail(&self, sched: &Sched, op: &str, msg: &MsgId, err: StepFailure) {
-        let (op, thread, msg) = (
-            op.to_owned(),
-            self.me.info.name.to_string(),
-            msg.to_string(),
-        );
+        let (op, thread, msg) = (op.to_owned(), self.me.info.name.to_string(), msg.to_string());
         let e = match err {
             StepFailure::Panic(message) => ScheduleError::Panic {
                 op,
@@ -105,12 +101,7 @@ impl<S: ThreadState> Exec<'_, S> {
     }
 
     /// Emit a step start. Returns `None` when the hook put the message back into the queue.
-    fn start(
-        &mut self,
-        env: Envelope,
-        step: StepKind,
-        instance: &MsgId,
-    ) -> Option<(Envelope, bool)> {
+    fn start(&mut self, env: Envelope, step: StepKind, instance: &MsgId) -> Option<(Envelope, bool)> {
         let Some(hook) = self.sh.hook.clone() else {
             let traced = env.traced;
             return Some((env, traced));
@@ -133,11 +124,11 @@ impl<S: ThreadState> Exec<'_, S> {
         };
         hook.on_start(&mut ev);
         let trace = ev.trace_outputs;
-        drop(ev);
         cur.map(|e| (e, trace))
     }
 
     /// Emit a step start or stop that has no message to put back (final steps, stops).
+    #[allow(clippy::too_many_arguments)]
     fn boundary(
         &mut self,
         graph: &GraphInner,
@@ -242,16 +233,7 @@ impl<S: ThreadState> Exec<'_, S> {
                 })
             }
             OpFn::Merge { init, absorb, .. } | OpFn::Stream { init, absorb, .. } => self
-                .absorb(
-                    &graph,
-                    node,
-                    (init, absorb),
-                    payload,
-                    frame,
-                    &sched,
-                    &id,
-                    trace,
-                )
+                .absorb(&graph, node, (init, absorb), payload, frame, &sched, &id, trace)
                 .map(|f| completion = Some(f)),
         };
         if let Err(e) = result {
@@ -275,7 +257,7 @@ impl<S: ThreadState> Exec<'_, S> {
         &mut self,
         graph: &Arc<GraphInner>,
         node: usize,
-        (init, absorb): (&Box<InitFn>, &Box<AbsorbFn>),
+        (init, absorb): (&InitFn, &AbsorbFn),
         payload: Box<dyn Payload>,
         frame: Option<Arc<Frame>>,
         sched: &Arc<Sched>,
@@ -339,15 +321,7 @@ impl<S: ThreadState> Exec<'_, S> {
         };
         let n = &graph.nodes[node];
         let out_id = frame.prefix.clone();
-        let trace = self.boundary(
-            graph,
-            node,
-            StepKind::Final,
-            &out_id,
-            &out_id,
-            inst.traced,
-            true,
-        );
+        let trace = self.boundary(graph, node, StepKind::Final, &out_id, &out_id, inst.traced, true);
         let info = StepInfo {
             thread: &self.me.info,
             threads: n.threads.len(),
@@ -355,8 +329,8 @@ impl<S: ThreadState> Exec<'_, S> {
         };
         let Some(acc) = inst.acc else { return };
         let r = match &n.op {
-            OpFn::Merge { finish, .. } => run_guarded(|| finish(acc, &mut self.state, &info))
-                .and_then(|out| {
+            OpFn::Merge { finish, .. } => {
+                run_guarded(|| finish(acc, &mut self.state, &info)).and_then(|out| {
                     let mut poster = Poster::new(
                         self.sh,
                         self.me,
@@ -369,7 +343,8 @@ impl<S: ThreadState> Exec<'_, S> {
                     );
                     poster.post(out);
                     poster.error.map_or(Ok(()), |e| Err(StepFailure::Rule(e)))
-                }),
+                })
+            }
             OpFn::Stream { finish, .. } => {
                 let out_frame = inst
                     .out_frame
@@ -565,7 +540,6 @@ pub(crate) fn deliver(
         hook.on_send(&mut ev);
         traced = ev.traced;
         let replaced = ev.replaced;
-        drop(ev);
         if replaced {
             to = route(&*payload)?;
         }

@@ -18,9 +18,8 @@ pub(crate) trait PostSink {
 }
 
 type Res<T> = Result<T, String>;
-pub(crate) type SplitFn = dyn Fn(Box<dyn Payload>, &mut dyn Any, &StepInfo<'_>, &mut dyn PostSink) -> Res<()>
-    + Send
-    + Sync;
+pub(crate) type SplitFn =
+    dyn Fn(Box<dyn Payload>, &mut dyn Any, &StepInfo<'_>, &mut dyn PostSink) -> Res<()> + Send + Sync;
 pub(crate) type LeafFn =
     dyn Fn(Box<dyn Payload>, &mut dyn Any, &StepInfo<'_>) -> Res<Box<dyn Payload>> + Send + Sync;
 pub(crate) type InitFn = dyn Fn() -> Box<dyn Any + Send> + Send + Sync;
@@ -29,9 +28,8 @@ pub(crate) type AbsorbFn = dyn Fn(&mut dyn Any, Box<dyn Payload>, &mut dyn Any, 
     + Sync;
 pub(crate) type MergeFinishFn =
     dyn Fn(Box<dyn Any + Send>, &mut dyn Any, &StepInfo<'_>) -> Res<Box<dyn Payload>> + Send + Sync;
-pub(crate) type StreamFinishFn = dyn Fn(Box<dyn Any + Send>, &mut dyn Any, &StepInfo<'_>, &mut dyn PostSink) -> Res<()>
-    + Send
-    + Sync;
+pub(crate) type StreamFinishFn =
+    dyn Fn(Box<dyn Any + Send>, &mut dyn Any, &StepInfo<'_>, &mut dyn PostSink) -> Res<()> + Send + Sync;
 
 /// An operation's code, type-erased.
 pub(crate) enum OpFn {
@@ -132,11 +130,7 @@ impl<I, O> FlowGraph<I, O> {
 
     /// Operation names in flow order.
     pub fn op_names(&self) -> Vec<String> {
-        self.inner
-            .nodes
-            .iter()
-            .map(|n| n.info.name.to_string())
-            .collect()
+        self.inner.nodes.iter().map(|n| n.info.name.to_string()).collect()
     }
 }
 

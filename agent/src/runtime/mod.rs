@@ -44,10 +44,12 @@ impl<T: Serialize + DeserializeOwned + Default + Send + 'static> ThreadState for
 
 static NEXT_RUNTIME: AtomicUsize = AtomicUsize::new(0);
 
+type ThreadEntry = (Arc<ThreadShared>, Option<JoinHandle<()>>);
+
 pub(crate) struct Shared {
     pub(crate) id: usize,
     pub(crate) hook: Option<Arc<dyn Hook>>,
-    threads: Mutex<Vec<(Arc<ThreadShared>, Option<JoinHandle<()>>)>>,
+    threads: Mutex<Vec<ThreadEntry>>,
     collections: Mutex<Vec<Arc<CollectionInfo>>>,
     ops: Mutex<(Vec<Arc<OpInfo>>, HashSet<String>)>,
     next_call: AtomicU64,

@@ -12,12 +12,10 @@ use super::{Collection, Ctx, Message, Outputs, StepInfo, ThreadState};
 use std::any::Any;
 
 fn take<M: Message>(p: Box<dyn Payload>) -> Result<M, String> {
-    p.into_any().downcast::<M>().map(|b| *b).map_err(|_| {
-        format!(
-            "internal error: message is not a {}",
-            std::any::type_name::<M>()
-        )
-    })
+    p.into_any()
+        .downcast::<M>()
+        .map(|b| *b)
+        .map_err(|_| format!("internal error: message is not a {}", std::any::type_name::<M>()))
 }
 
 fn state<S: ThreadState>(s: &mut dyn Any) -> Result<&mut S, String> {
@@ -25,12 +23,7 @@ fn state<S: ThreadState>(s: &mut dyn Any) -> Result<&mut S, String> {
         .ok_or_else(|| "internal error: thread state has an unexpected type".to_owned())
 }
 
-fn node<S: ThreadState, I: 'static>(
-    name: &str,
-    coll: &Collection<S>,
-    route: Route<I>,
-    op: OpFn,
-) -> NodeSpec {
+fn node<S: ThreadState, I: 'static>(name: &str, coll: &Collection<S>, route: Route<I>, op: OpFn) -> NodeSpec {
     NodeSpec {
         name: name.to_owned(),
         collection: CollectionRef {
@@ -52,10 +45,7 @@ pub fn split<I: Message, O: Message, S: ThreadState>(
     f: impl Fn(I, &mut Ctx<'_, S>, &mut Outputs<'_, O>) + Send + Sync + 'static,
 ) -> Chain<I, O> {
     let op = OpFn::Split(Box::new(
-        move |msg: Box<dyn Payload>,
-              st: &mut dyn Any,
-              info: &StepInfo<'_>,
-              sink: &mut dyn PostSink| {
+        move |msg: Box<dyn Payload>, st: &mut dyn Any, info: &StepInfo<'_>, sink: &mut dyn PostSink| {
             let msg = take::<I>(msg)?;
             let mut ctx = Ctx::new(state::<S>(st)?, info);
             f(msg, &mut ctx, &mut Outputs::new(sink));
@@ -113,8 +103,7 @@ pub fn merge<I: Message, O: Message, A: Default + Send + 'static, S: ThreadState
                 let acc = acc
                     .downcast::<A>()
                     .map_err(|_| "internal error: accumulator type")?;
-                Ok(Box::new(finish(*acc, &mut Ctx::new(state::<S>(st)?, info)))
-                    as Box<dyn Payload>)
+                Ok(Box::new(finish(*acc, &mut Ctx::new(state::<S>(st)?, info))) as Box<dyn Payload>)
             },
         ),
     };

@@ -1,5 +1,5 @@
 //! Unit tests of the runtime: ids, routing, merge completion, streams, panics, hooks.
-#![allow(clippy::unwrap_used)]
+#![allow(clippy::unwrap_used, clippy::type_complexity)]
 
 use super::hook::{Hook, RecvEvent, SendEvent, StepEvent, StepKind};
 use super::*;
@@ -103,11 +103,7 @@ fn split_leaf_merge_ids_and_result() {
         Some(("0", StepKind::Final))
     );
     // The final result is "sent" back to the caller with the merge's output id.
-    assert!(rec
-        .sends
-        .lock()
-        .unwrap()
-        .contains(&("0".to_owned(), None, None)));
+    assert!(rec.sends.lock().unwrap().contains(&("0".to_owned(), None, None)));
     // Repeated schedule calls get fresh root ids.
     assert_eq!(rt.schedule(&g, 2).unwrap(), 10);
     assert_eq!(rec.ids_of("Split"), ["0", "1"]);
@@ -164,10 +160,7 @@ fn nested_split_merge_ids() {
         .map(|s| format!("{}:{}", s.0, s.2))
         .collect();
     assert_eq!(finals.len(), 3);
-    assert!(
-        finals.contains(&"InnerMerge:0.0".to_owned())
-            && finals.contains(&"InnerMerge:0.1".to_owned())
-    );
+    assert!(finals.contains(&"InnerMerge:0.0".to_owned()) && finals.contains(&"InnerMerge:0.1".to_owned()));
     assert_eq!(finals.last().map(String::as_str), Some("OuterMerge:0"));
 }
 
@@ -180,15 +173,10 @@ fn merge_completes_when_split_finishes_after_all_arrivals() {
     let procs = rt.collection::<()>("proc", 2);
     let g = rt
         .graph(
-            ops::split(
-                "SlowSplit",
-                &procs,
-                Route::constant(0),
-                |n: u32, _c, out| {
-                    (0..n).for_each(|i| out.post(i));
-                    std::thread::sleep(Duration::from_millis(50));
-                },
-            ) >> ops::merge(
+            ops::split("SlowSplit", &procs, Route::constant(0), |n: u32, _c, out| {
+                (0..n).for_each(|i| out.post(i));
+                std::thread::sleep(Duration::from_millis(50));
+            }) >> ops::merge(
                 "Count",
                 &main,
                 Route::constant(0),
@@ -394,11 +382,7 @@ fn build_errors() {
             |a, _c| a,
         )
     };
-    let split = |name: &str| {
-        ops::split(name, &main, Route::constant(0), |x: u32, _c, out| {
-            out.post(x)
-        })
-    };
+    let split = |name: &str| ops::split(name, &main, Route::constant(0), |x: u32, _c, out| out.post(x));
     assert_eq!(
         rt.graph(merge("M")).err(),
         Some(BuildError::UnmatchedMerge("M".into(), "merge"))
@@ -430,12 +414,7 @@ fn recv_precedes_start_and_send_names_destination() {
     let (rt, rec) = recorded();
     let procs = rt.collection::<()>("proc", 3);
     let g = rt
-        .graph(ops::leaf(
-            "Only",
-            &procs,
-            Route::constant(2),
-            |x: u32, _c| x,
-        ))
+        .graph(ops::leaf("Only", &procs, Route::constant(2), |x: u32, _c| x))
         .unwrap();
     assert_eq!(rt.schedule(&g, 9).unwrap(), 9);
     assert_eq!(
@@ -464,9 +443,7 @@ impl Hook for Meddler {
         // Redirect message 0.0 to the last thread by editing the field the route reads.
         if ev.msg_id.to_string() == "0.0" && ev.to_op.is_some_and(|o| &*o.name == "Work") {
             ev.replace_content(serde_json::json!(3)).unwrap();
-            assert!(ev
-                .replace_content(serde_json::json!("not a number"))
-                .is_err());
+            assert!(ev.replace_content(serde_json::json!("not a number")).is_err());
         }
     }
     fn on_start(&self, ev: &mut StepEvent<'_>) {
@@ -491,7 +468,7 @@ impl Hook for Meddler {
                 let cur = ev.access.current().unwrap().id.to_string();
                 let pend: Vec<String> = ev.access.pending().iter().map(|m| m.key()).collect();
                 assert!(
-                    ev.access.reorder(&[cur.clone()]).is_err(),
+                    ev.access.reorder(std::slice::from_ref(&cur)).is_err(),
                     "incomplete order must fail"
                 );
                 let mut order = pend.clone();

@@ -16,14 +16,17 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
+/// What a schedule call waits for.
+pub(crate) type Outcome = Result<Box<dyn Payload>, ScheduleError>;
+
 /// One schedule call in flight.
 pub(crate) struct Sched {
     failed: AtomicBool,
-    tx: Mutex<Option<SyncSender<Result<Box<dyn Payload>, ScheduleError>>>>,
+    tx: Mutex<Option<SyncSender<Outcome>>>,
 }
 
 impl Sched {
-    pub(crate) fn new(tx: SyncSender<Result<Box<dyn Payload>, ScheduleError>>) -> Self {
+    pub(crate) fn new(tx: SyncSender<Outcome>) -> Self {
         Self {
             failed: AtomicBool::new(false),
             tx: Mutex::new(Some(tx)),
@@ -202,10 +205,7 @@ impl ThreadShared {
                 return Some(item);
             }
             q.sleeping = true;
-            q = self
-                .cv
-                .wait(q)
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            q = self.cv.wait(q).unwrap_or_else(std::sync::PoisonError::into_inner);
         }
     }
 
@@ -297,10 +297,7 @@ fn resolve_order(order: &[String], names: &[(String, &str)]) -> Result<Vec<usize
             [] => return Err(format!("`{entry}` is not pending on this thread")),
             [i] => *i,
             many => {
-                let alts: Vec<String> = many
-                    .iter()
-                    .map(|&i| format!("{id}@{}", names[i].1))
-                    .collect();
+                let alts: Vec<String> = many.iter().map(|&i| format!("{id}@{}", names[i].1)).collect();
                 return Err(format!(
                     "`{entry}` is ambiguous here: write one of {}",
                     alts.join(", ")
