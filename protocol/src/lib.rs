@@ -1,6 +1,464 @@
-//! Racetrack's wire protocol: the only crate that defines what travels between the agent
-//! and the debugger. (The message types arrive with the agent issue; today it fixes the
-//! protocol version.)
+//! Racetrack's wire protocol: the only crate that defines what travels between the
+//! in-process agent and the debugger. JSON text frames over a WebSocket; see
+//! `docs/PROTOCOL.md` for the prose version.
+//!
+//! - The agent sends [`Event`]s: `hello` and `structure` first, then `snapshot`, then
+//!   `batch` frames of streamed events and single frames for held events and replies.
+//! - The debugger sends [`Command`]s. The same JSON objects, one per line, are the
+//!   `racetrack ctl` scripting contract (`shared/DESIGN.md` §5); `ctl` adds `wait` and
+//!   prints `output` and `exit` itself.
+//!
+//! Field names are part of the contract; golden tests (`tests/golden.rs`) pin them.
 
-/// Version of the wire protocol, sent in the handshake.
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Version of the wire protocol, sent in `hello`. A debugger refuses other versions.
 pub const PROTOCOL_VERSION: u32 = 1;
+
+/// Largest frame either side accepts (bytes). Larger frames close that connection.
+pub const MAX_FRAME_BYTES: usize = 16 * 1024 * 1024;
+
+/// What a step of an operation is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Step {
+    /// The single step of a split or leaf.
+    Run,
+    /// A merge or stream absorbing one input.
+    Absorb,
+    /// The final step of a merge or stream.
+    Final,
+}
+
+/// Why an event is held.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HoldReason {
+    /// `RACETRACK_WAIT=1`: the first operation waits for Continue.
+    Wait,
+    /// Global step mode.
+    Step,
+    /// An operation breakpoint.
+    Break,
+    /// The thread is paused (thread breakpoint).
+    Pause,
+    /// The step consumes a traced message.
+    Trace,
+    /// "Ack every event" mode (the thesis' design, for comparison).
+    AckAll,
+}
+
+/// An operation of the flow graph.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OperationDesc {
+    /// Unique name.
+    pub name: String,
+    /// `split`, `leaf`, `merge` or `stream`.
+    pub kind: String,
+    /// Collection it runs on.
+    pub collection: String,
+    /// The threads where it may run (its collection's threads).
+    pub threads: Vec<String>,
+}
+
+/// A thread collection.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CollectionDesc {
+    /// Name, e.g. `proc`.
+    pub name: String,
+    /// Thread names, e.g. `proc[0]`.
+    pub threads: Vec<String>,
+}
+
+/// A pending message in a thread's queue.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct QueueEntry {
+    /// Message id.
+    pub id: String,
+    /// Rust type name.
+    #[serde(rename = "type")]
+    pub type_name: String,
+    /// Sending operation and thread, `Op@thread` (absent for a schedule's input).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<String>,
+    /// Destination operation and thread, `Op@thread`.
+    pub to: String,
+    /// Destination operation.
+    pub op: String,
+    /// Whether it is traced.
+    #[serde(default)]
+    pub traced: bool,
+    /// Content, when asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<Value>,
+}
+
+/// The step a thread is running (or about to run) when a snapshot is taken.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CurrentStep {
+    /// Operation.
+    pub op: String,
+    /// Message id.
+    pub msg: String,
+    /// Which step.
+    pub step: Step,
+}
+
+/// One thread in a snapshot.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ThreadSnapshot {
+    /// Thread name.
+    pub thread: String,
+    /// Pending messages in order.
+    pub queue: Vec<QueueEntry>,
+    /// Running step, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub current: Option<CurrentStep>,
+}
+
+/// A send event.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SendEv {
+    /// Event number (what acknowledgments and `edit` refer to).
+    pub event_id: u64,
+    /// Sending thread (absent: the schedule caller injects an input).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thread: Option<String>,
+    /// Sending operation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub op: Option<String>,
+    /// Message id.
+    pub msg: String,
+    /// Destination operation (absent: the result returns to the schedule caller).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to_op: Option<String>,
+    /// Destination thread as routed before any edit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to_thread: Option<String>,
+    /// Rust type name.
+    #[serde(rename = "type")]
+    pub type_name: String,
+    /// Whether the message is traced.
+    pub traced: bool,
+    /// Whether the sending thread waits for an acknowledgment.
+    pub held: bool,
+    /// Why it is held.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<HoldReason>,
+    /// Content (always when held; otherwise when content streaming is on).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<Value>,
+}
+
+/// A receive (enqueue) event.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecvEv {
+    /// Event number.
+    pub event_id: u64,
+    /// Receiving thread.
+    pub thread: String,
+    /// Operation the message is for.
+    pub op: String,
+    /// Message id.
+    pub msg: String,
+    /// Position in the queue (0 = head).
+    pub position: usize,
+    /// Whether it is traced.
+    pub traced: bool,
+}
+
+/// A step start or stop event.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StepEv {
+    /// Event number.
+    pub event_id: u64,
+    /// Thread.
+    pub thread: String,
+    /// Operation.
+    pub op: String,
+    /// Message id (final steps: the output id).
+    pub msg: String,
+    /// Operation instance (message id; merges and streams: their output id).
+    pub instance: String,
+    /// Which step.
+    pub step: Step,
+    /// Start: whether the consumed message is traced. Stop: whether outputs were traced.
+    pub traced: bool,
+    /// Whether the thread waits for an acknowledgment.
+    pub held: bool,
+    /// Why it is held.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<HoldReason>,
+}
+
+/// Everything the agent (or `ctl`) reports.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum Event {
+    /// First frame of a connection.
+    Hello {
+        /// Program name.
+        program: String,
+        /// Process id.
+        pid: u32,
+        /// [`PROTOCOL_VERSION`].
+        protocol: u32,
+    },
+    /// The flow graphs and collections (sent again when a graph is added).
+    Structure {
+        /// All operations.
+        operations: Vec<OperationDesc>,
+        /// All collections.
+        collections: Vec<CollectionDesc>,
+        /// Message flow between operations.
+        edges: Vec<[String; 2]>,
+    },
+    /// State at attach time; every later event is consistent with it.
+    Snapshot {
+        /// Next event number: every event in the stream has a number at least this.
+        next_event_id: u64,
+        /// Per thread: queue and running step.
+        threads: Vec<ThreadSnapshot>,
+        /// Events held at attach time (e.g. the `RACETRACK_WAIT` hold).
+        held: Vec<Event>,
+    },
+    /// Several streamed events in order.
+    Batch {
+        /// The events.
+        events: Vec<Event>,
+    },
+    /// A message is sent (before delivery).
+    Send(SendEv),
+    /// A message is enqueued.
+    Recv(RecvEv),
+    /// A step is about to start.
+    Start(StepEv),
+    /// A step stopped.
+    Stop(StepEv),
+    /// A held event was released.
+    Released {
+        /// The event.
+        event_id: u64,
+        /// The thread that resumes.
+        thread: String,
+    },
+    /// Reply to `queue`, and after a reorder.
+    Queue {
+        /// Thread.
+        thread: String,
+        /// Pending messages in order.
+        messages: Vec<QueueEntry>,
+    },
+    /// Reply to `state`.
+    State {
+        /// Thread.
+        thread: String,
+        /// The thread-local state.
+        content: Value,
+    },
+    /// A command was applied (`edit`, `reorder`, `set_state`, ...).
+    Ok {
+        /// The command's name.
+        cmd: String,
+        /// What it applied to, when useful (thread name or event id).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        target: Option<String>,
+    },
+    /// An operation panicked or broke a rule; the schedule call fails.
+    Panic {
+        /// Thread.
+        thread: String,
+        /// Operation.
+        op: String,
+        /// Message id.
+        msg: String,
+        /// Panic text or rule.
+        message: String,
+    },
+    /// A command could not be applied (nothing changed), or something went wrong.
+    Error {
+        /// What was wrong.
+        message: String,
+    },
+    /// `ctl`: a line the program printed.
+    Output {
+        /// `stdout` or `stderr`.
+        stream: String,
+        /// The line.
+        line: String,
+    },
+    /// `ctl`: a `wait` command was satisfied.
+    Waited {
+        /// What was waited for.
+        until: String,
+    },
+    /// `ctl`: the program exited (`code` absent if killed by a signal), or the
+    /// connection closed.
+    Exit {
+        /// Exit code.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        code: Option<i32>,
+    },
+}
+
+/// Everything the debugger can ask.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "cmd", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Command {
+    /// Release held events: all of them; or one thread's (`thread`); or one (`event_id`).
+    /// `trace` sets whether the resumed step's outputs are traced.
+    Continue {
+        /// Only this thread.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        thread: Option<String>,
+        /// Only this event.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        event_id: Option<u64>,
+        /// Trace the outputs of the resumed step (or stop tracing them).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        trace: Option<bool>,
+    },
+    /// Global step mode: hold every event.
+    StepMode {
+        /// On or off.
+        on: bool,
+    },
+    /// Operation breakpoint on (op, thread) — every thread of the op when `thread` is
+    /// absent. `trace`: outputs of the step that resumes from it are traced.
+    Break {
+        /// Operation name.
+        op: String,
+        /// Thread name.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        thread: Option<String>,
+        /// Set or clear.
+        on: bool,
+        /// Trace from this breakpoint.
+        #[serde(default)]
+        trace: bool,
+    },
+    /// Thread breakpoint: hold every event of the thread.
+    Pause {
+        /// Thread name.
+        thread: String,
+        /// On or off.
+        on: bool,
+    },
+    /// Ask for a thread's pending queue (answered by a `queue` event).
+    Queue {
+        /// Thread name.
+        thread: String,
+        /// Include message contents.
+        #[serde(default)]
+        content: bool,
+    },
+    /// Reorder a suspended thread's queue (see `docs/PROTOCOL.md`).
+    Reorder {
+        /// Thread name.
+        thread: String,
+        /// Every pending message id (plus the held start's message) in the new order.
+        order: Vec<String>,
+    },
+    /// Replace the content of a held send.
+    Edit {
+        /// The held send event.
+        event_id: u64,
+        /// The new content.
+        content: Value,
+    },
+    /// Ask for a suspended thread's state (answered by a `state` event).
+    State {
+        /// Thread name.
+        thread: String,
+    },
+    /// Replace a suspended thread's state.
+    SetState {
+        /// Thread name.
+        thread: String,
+        /// The new state.
+        content: Value,
+    },
+    /// "Ack every event": every send, start and stop waits for an acknowledgment.
+    AckAll {
+        /// On or off.
+        on: bool,
+    },
+    /// Stream every send's content (default off: held sends always carry it).
+    Content {
+        /// On or off.
+        on: bool,
+    },
+    /// Release every hold, clear the policy, stop streaming.
+    Detach,
+}
+
+impl Command {
+    /// The command's wire name.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Command::Continue { .. } => "continue",
+            Command::StepMode { .. } => "step_mode",
+            Command::Break { .. } => "break",
+            Command::Pause { .. } => "pause",
+            Command::Queue { .. } => "queue",
+            Command::Reorder { .. } => "reorder",
+            Command::Edit { .. } => "edit",
+            Command::State { .. } => "state",
+            Command::SetState { .. } => "set_state",
+            Command::AckAll { .. } => "ack_all",
+            Command::Content { .. } => "content",
+            Command::Detach => "detach",
+        }
+    }
+
+    /// Parse one command, with an error message that says what was wrong.
+    pub fn parse(text: &str) -> Result<Command, String> {
+        let v: Value = serde_json::from_str(text).map_err(|e| format!("malformed JSON: {e}"))?;
+        let name = match v.get("cmd") {
+            Some(Value::String(s)) => s.clone(),
+            Some(_) => return Err("`cmd` must be a string".to_owned()),
+            None => return Err("missing `cmd` field".to_owned()),
+        };
+        serde_json::from_value(v).map_err(|e| format!("bad `{name}` command: {e}"))
+    }
+}
+
+impl Event {
+    /// The event number, for events that have one.
+    pub fn event_id(&self) -> Option<u64> {
+        match self {
+            Event::Send(e) => Some(e.event_id),
+            Event::Recv(e) => Some(e.event_id),
+            Event::Start(e) | Event::Stop(e) => Some(e.event_id),
+            _ => None,
+        }
+    }
+
+    /// Whether the event holds its thread.
+    pub fn is_held(&self) -> bool {
+        match self {
+            Event::Send(e) => e.held,
+            Event::Start(e) | Event::Stop(e) => e.held,
+            _ => false,
+        }
+    }
+
+    /// The thread the event belongs to.
+    pub fn thread(&self) -> Option<&str> {
+        match self {
+            Event::Send(e) => e.thread.as_deref(),
+            Event::Recv(e) => Some(&e.thread),
+            Event::Start(e) | Event::Stop(e) => Some(&e.thread),
+            Event::Released { thread, .. } | Event::Queue { thread, .. } | Event::State { thread, .. } => {
+                Some(thread)
+            }
+            _ => None,
+        }
+    }
+
+    /// The event as one JSON line.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).unwrap_or_else(|e| format!("{{\"event\":\"error\",\"message\":\"{e}\"}}"))
+    }
+}

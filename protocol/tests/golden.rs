@@ -1,0 +1,294 @@
+//! Golden JSON for every message kind: any change of the wire format shows up here.
+
+use racetrack_protocol::*;
+use serde_json::json;
+
+fn golden_event(ev: Event, expected: &str) {
+    assert_eq!(ev.to_json(), expected, "serialization changed");
+    let back: Event = serde_json::from_str(expected).expect("parses back");
+    assert_eq!(back, ev, "round trip");
+}
+
+fn golden_cmd(text: &str, expected: Command) {
+    assert_eq!(Command::parse(text), Ok(expected.clone()), "{text}");
+    let again = serde_json::to_string(&expected).expect("serializes");
+    assert_eq!(Command::parse(&again), Ok(expected), "round trip of {again}");
+}
+
+fn step(event_id: u64, held: bool) -> StepEv {
+    StepEv {
+        event_id,
+        thread: "proc[1]".into(),
+        op: "Sort".into(),
+        msg: "0.3".into(),
+        instance: "0.3".into(),
+        step: Step::Run,
+        traced: false,
+        held,
+        reason: held.then_some(HoldReason::Break),
+    }
+}
+
+#[test]
+fn events() {
+    golden_event(
+        Event::Hello {
+            program: "farm".into(),
+            pid: 42,
+            protocol: 1,
+        },
+        r#"{"event":"hello","program":"farm","pid":42,"protocol":1}"#,
+    );
+    golden_event(
+        Event::Structure {
+            operations: vec![OperationDesc {
+                name: "Split".into(),
+                kind: "split".into(),
+                collection: "main".into(),
+                threads: vec!["main[0]".into()],
+            }],
+            collections: vec![CollectionDesc {
+                name: "main".into(),
+                threads: vec!["main[0]".into()],
+            }],
+            edges: vec![["Split".into(), "Sort".into()]],
+        },
+        r#"{"event":"structure","operations":[{"name":"Split","kind":"split","collection":"main","threads":["main[0]"]}],"collections":[{"name":"main","threads":["main[0]"]}],"edges":[["Split","Sort"]]}"#,
+    );
+    golden_event(
+        Event::Start(step(17, true)),
+        r#"{"event":"start","event_id":17,"thread":"proc[1]","op":"Sort","msg":"0.3","instance":"0.3","step":"run","traced":false,"held":true,"reason":"break"}"#,
+    );
+    golden_event(
+        Event::Stop(step(18, false)),
+        r#"{"event":"stop","event_id":18,"thread":"proc[1]","op":"Sort","msg":"0.3","instance":"0.3","step":"run","traced":false,"held":false}"#,
+    );
+    golden_event(
+        Event::Send(SendEv {
+            event_id: 5,
+            thread: Some("main[0]".into()),
+            op: Some("Split".into()),
+            msg: "0.1".into(),
+            to_op: Some("Sort".into()),
+            to_thread: Some("proc[1]".into()),
+            type_name: "Chunk".into(),
+            traced: true,
+            held: true,
+            reason: Some(HoldReason::Trace),
+            content: Some(json!({"target": 1})),
+        }),
+        r#"{"event":"send","event_id":5,"thread":"main[0]","op":"Split","msg":"0.1","to_op":"Sort","to_thread":"proc[1]","type":"Chunk","traced":true,"held":true,"reason":"trace","content":{"target":1}}"#,
+    );
+    golden_event(
+        Event::Send(SendEv {
+            event_id: 1,
+            thread: None,
+            op: None,
+            msg: "0".into(),
+            to_op: Some("Split".into()),
+            to_thread: Some("main[0]".into()),
+            type_name: "Input".into(),
+            traced: false,
+            held: false,
+            reason: None,
+            content: None,
+        }),
+        r#"{"event":"send","event_id":1,"msg":"0","to_op":"Split","to_thread":"main[0]","type":"Input","traced":false,"held":false}"#,
+    );
+    golden_event(
+        Event::Recv(RecvEv {
+            event_id: 6,
+            thread: "proc[1]".into(),
+            op: "Sort".into(),
+            msg: "0.1".into(),
+            position: 0,
+            traced: false,
+        }),
+        r#"{"event":"recv","event_id":6,"thread":"proc[1]","op":"Sort","msg":"0.1","position":0,"traced":false}"#,
+    );
+    let entry = QueueEntry {
+        id: "0.2".into(),
+        type_name: "Chunk".into(),
+        from: Some("Split@main[0]".into()),
+        to: "Sort@proc[1]".into(),
+        op: "Sort".into(),
+        traced: false,
+        content: None,
+    };
+    golden_event(
+        Event::Queue {
+            thread: "proc[1]".into(),
+            messages: vec![entry.clone()],
+        },
+        r#"{"event":"queue","thread":"proc[1]","messages":[{"id":"0.2","type":"Chunk","from":"Split@main[0]","to":"Sort@proc[1]","op":"Sort","traced":false}]}"#,
+    );
+    golden_event(
+        Event::Snapshot {
+            next_event_id: 9,
+            threads: vec![ThreadSnapshot {
+                thread: "proc[1]".into(),
+                queue: vec![entry],
+                current: Some(CurrentStep {
+                    op: "Sort".into(),
+                    msg: "0.1".into(),
+                    step: Step::Run,
+                }),
+            }],
+            held: vec![Event::Start(step(8, true))],
+        },
+        r#"{"event":"snapshot","next_event_id":9,"threads":[{"thread":"proc[1]","queue":[{"id":"0.2","type":"Chunk","from":"Split@main[0]","to":"Sort@proc[1]","op":"Sort","traced":false}],"current":{"op":"Sort","msg":"0.1","step":"run"}}],"held":[{"event":"start","event_id":8,"thread":"proc[1]","op":"Sort","msg":"0.3","instance":"0.3","step":"run","traced":false,"held":true,"reason":"break"}]}"#,
+    );
+    golden_event(
+        Event::Batch {
+            events: vec![Event::Stop(step(18, false))],
+        },
+        r#"{"event":"batch","events":[{"event":"stop","event_id":18,"thread":"proc[1]","op":"Sort","msg":"0.3","instance":"0.3","step":"run","traced":false,"held":false}]}"#,
+    );
+    golden_event(
+        Event::Released {
+            event_id: 17,
+            thread: "proc[1]".into(),
+        },
+        r#"{"event":"released","event_id":17,"thread":"proc[1]"}"#,
+    );
+    golden_event(
+        Event::State {
+            thread: "proc[1]".into(),
+            content: json!({"cells": [1.0]}),
+        },
+        r#"{"event":"state","thread":"proc[1]","content":{"cells":[1.0]}}"#,
+    );
+    golden_event(
+        Event::Ok {
+            cmd: "edit".into(),
+            target: Some("42".into()),
+        },
+        r#"{"event":"ok","cmd":"edit","target":"42"}"#,
+    );
+    golden_event(
+        Event::Panic {
+            thread: "proc[0]".into(),
+            op: "Work".into(),
+            msg: "0.3".into(),
+            message: "boom".into(),
+        },
+        r#"{"event":"panic","thread":"proc[0]","op":"Work","msg":"0.3","message":"boom"}"#,
+    );
+    golden_event(
+        Event::Error { message: "no".into() },
+        r#"{"event":"error","message":"no"}"#,
+    );
+    golden_event(
+        Event::Output {
+            stream: "stdout".into(),
+            line: "{}".into(),
+        },
+        r#"{"event":"output","stream":"stdout","line":"{}"}"#,
+    );
+    golden_event(
+        Event::Waited { until: "held".into() },
+        r#"{"event":"waited","until":"held"}"#,
+    );
+    golden_event(Event::Exit { code: Some(0) }, r#"{"event":"exit","code":0}"#);
+}
+
+#[test]
+fn commands() {
+    golden_cmd(
+        r#"{"cmd":"continue"}"#,
+        Command::Continue {
+            thread: None,
+            event_id: None,
+            trace: None,
+        },
+    );
+    golden_cmd(
+        r#"{"cmd":"continue","thread":"proc[1]"}"#,
+        Command::Continue {
+            thread: Some("proc[1]".into()),
+            event_id: None,
+            trace: None,
+        },
+    );
+    golden_cmd(
+        r#"{"cmd":"continue","event_id":4,"trace":false}"#,
+        Command::Continue {
+            thread: None,
+            event_id: Some(4),
+            trace: Some(false),
+        },
+    );
+    golden_cmd(r#"{"cmd":"step_mode","on":true}"#, Command::StepMode { on: true });
+    golden_cmd(
+        r#"{"cmd":"break","op":"Split","thread":"proc[1]","on":true,"trace":false}"#,
+        Command::Break {
+            op: "Split".into(),
+            thread: Some("proc[1]".into()),
+            on: true,
+            trace: false,
+        },
+    );
+    golden_cmd(
+        r#"{"cmd":"pause","thread":"proc[1]","on":true}"#,
+        Command::Pause {
+            thread: "proc[1]".into(),
+            on: true,
+        },
+    );
+    golden_cmd(
+        r#"{"cmd":"queue","thread":"proc[1]"}"#,
+        Command::Queue {
+            thread: "proc[1]".into(),
+            content: false,
+        },
+    );
+    golden_cmd(
+        r#"{"cmd":"reorder","thread":"proc[1]","order":["0.1.0","0.0.1"]}"#,
+        Command::Reorder {
+            thread: "proc[1]".into(),
+            order: vec!["0.1.0".into(), "0.0.1".into()],
+        },
+    );
+    golden_cmd(
+        r#"{"cmd":"edit","event_id":42,"content":{"target":3}}"#,
+        Command::Edit {
+            event_id: 42,
+            content: json!({"target": 3}),
+        },
+    );
+    golden_cmd(
+        r#"{"cmd":"state","thread":"proc[1]"}"#,
+        Command::State {
+            thread: "proc[1]".into(),
+        },
+    );
+    golden_cmd(
+        r#"{"cmd":"set_state","thread":"proc[1]","content":{"x":1}}"#,
+        Command::SetState {
+            thread: "proc[1]".into(),
+            content: json!({"x": 1}),
+        },
+    );
+    golden_cmd(r#"{"cmd":"ack_all","on":true}"#, Command::AckAll { on: true });
+    golden_cmd(r#"{"cmd":"content","on":true}"#, Command::Content { on: true });
+    golden_cmd(r#"{"cmd":"detach"}"#, Command::Detach);
+}
+
+#[test]
+fn bad_commands_say_what_is_wrong() {
+    let e = Command::parse("{not json").unwrap_err();
+    assert!(e.starts_with("malformed JSON"), "{e}");
+    let e = Command::parse(r#"{"on":true}"#).unwrap_err();
+    assert!(e.contains("missing `cmd`"), "{e}");
+    let e = Command::parse(r#"{"cmd":"explode"}"#).unwrap_err();
+    assert!(e.contains("unknown variant `explode`"), "{e}");
+    let e = Command::parse(r#"{"cmd":"step_mode","on":"yes"}"#).unwrap_err();
+    assert!(
+        e.contains("bad `step_mode` command") && e.contains("invalid type"),
+        "{e}"
+    );
+    let e = Command::parse(r#"{"cmd":"edit","content":{}}"#).unwrap_err();
+    assert!(e.contains("missing field `event_id`"), "{e}");
+    let e = Command::parse(r#"{"cmd":"pause","thread":"proc[1]","on":true,"bogus":1}"#).unwrap_err();
+    assert!(e.contains("unknown field `bogus`"), "{e}");
+}
