@@ -34,6 +34,7 @@
 //! Every send, receive (enqueue), step start and step stop passes through one [`Hook`]
 //! (see [`runtime::hook`]); without a debugger it is absent and costs one branch.
 
+pub mod agent;
 pub mod runtime;
 
 pub use runtime::error::{BuildError, ScheduleError};

@@ -6,7 +6,7 @@ use super::graph::{AbsorbFn, GraphInner, InitFn, OpFn, PostSink};
 use super::hook::{Hook, SendEvent, StepEvent, StepKind, ThreadAccess};
 use super::ids::MsgId;
 use super::payload::{ErasedState, Payload};
-use super::thread::{Envelope, Frame, Item, Sched, ThreadShared};
+use super::thread::{CurrentStep, Envelope, Frame, Item, Sched, ThreadShared};
 use super::{Shared, StepInfo, ThreadState};
 use std::any::Any;
 use std::collections::HashMap;
@@ -40,7 +40,8 @@ pub(crate) fn thread_main<S: ThreadState>(sh: &Shared, me: &ThreadShared) {
         state: S::default(),
         instances: HashMap::new(),
     };
-    while let Some(item) = me.pop() {
+    let track = sh.hook.is_some();
+    while let Some(item) = me.pop(track) {
         match item {
             Item::Msg(env) => {
                 if env.sched.is_failed() {
@@ -321,6 +322,13 @@ impl<S: ThreadState> Exec<'_, S> {
         };
         let n = &graph.nodes[node];
         let out_id = frame.prefix.clone();
+        if self.sh.hook.is_some() {
+            self.me.set_current(Some(CurrentStep {
+                op: n.info.clone(),
+                msg: out_id.clone(),
+                step: StepKind::Final,
+            }));
+        }
         let trace = self.boundary(graph, node, StepKind::Final, &out_id, &out_id, inst.traced, true);
         let info = StepInfo {
             thread: &self.me.info,

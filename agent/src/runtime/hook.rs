@@ -291,6 +291,12 @@ pub trait Hook: Send + Sync + 'static {
     fn on_stop(&self, _ev: &mut StepEvent<'_>) {}
     /// A schedule call failed (an operation panicked or broke a rule).
     fn on_error(&self, _err: &ScheduleError) {}
+    /// The runtime was created; `view` reads its queues (for snapshots).
+    fn on_runtime(&self, _view: super::RuntimeView) {}
+    /// The runtime is being dropped: release every hold (threads are joined next).
+    fn on_shutdown(&self) {}
+    /// The runtime's threads have stopped: flush what is left.
+    fn on_finished(&self) {}
 }
 
 /// The hook that does nothing (what a program without a debugger gets, in effect).

@@ -17,7 +17,7 @@ pub mod ids;
 pub mod ops;
 pub(crate) mod payload;
 pub mod route;
-pub(crate) mod thread;
+pub mod thread;
 
 use error::{BuildError, ScheduleError};
 use graph::{Chain, FlowGraph, GraphInner, Node, PostSink};
@@ -65,6 +65,7 @@ impl Shared {
 #[derive(Default)]
 pub struct RuntimeBuilder {
     hook: Option<Arc<dyn Hook>>,
+    no_agent: bool,
 }
 
 impl RuntimeBuilder {
@@ -74,18 +75,33 @@ impl RuntimeBuilder {
         self
     }
 
-    /// Create the runtime (no threads yet: add collections).
+    /// Never start the debugging agent, even with `RACETRACK_LISTEN` set.
+    pub fn no_agent(mut self) -> Self {
+        self.no_agent = true;
+        self
+    }
+
+    /// Create the runtime (no threads yet: add collections). Without an explicit hook,
+    /// `RACETRACK_LISTEN` in the environment starts the debugging agent
+    /// ([`crate::agent`]); without it there is no hook at all.
     pub fn build(self) -> Runtime {
-        Runtime {
-            shared: Arc::new(Shared {
-                id: NEXT_RUNTIME.fetch_add(1, Ordering::Relaxed),
-                hook: self.hook,
-                threads: Mutex::new(Vec::new()),
-                collections: Mutex::new(Vec::new()),
-                ops: Mutex::new((Vec::new(), HashSet::new())),
-                next_call: AtomicU64::new(0),
-            }),
+        let hook = match self.hook {
+            Some(h) => Some(h),
+            None if self.no_agent => None,
+            None => crate::agent::start_from_env().map(|a| a as Arc<dyn Hook>),
+        };
+        let shared = Arc::new(Shared {
+            id: NEXT_RUNTIME.fetch_add(1, Ordering::Relaxed),
+            hook,
+            threads: Mutex::new(Vec::new()),
+            collections: Mutex::new(Vec::new()),
+            ops: Mutex::new((Vec::new(), HashSet::new())),
+            next_call: AtomicU64::new(0),
+        });
+        if let Some(h) = &shared.hook {
+            h.on_runtime(RuntimeView(Arc::downgrade(&shared)));
         }
+        Runtime { shared }
     }
 }
 
@@ -331,8 +347,57 @@ impl Runtime {
     }
 }
 
+/// Read access to a runtime's threads and queues, for a hook (the agent's snapshots and
+/// queue listings). Holds no strong reference.
+#[derive(Clone)]
+pub struct RuntimeView(std::sync::Weak<Shared>);
+
+impl RuntimeView {
+    fn all(&self) -> Vec<Arc<ThreadShared>> {
+        self.0
+            .upgrade()
+            .map(|sh| lock(&sh.threads).iter().map(|(t, _)| t.clone()).collect())
+            .unwrap_or_default()
+    }
+
+    /// Every thread, in global order.
+    pub fn threads(&self) -> Vec<Arc<ThreadInfo>> {
+        self.all().iter().map(|t| t.info.clone()).collect()
+    }
+
+    /// The pending messages of thread number `global`.
+    pub fn pending(&self, global: usize) -> Option<Vec<hook::QueuedMsg>> {
+        self.all().get(global).map(|t| t.pending())
+    }
+
+    /// The content of pending message `id` of thread number `global`.
+    pub fn pending_content(&self, global: usize, id: &MsgId) -> Option<Result<serde_json::Value, String>> {
+        self.all().get(global).and_then(|t| t.pending_content(id))
+    }
+
+    /// Lock every queue (in global order), describe them, and run `f` while they are still
+    /// locked: no message can be enqueued or taken meanwhile, so `f` can start a stream of
+    /// events consistent with the description.
+    pub fn snapshot<R>(&self, f: impl FnOnce(Vec<thread::ThreadSnap>) -> R) -> R {
+        let all = self.all();
+        let mut guards = Vec::with_capacity(all.len());
+        let mut snaps = Vec::with_capacity(all.len());
+        for t in &all {
+            let (g, s) = t.lock_for_snapshot();
+            guards.push(g);
+            snaps.push(s);
+        }
+        let r = f(snaps);
+        drop(guards);
+        r
+    }
+}
+
 impl Drop for Runtime {
     fn drop(&mut self) {
+        if let Some(h) = &self.shared.hook {
+            h.on_shutdown();
+        }
         let threads = std::mem::take(&mut *lock(&self.shared.threads));
         for (t, _) in &threads {
             t.shutdown();
@@ -341,6 +406,9 @@ impl Drop for Runtime {
             if let Some(h) = h {
                 let _ = h.join();
             }
+        }
+        if let Some(h) = &self.shared.hook {
+            h.on_finished();
         }
     }
 }

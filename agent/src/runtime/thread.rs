@@ -3,7 +3,7 @@
 
 use super::error::ScheduleError;
 use super::graph::GraphInner;
-use super::hook::{Hook, OpInfo, QueuedMsg, RecvEvent, ThreadInfo};
+use super::hook::{Hook, OpInfo, OpKind, QueuedMsg, RecvEvent, StepKind, ThreadInfo};
 use super::ids::MsgId;
 use super::payload::Payload;
 use std::collections::VecDeque;
@@ -144,6 +144,30 @@ struct Queue {
     items: VecDeque<Item>,
     shutdown: bool,
     sleeping: bool,
+    /// The step this thread is in, tracked only when a hook is installed (snapshots).
+    current: Option<CurrentStep>,
+}
+
+/// The step a thread has taken from its queue and not yet finished.
+#[derive(Debug, Clone)]
+pub struct CurrentStep {
+    /// Operation.
+    pub op: Arc<OpInfo>,
+    /// Message id (final steps: the output id).
+    pub msg: MsgId,
+    /// Which step.
+    pub step: StepKind,
+}
+
+/// One thread as seen in a consistent snapshot.
+#[derive(Debug, Clone)]
+pub struct ThreadSnap {
+    /// The thread.
+    pub info: Arc<ThreadInfo>,
+    /// Its pending messages.
+    pub pending: Vec<QueuedMsg>,
+    /// Its running step.
+    pub current: Option<CurrentStep>,
 }
 
 /// The part of a thread that other threads see: its identity and its pending queue.
@@ -194,7 +218,7 @@ impl ThreadShared {
     }
 
     /// Block until an item is available; `None` once the runtime shuts down.
-    pub(crate) fn pop(&self) -> Option<Item> {
+    pub(crate) fn pop(&self, track: bool) -> Option<Item> {
         let mut q = lock(&self.queue);
         loop {
             if q.shutdown {
@@ -202,11 +226,37 @@ impl ThreadShared {
             }
             if let Some(item) = q.items.pop_front() {
                 q.sleeping = false;
+                if track {
+                    q.current = Some(current_of(&item));
+                }
                 return Some(item);
             }
             q.sleeping = true;
             q = self.cv.wait(q).unwrap_or_else(std::sync::PoisonError::into_inner);
         }
+    }
+
+    /// Record the running step (for snapshots).
+    pub(crate) fn set_current(&self, current: Option<CurrentStep>) {
+        lock(&self.queue).current = current;
+    }
+
+    /// Lock this queue and describe it (the caller holds every queue's guard at once).
+    pub(crate) fn lock_for_snapshot(&self) -> (MutexGuard<'_, impl Sized>, ThreadSnap) {
+        let q = lock(&self.queue);
+        let snap = ThreadSnap {
+            info: self.info.clone(),
+            pending: q
+                .items
+                .iter()
+                .filter_map(|i| match i {
+                    Item::Msg(e) => Some(QueuedMsg::of(e)),
+                    Item::Finalize { .. } => None,
+                })
+                .collect(),
+            current: q.current.clone(),
+        };
+        (q, snap)
     }
 
     pub(crate) fn shutdown(&self) {
@@ -274,6 +324,30 @@ impl ThreadShared {
             }
         }
         Ok(())
+    }
+}
+
+fn current_of(item: &Item) -> CurrentStep {
+    match item {
+        Item::Msg(e) => {
+            let op = e.dest_op().clone();
+            let step = match op.kind {
+                OpKind::Split | OpKind::Leaf => StepKind::Run,
+                OpKind::Merge | OpKind::Stream => StepKind::Absorb,
+            };
+            CurrentStep {
+                op,
+                msg: e.id.clone(),
+                step,
+            }
+        }
+        Item::Finalize {
+            graph, node, frame, ..
+        } => CurrentStep {
+            op: graph.nodes[*node].info.clone(),
+            msg: frame.prefix.clone(),
+            step: StepKind::Final,
+        },
     }
 }
 

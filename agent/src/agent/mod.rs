@@ -1,0 +1,950 @@
+//! The debugging agent: the [`Hook`] that a runtime gets when `RACETRACK_LISTEN` is set.
+//!
+//! - **Holding is decided here**, in the program: global step mode, operation breakpoints
+//!   (operation, thread), paused threads, tracing, "ack every event", and the
+//!   `RACETRACK_WAIT` start hold. An event the policy does not hold is appended to a
+//!   buffer and streamed in batches by the agent's own thread ([`server`]); the program
+//!   thread never waits for the network. A held event is flushed at once and blocks only
+//!   its own thread, which then serves the debugger's commands for it (release, reorder,
+//!   edit, state) until released.
+//! - Without a debugger attached, every hook returns after one atomic load.
+//! - The buffer is bounded: a debugger that cannot keep up slows the program down
+//!   (backpressure on sends, starts and stops) instead of growing memory.
+//! - Detaching (or the connection dropping) releases every hold and returns to free run.
+
+mod server;
+
+use crate::runtime::hook::{
+    CollectionInfo, GraphInfo, Hook, OpInfo, QueuedMsg, RecvEvent, SendEvent, StepEvent, StepKind, ThreadInfo,
+};
+use crate::runtime::thread::{lock, ThreadSnap};
+use crate::runtime::RuntimeView;
+use crate::ScheduleError;
+use racetrack_protocol as proto;
+use racetrack_protocol::{Command, Event, HoldReason};
+use serde_json::Value;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::{mpsc, Arc, Condvar, Mutex, OnceLock};
+use std::time::Duration;
+
+/// Streamed events buffered before producers wait for the debugger (backpressure).
+const BUFFER_CAP: usize = 65_536;
+/// Buffered events that make the agent's thread flush before its next tick.
+const FLUSH_AT: usize = 1024;
+
+/// Why the agent could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    /// `RACETRACK_LISTEN` is not an address.
+    #[error("RACETRACK_LISTEN=`{0}` is not an address such as 127.0.0.1:0")]
+    BadAddress(String),
+    /// A non-loopback address without a token.
+    #[error("RACETRACK_LISTEN={0} is not a loopback address; set RACETRACK_TOKEN to listen on it")]
+    NotLoopback(SocketAddr),
+    /// Binding failed.
+    #[error("cannot listen on {0}: {1}")]
+    Bind(SocketAddr, std::io::Error),
+}
+
+/// Start the agent as `RACETRACK_LISTEN` / `RACETRACK_WAIT` say, or `None` when
+/// `RACETRACK_LISTEN` is unset. A configuration error is printed to stderr and the
+/// program runs without the agent (it is a guest: it never stops the program).
+pub fn start_from_env() -> Option<Arc<Agent>> {
+    let listen = std::env::var("RACETRACK_LISTEN").ok()?;
+    let wait = std::env::var("RACETRACK_WAIT").is_ok_and(|v| !v.is_empty() && v != "0");
+    let token = std::env::var("RACETRACK_TOKEN").ok().filter(|t| !t.is_empty());
+    match start(&listen, wait, token) {
+        Ok(agent) => Some(agent),
+        Err(e) => {
+            eprintln!("racetrack: agent not started: {e}");
+            None
+        }
+    }
+}
+
+/// Start an agent listening on `listen`; prints `racetrack: listening on ws://HOST:PORT`
+/// to stderr once bound.
+pub fn start(listen: &str, wait: bool, token: Option<String>) -> Result<Arc<Agent>, AgentError> {
+    let addr: SocketAddr = listen
+        .parse()
+        .map_err(|_| AgentError::BadAddress(listen.to_owned()))?;
+    if !addr.ip().is_loopback() && token.is_none() {
+        return Err(AgentError::NotLoopback(addr));
+    }
+    let listener = std::net::TcpListener::bind(addr).map_err(|e| AgentError::Bind(addr, e))?;
+    let local = listener.local_addr().map_err(|e| AgentError::Bind(addr, e))?;
+    let agent = Arc::new(Agent::new(wait, token));
+    server::spawn(agent.clone(), listener);
+    eprintln!("racetrack: listening on ws://{local}");
+    Ok(agent)
+}
+
+/// A command for a thread suspended at a held event.
+enum HeldCmd {
+    Release { trace: Option<bool> },
+    Reorder(Vec<String>),
+    Edit(Value),
+    GetState,
+    SetState(Value),
+}
+
+struct Held {
+    thread: usize,
+    thread_name: Arc<str>,
+    is_send: bool,
+    tx: mpsc::Sender<HeldCmd>,
+    event: Event,
+}
+
+#[derive(Default)]
+struct Stream {
+    next_id: u64,
+    buf: Vec<Event>,
+    held: BTreeMap<u64, Held>,
+}
+
+#[derive(Default)]
+struct Policy {
+    /// (operation id, thread global index) → trace from this breakpoint.
+    breaks: HashMap<(usize, usize), bool>,
+    paused: HashSet<usize>,
+}
+
+#[derive(Default)]
+struct Structure {
+    collections: Vec<Arc<CollectionInfo>>,
+    ops: Vec<Arc<OpInfo>>,
+    edges: Vec<(usize, usize)>,
+}
+
+/// The agent. Created by [`start`]; installed as the runtime's hook.
+pub struct Agent {
+    program: String,
+    /// Any reason to look at events at all: attached, or the start hold pending.
+    hot: AtomicBool,
+    attached: AtomicBool,
+    /// A connection holds the controlling slot.
+    claimed: AtomicBool,
+    wait_pending: AtomicBool,
+    closing: AtomicBool,
+    finishing: AtomicBool,
+    step_mode: AtomicBool,
+    ack_all: AtomicBool,
+    content: AtomicBool,
+    has_policy: AtomicBool,
+    token: Option<String>,
+    policy: Mutex<Policy>,
+    stream: Mutex<Stream>,
+    space: Condvar,
+    wake: tokio::sync::Notify,
+    finished: (Mutex<bool>, Condvar),
+    view: OnceLock<RuntimeView>,
+    structure: Mutex<Structure>,
+}
+
+/// Where a held thread applies the debugger's commands.
+trait Site {
+    fn reorder(&mut self, order: &[String]) -> Result<bool, String>;
+    fn edit(&mut self, content: Value) -> Result<(), String>;
+    fn state(&self) -> Result<Value, String>;
+    fn set_state(&mut self, content: Value) -> Result<(), String>;
+    fn pending(&self) -> Vec<QueuedMsg>;
+}
+
+impl Site for SendEvent<'_> {
+    fn reorder(&mut self, order: &[String]) -> Result<bool, String> {
+        match &mut self.access {
+            Some(a) => a.reorder(order).map(|()| false),
+            None => Err("the schedule caller has no queue".to_owned()),
+        }
+    }
+    fn edit(&mut self, content: Value) -> Result<(), String> {
+        self.replace_content(content)
+    }
+    fn state(&self) -> Result<Value, String> {
+        self.access
+            .as_ref()
+            .map_or(Err("no thread".to_owned()), |a| a.state_json())
+    }
+    fn set_state(&mut self, content: Value) -> Result<(), String> {
+        self.access
+            .as_mut()
+            .map_or(Err("no thread".to_owned()), |a| a.set_state_json(content))
+    }
+    fn pending(&self) -> Vec<QueuedMsg> {
+        self.access.as_ref().map(|a| a.pending()).unwrap_or_default()
+    }
+}
+
+impl Site for StepEvent<'_> {
+    fn reorder(&mut self, order: &[String]) -> Result<bool, String> {
+        self.access.reorder(order)?;
+        Ok(self.access.put_back())
+    }
+    fn edit(&mut self, _content: Value) -> Result<(), String> {
+        Err("only a message held at its send can be edited; this event is a step".to_owned())
+    }
+    fn state(&self) -> Result<Value, String> {
+        self.access.state_json()
+    }
+    fn set_state(&mut self, content: Value) -> Result<(), String> {
+        self.access.set_state_json(content)
+    }
+    fn pending(&self) -> Vec<QueuedMsg> {
+        self.access.pending()
+    }
+}
+
+fn step_of(k: StepKind) -> proto::Step {
+    match k {
+        StepKind::Run => proto::Step::Run,
+        StepKind::Absorb => proto::Step::Absorb,
+        StepKind::Final => proto::Step::Final,
+    }
+}
+
+fn set_event_id(ev: &mut Event, id: u64) {
+    match ev {
+        Event::Send(e) => e.event_id = id,
+        Event::Recv(e) => e.event_id = id,
+        Event::Start(e) | Event::Stop(e) => e.event_id = id,
+        _ => {}
+    }
+}
+
+/// A pending message as the protocol shows it, in the queue of `thread`.
+fn entry(q: &QueuedMsg, thread: &str, content: Option<Value>) -> proto::QueueEntry {
+    proto::QueueEntry {
+        id: q.id.to_string(),
+        type_name: q.type_name.to_owned(),
+        from: q.from.as_ref().map(|(op, t)| format!("{}@{}", op.name, t.name)),
+        to: format!("{}@{thread}", q.op.name),
+        op: q.op.name.to_string(),
+        traced: q.traced,
+        content,
+    }
+}
+
+fn thread_snapshot(t: ThreadSnap) -> proto::ThreadSnapshot {
+    proto::ThreadSnapshot {
+        queue: t.pending.iter().map(|q| entry(q, &t.info.name, None)).collect(),
+        current: t.current.map(|c| proto::CurrentStep {
+            op: c.op.name.to_string(),
+            msg: c.msg.to_string(),
+            step: step_of(c.step),
+        }),
+        thread: t.info.name.to_string(),
+    }
+}
+
+impl Agent {
+    fn new(wait: bool, token: Option<String>) -> Self {
+        let program = std::env::args()
+            .next()
+            .map(|a| a.rsplit('/').next().unwrap_or(&a).to_owned())
+            .unwrap_or_else(|| "program".to_owned());
+        Self {
+            program,
+            hot: AtomicBool::new(wait),
+            attached: AtomicBool::new(false),
+            claimed: AtomicBool::new(false),
+            wait_pending: AtomicBool::new(wait),
+            closing: AtomicBool::new(false),
+            finishing: AtomicBool::new(false),
+            step_mode: AtomicBool::new(false),
+            ack_all: AtomicBool::new(false),
+            content: AtomicBool::new(false),
+            has_policy: AtomicBool::new(false),
+            token,
+            policy: Mutex::new(Policy::default()),
+            stream: Mutex::new(Stream::default()),
+            space: Condvar::new(),
+            wake: tokio::sync::Notify::new(),
+            finished: (Mutex::new(false), Condvar::new()),
+            view: OnceLock::new(),
+            structure: Mutex::new(Structure::default()),
+        }
+    }
+
+    fn update_hot(&self) {
+        let hot = self.attached.load(Relaxed) || self.wait_pending.load(Relaxed);
+        self.hot.store(hot, Relaxed);
+    }
+
+    // ---- the event stream ------------------------------------------------------------
+
+    /// Append a streamed event (with the next event number if it has one).
+    fn emit(&self, mut ev: Event, backpressure: bool) {
+        let mut s = lock(&self.stream);
+        if !self.attached.load(Relaxed) {
+            return;
+        }
+        if backpressure {
+            while s.buf.len() >= BUFFER_CAP && self.attached.load(Relaxed) && !self.closing.load(Relaxed) {
+                s = self
+                    .space
+                    .wait(s)
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+            }
+        }
+        if ev.event_id().is_some() {
+            set_event_id(&mut ev, s.next_id);
+            s.next_id += 1;
+        }
+        s.buf.push(ev);
+        let flush = s.buf.len() >= FLUSH_AT && s.buf.len() % FLUSH_AT == 0;
+        drop(s);
+        if flush {
+            self.wake.notify_one();
+        }
+    }
+
+    /// Append a reply or notice and flush it at once.
+    fn reply(&self, ev: Event) {
+        {
+            let mut s = lock(&self.stream);
+            if !self.attached.load(Relaxed) {
+                return;
+            }
+            s.buf.push(ev);
+        }
+        self.wake.notify_one();
+    }
+
+    fn error(&self, message: String) {
+        self.reply(Event::Error { message });
+    }
+
+    /// Take what is buffered (the server's side).
+    fn drain(&self) -> Vec<Event> {
+        let out = std::mem::take(&mut lock(&self.stream).buf);
+        self.space.notify_all();
+        out
+    }
+
+    fn drain_is_empty(&self) -> bool {
+        lock(&self.stream).buf.is_empty()
+    }
+
+    fn signal_finished(&self) {
+        let (m, cv) = &self.finished;
+        *lock(m) = true;
+        cv.notify_all();
+    }
+
+    // ---- holding ------------------------------------------------------------------------
+
+    /// Register `ev` as held, flush it, and serve commands for it until released. Returns
+    /// the trace override of the release, if any.
+    fn hold(
+        &self,
+        mut ev: Event,
+        thread: &Arc<ThreadInfo>,
+        reason: HoldReason,
+        site: &mut dyn Site,
+    ) -> Option<bool> {
+        let (tx, rx) = mpsc::channel();
+        let id;
+        {
+            let mut s = lock(&self.stream);
+            let attached = self.attached.load(Relaxed);
+            if self.closing.load(Relaxed) || !(attached || reason == HoldReason::Wait) {
+                // Detached meanwhile: stream it as not held.
+                drop(s);
+                unhold(&mut ev);
+                self.emit(ev, false);
+                return None;
+            }
+            id = s.next_id;
+            s.next_id += 1;
+            set_event_id(&mut ev, id);
+            if attached {
+                s.buf.push(ev.clone());
+            }
+            let is_send = matches!(ev, Event::Send(_));
+            s.held.insert(
+                id,
+                Held {
+                    thread: thread.global,
+                    thread_name: thread.name.clone(),
+                    is_send,
+                    tx,
+                    event: ev,
+                },
+            );
+        }
+        self.wake.notify_one();
+        let name = &thread.name;
+        loop {
+            match rx.recv() {
+                Err(_) => return None,
+                Ok(HeldCmd::Release { trace }) => return trace,
+                Ok(HeldCmd::Reorder(order)) => match site.reorder(&order) {
+                    Ok(put_back) => {
+                        self.reply(Event::Ok { cmd: "reorder".into(), target: Some(name.to_string()) });
+                        let messages = site.pending().iter().map(|q| entry(q, name, None)).collect();
+                        self.reply(Event::Queue { thread: name.to_string(), messages });
+                        if put_back {
+                            // The step will not start: this hold is over; the thread
+                            // starts the new head (a new start event).
+                            let mut s = lock(&self.stream);
+                            if s.held.remove(&id).is_some() && self.attached.load(Relaxed) {
+                                s.buf.push(Event::Released { event_id: id, thread: name.to_string() });
+                            }
+                            drop(s);
+                            self.wake.notify_one();
+                            return None;
+                        }
+                    }
+                    Err(e) => self.error(format!("reorder of {name} not applied: {e}")),
+                },
+                Ok(HeldCmd::Edit(content)) => match site.edit(content) {
+                    Ok(()) => self.reply(Event::Ok { cmd: "edit".into(), target: Some(id.to_string()) }),
+                    Err(e) => self.error(format!(
+                        "edit of event {id} not applied: the content {e}; the original message is kept and {name} stays held"
+                    )),
+                },
+                Ok(HeldCmd::GetState) => match site.state() {
+                    Ok(content) => self.reply(Event::State { thread: name.to_string(), content }),
+                    Err(e) => self.error(format!("state of {name}: {e}")),
+                },
+                Ok(HeldCmd::SetState(content)) => match site.set_state(content) {
+                    Ok(()) => self.reply(Event::Ok { cmd: "set_state".into(), target: Some(name.to_string()) }),
+                    Err(e) => self.error(format!("set_state of {name} not applied: {e}")),
+                },
+            }
+        }
+    }
+
+    /// Release held events chosen by `pick`, emitting `released` for each.
+    fn release(&self, trace: Option<bool>, pick: impl Fn(u64, &Held) -> bool) -> usize {
+        let mut s = lock(&self.stream);
+        let ids: Vec<u64> = s
+            .held
+            .iter()
+            .filter(|(id, h)| pick(**id, h))
+            .map(|(id, _)| *id)
+            .collect();
+        for id in &ids {
+            if let Some(h) = s.held.remove(id) {
+                if self.attached.load(Relaxed) {
+                    s.buf.push(Event::Released {
+                        event_id: *id,
+                        thread: h.thread_name.to_string(),
+                    });
+                }
+                let _ = h.tx.send(HeldCmd::Release { trace });
+            }
+        }
+        drop(s);
+        self.wake.notify_one();
+        ids.len()
+    }
+
+    /// Send a command to the thread held at event `id`.
+    fn to_held(&self, pick: impl Fn(u64, &Held) -> bool, cmd: HeldCmd) -> bool {
+        let s = lock(&self.stream);
+        match s.held.iter().find(|(id, h)| pick(**id, h)) {
+            Some((_, h)) => h.tx.send(cmd).is_ok(),
+            None => false,
+        }
+    }
+
+    fn start_reason(&self, ev: &StepEvent<'_>) -> Option<(HoldReason, bool)> {
+        if self.step_mode.load(Relaxed) {
+            return Some((HoldReason::Step, false));
+        }
+        if self.has_policy.load(Relaxed) {
+            let p = lock(&self.policy);
+            if p.paused.contains(&ev.thread.global) {
+                return Some((HoldReason::Pause, false));
+            }
+            if let Some(trace) = p.breaks.get(&(ev.op.id, ev.thread.global)) {
+                return Some((HoldReason::Break, *trace));
+            }
+        }
+        if ev.input_traced && ev.step != StepKind::Final {
+            return Some((HoldReason::Trace, false));
+        }
+        self.ack_all.load(Relaxed).then_some((HoldReason::AckAll, false))
+    }
+
+    fn other_reason(&self, thread: usize) -> Option<HoldReason> {
+        if self.step_mode.load(Relaxed) {
+            return Some(HoldReason::Step);
+        }
+        if self.has_policy.load(Relaxed) && lock(&self.policy).paused.contains(&thread) {
+            return Some(HoldReason::Pause);
+        }
+        self.ack_all.load(Relaxed).then_some(HoldReason::AckAll)
+    }
+
+    // ---- the connection's side ----------------------------------------------------------
+
+    /// Claim the controlling slot for a new connection.
+    fn try_claim(&self) -> bool {
+        self.claimed
+            .compare_exchange(false, true, Relaxed, Relaxed)
+            .is_ok()
+    }
+
+    fn hello(&self) -> Event {
+        Event::Hello {
+            program: self.program.clone(),
+            pid: std::process::id(),
+            protocol: proto::PROTOCOL_VERSION,
+        }
+    }
+
+    fn structure_event(&self) -> Event {
+        let st = lock(&self.structure);
+        let coll = |id: usize| st.collections.get(id);
+        Event::Structure {
+            operations: st
+                .ops
+                .iter()
+                .map(|o| proto::OperationDesc {
+                    name: o.name.to_string(),
+                    kind: o.kind.as_str().to_owned(),
+                    collection: coll(o.collection).map(|c| c.name.clone()).unwrap_or_default(),
+                    threads: coll(o.collection)
+                        .map(|c| c.threads.iter().map(|t| t.name.to_string()).collect())
+                        .unwrap_or_default(),
+                })
+                .collect(),
+            collections: st
+                .collections
+                .iter()
+                .map(|c| proto::CollectionDesc {
+                    name: c.name.clone(),
+                    threads: c.threads.iter().map(|t| t.name.to_string()).collect(),
+                })
+                .collect(),
+            edges: st
+                .edges
+                .iter()
+                .filter_map(|(a, b)| {
+                    Some([st.ops.get(*a)?.name.to_string(), st.ops.get(*b)?.name.to_string()])
+                })
+                .collect(),
+        }
+    }
+
+    /// Start streaming; returns the snapshot every later event is consistent with.
+    fn attach(&self) -> Event {
+        let build = |threads: Vec<ThreadSnap>| {
+            let mut s = lock(&self.stream);
+            self.attached.store(true, Relaxed);
+            self.update_hot();
+            s.buf.clear();
+            Event::Snapshot {
+                next_event_id: s.next_id,
+                threads: threads.into_iter().map(thread_snapshot).collect(),
+                held: s.held.values().map(|h| h.event.clone()).collect(),
+            }
+        };
+        match self.view.get() {
+            Some(v) => v.snapshot(build),
+            None => build(Vec::new()),
+        }
+    }
+
+    /// Stop streaming, clear the policy and release every hold.
+    fn detach(&self) {
+        {
+            let mut s = lock(&self.stream);
+            self.attached.store(false, Relaxed);
+            self.step_mode.store(false, Relaxed);
+            self.ack_all.store(false, Relaxed);
+            self.content.store(false, Relaxed);
+            self.has_policy.store(false, Relaxed);
+            *lock(&self.policy) = Policy::default();
+            self.update_hot();
+            s.buf.clear();
+            for (_, h) in std::mem::take(&mut s.held) {
+                let _ = h.tx.send(HeldCmd::Release { trace: None });
+            }
+        }
+        self.space.notify_all();
+    }
+
+    fn thread_named(&self, name: &str) -> Result<Arc<ThreadInfo>, String> {
+        let threads = self.view.get().map(RuntimeView::threads).unwrap_or_default();
+        threads.iter().find(|t| &*t.name == name).cloned().ok_or_else(|| {
+            let names: Vec<&str> = threads.iter().map(|t| &*t.name).collect();
+            format!("unknown thread `{name}` (threads: {})", names.join(", "))
+        })
+    }
+
+    /// Apply one command from the debugger. Problems become `error` events.
+    fn apply(&self, cmd: Command) {
+        let name = cmd.name();
+        if let Err(e) = self.try_apply(cmd) {
+            self.error(format!("{name}: {e}"));
+        }
+    }
+
+    fn try_apply(&self, cmd: Command) -> Result<(), String> {
+        match cmd {
+            Command::Continue {
+                thread: None,
+                event_id: None,
+                trace,
+            } => {
+                self.release(trace, |_, _| true);
+            }
+            Command::Continue {
+                thread: Some(t),
+                event_id: None,
+                trace,
+            } => {
+                let t = self.thread_named(&t)?;
+                if self.release(trace, |_, h| h.thread == t.global) == 0 {
+                    return Err(format!("{} is not held", t.name));
+                }
+            }
+            Command::Continue {
+                thread,
+                event_id: Some(id),
+                trace,
+            } => {
+                let t = thread.map(|t| self.thread_named(&t)).transpose()?;
+                let n = self.release(trace, |i, h| {
+                    i == id && t.as_ref().is_none_or(|t| t.global == h.thread)
+                });
+                if n == 0 {
+                    return Err(format!("event {id} is not held"));
+                }
+            }
+            Command::StepMode { on } => self.step_mode.store(on, Relaxed),
+            Command::AckAll { on } => self.ack_all.store(on, Relaxed),
+            Command::Content { on } => self.content.store(on, Relaxed),
+            Command::Break {
+                op,
+                thread,
+                on,
+                trace,
+            } => {
+                let (op_info, coll) = {
+                    let st = lock(&self.structure);
+                    let o = st.ops.iter().find(|o| *o.name == *op).cloned().ok_or_else(|| {
+                        let names: Vec<&str> = st.ops.iter().map(|o| &*o.name).collect();
+                        format!("unknown operation `{op}` (operations: {})", names.join(", "))
+                    })?;
+                    let c = st
+                        .collections
+                        .get(o.collection)
+                        .cloned()
+                        .ok_or("unknown collection")?;
+                    (o, c)
+                };
+                let threads: Vec<usize> = match thread {
+                    Some(t) => {
+                        let t = self.thread_named(&t)?;
+                        if t.collection != coll.id {
+                            return Err(format!(
+                                "`{op}` runs on collection `{}`, not on {}",
+                                coll.name, t.name
+                            ));
+                        }
+                        vec![t.global]
+                    }
+                    None => coll.threads.iter().map(|t| t.global).collect(),
+                };
+                let mut p = lock(&self.policy);
+                for t in threads {
+                    if on {
+                        p.breaks.insert((op_info.id, t), trace);
+                    } else {
+                        p.breaks.remove(&(op_info.id, t));
+                    }
+                }
+                self.has_policy
+                    .store(!p.breaks.is_empty() || !p.paused.is_empty(), Relaxed);
+            }
+            Command::Pause { thread, on } => {
+                let t = self.thread_named(&thread)?;
+                let mut p = lock(&self.policy);
+                if on {
+                    p.paused.insert(t.global);
+                } else {
+                    p.paused.remove(&t.global);
+                }
+                self.has_policy
+                    .store(!p.breaks.is_empty() || !p.paused.is_empty(), Relaxed);
+            }
+            Command::Queue { thread, content } => {
+                let t = self.thread_named(&thread)?;
+                let view = self.view.get().ok_or("no runtime")?;
+                let pending = view.pending(t.global).unwrap_or_default();
+                let messages = pending
+                    .iter()
+                    .map(|q| {
+                        let c = content.then(|| {
+                            view.pending_content(t.global, &q.id)
+                                .and_then(Result::ok)
+                                .unwrap_or(Value::Null)
+                        });
+                        entry(q, &t.name, c)
+                    })
+                    .collect();
+                self.reply(Event::Queue {
+                    thread: t.name.to_string(),
+                    messages,
+                });
+            }
+            Command::Reorder { thread, order } => {
+                let t = self.thread_named(&thread)?;
+                if !self.to_held(|_, h| h.thread == t.global, HeldCmd::Reorder(order)) {
+                    return Err(format!(
+                        "{} is running; a reorder needs it suspended (pause it or set a breakpoint)",
+                        t.name
+                    ));
+                }
+            }
+            Command::Edit { event_id, content } => {
+                let is_send = {
+                    let s = lock(&self.stream);
+                    s.held.get(&event_id).map(|h| h.is_send)
+                };
+                match is_send {
+                    None => return Err(format!("event {event_id} is not held")),
+                    Some(false) => {
+                        return Err(format!(
+                            "event {event_id} is not a send; only held sends can be edited"
+                        ))
+                    }
+                    Some(true) => {
+                        self.to_held(|i, _| i == event_id, HeldCmd::Edit(content));
+                    }
+                }
+            }
+            Command::State { thread } => {
+                let t = self.thread_named(&thread)?;
+                if !self.to_held(|_, h| h.thread == t.global, HeldCmd::GetState) {
+                    return Err(format!(
+                        "{} is running; its state can be read only while it is suspended",
+                        t.name
+                    ));
+                }
+            }
+            Command::SetState { thread, content } => {
+                let t = self.thread_named(&thread)?;
+                if !self.to_held(|_, h| h.thread == t.global, HeldCmd::SetState(content)) {
+                    return Err(format!(
+                        "{} is running; its state can be set only while it is suspended",
+                        t.name
+                    ));
+                }
+            }
+            Command::Detach => self.detach(),
+        }
+        Ok(())
+    }
+}
+
+fn unhold(ev: &mut Event) {
+    match ev {
+        Event::Send(e) => {
+            e.held = false;
+            e.reason = None;
+        }
+        Event::Start(e) | Event::Stop(e) => {
+            e.held = false;
+            e.reason = None;
+        }
+        _ => {}
+    }
+}
+
+impl Hook for Agent {
+    fn on_runtime(&self, view: RuntimeView) {
+        let _ = self.view.set(view);
+    }
+
+    fn on_collection(&self, info: &CollectionInfo) {
+        lock(&self.structure).collections.push(Arc::new(CollectionInfo {
+            id: info.id,
+            name: info.name.clone(),
+            threads: info.threads.clone(),
+        }));
+    }
+
+    fn on_graph(&self, info: &GraphInfo) {
+        {
+            let mut st = lock(&self.structure);
+            st.ops.extend(info.ops.iter().cloned());
+            st.edges.extend(info.edges.iter().copied());
+        }
+        if self.attached.load(Relaxed) {
+            self.reply(self.structure_event());
+        }
+    }
+
+    fn on_send(&self, ev: &mut SendEvent<'_>) {
+        if !self.hot.load(Relaxed) || !self.attached.load(Relaxed) {
+            return;
+        }
+        let thread = ev.thread.cloned();
+        let reason = thread.as_ref().and_then(|t| self.other_reason(t.global));
+        let content = (reason.is_some() || self.content.load(Relaxed)).then(|| {
+            ev.content_json()
+                .unwrap_or_else(|e| serde_json::json!({ "$unserializable": e }))
+        });
+        let sev = Event::Send(proto::SendEv {
+            event_id: 0,
+            thread: thread.as_ref().map(|t| t.name.to_string()),
+            op: ev.from_op.map(|o| o.name.to_string()),
+            msg: ev.msg_id.to_string(),
+            to_op: ev.to_op.map(|o| o.name.to_string()),
+            to_thread: ev.to_thread.map(|t| t.name.to_string()),
+            type_name: ev.type_name().to_owned(),
+            traced: ev.traced,
+            held: reason.is_some(),
+            reason,
+            content,
+        });
+        match (reason, thread) {
+            (Some(r), Some(t)) => {
+                self.hold(sev, &t, r, ev);
+            }
+            _ => self.emit(sev, thread_is_program(ev)),
+        }
+    }
+
+    fn on_recv(&self, ev: &RecvEvent<'_>) {
+        if !self.hot.load(Relaxed) || !self.attached.load(Relaxed) {
+            return;
+        }
+        // Never blocks: called with the destination queue locked.
+        self.emit(
+            Event::Recv(proto::RecvEv {
+                event_id: 0,
+                thread: ev.thread.name.to_string(),
+                op: ev.op.name.to_string(),
+                msg: ev.msg_id.to_string(),
+                position: ev.position,
+                traced: ev.traced,
+            }),
+            false,
+        );
+    }
+
+    fn on_start(&self, ev: &mut StepEvent<'_>) {
+        if !self.hot.load(Relaxed) {
+            return;
+        }
+        let wait = self.wait_pending.load(Relaxed) && self.wait_pending.swap(false, Relaxed);
+        if wait {
+            self.update_hot();
+        } else if !self.attached.load(Relaxed) {
+            return;
+        }
+        let reason = if wait {
+            Some((HoldReason::Wait, false))
+        } else {
+            self.start_reason(ev)
+        };
+        let sev = proto::StepEv {
+            event_id: 0,
+            thread: ev.thread.name.to_string(),
+            op: ev.op.name.to_string(),
+            msg: ev.msg_id.to_string(),
+            instance: ev.instance.to_string(),
+            step: step_of(ev.step),
+            traced: ev.input_traced,
+            held: reason.is_some(),
+            reason: reason.map(|r| r.0),
+        };
+        match reason {
+            None => self.emit(Event::Start(sev), true),
+            Some((r, trace_break)) => {
+                if trace_break {
+                    ev.trace_outputs = true;
+                }
+                let thread = ev.thread.clone();
+                if let Some(t) = self.hold(Event::Start(sev), &thread, r, ev) {
+                    ev.trace_outputs = t;
+                }
+            }
+        }
+    }
+
+    fn on_stop(&self, ev: &mut StepEvent<'_>) {
+        if !self.hot.load(Relaxed) || !self.attached.load(Relaxed) {
+            return;
+        }
+        let reason = self.other_reason(ev.thread.global);
+        let sev = proto::StepEv {
+            event_id: 0,
+            thread: ev.thread.name.to_string(),
+            op: ev.op.name.to_string(),
+            msg: ev.msg_id.to_string(),
+            instance: ev.instance.to_string(),
+            step: step_of(ev.step),
+            traced: ev.trace_outputs,
+            held: reason.is_some(),
+            reason,
+        };
+        match reason {
+            None => self.emit(Event::Stop(sev), true),
+            Some(r) => {
+                let thread = ev.thread.clone();
+                self.hold(Event::Stop(sev), &thread, r, ev);
+            }
+        }
+    }
+
+    fn on_error(&self, err: &ScheduleError) {
+        if !self.attached.load(Relaxed) {
+            return;
+        }
+        let ev = match err {
+            ScheduleError::Panic {
+                op,
+                thread,
+                msg,
+                message,
+            }
+            | ScheduleError::Operation {
+                op,
+                thread,
+                msg,
+                message,
+            } => Event::Panic {
+                thread: thread.clone(),
+                op: op.clone(),
+                msg: msg.clone(),
+                message: message.clone(),
+            },
+            ScheduleError::Shutdown => return,
+        };
+        self.reply(ev);
+    }
+
+    fn on_shutdown(&self) {
+        // No new holds from here on; release the current ones so threads can finish.
+        self.closing.store(true, Relaxed);
+        self.release(None, |_, _| true);
+        self.space.notify_all();
+    }
+
+    fn on_finished(&self) {
+        if !self.attached.load(Relaxed) {
+            return;
+        }
+        self.finishing.store(true, Relaxed);
+        self.wake.notify_one();
+        let (m, cv) = &self.finished;
+        let guard = lock(m);
+        let _ = cv.wait_timeout_while(guard, Duration::from_secs(3), |done| !*done);
+    }
+}
+
+/// Sends from the schedule caller (thread `None`) are not throttled: the caller may be a
+/// thread the debugger cannot see.
+fn thread_is_program(ev: &SendEvent<'_>) -> bool {
+    ev.thread.is_some()
+}

@@ -1,0 +1,177 @@
+//! The agent's own thread (`racetrack-agent`): a single-threaded tokio runtime that
+//! accepts debugger connections, sends `hello`, `structure` and `snapshot`, then flushes
+//! the event buffer in `batch` frames (at once when woken, else every tick) and applies
+//! the commands it receives. One controlling debugger at a time.
+
+use super::Agent;
+use futures_util::{SinkExt, StreamExt};
+use racetrack_protocol::{Command, Event, MAX_FRAME_BYTES};
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request, Response};
+use tokio_tungstenite::tungstenite::http::StatusCode;
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+use tokio_tungstenite::tungstenite::Message;
+
+/// Streamed events are flushed at least this often.
+const TICK: Duration = Duration::from_millis(10);
+/// Events per `batch` frame at most.
+const BATCH_MAX: usize = 4096;
+
+pub(super) fn spawn(agent: Arc<Agent>, listener: std::net::TcpListener) {
+    let spawned = std::thread::Builder::new()
+        .name("racetrack-agent".into())
+        .spawn(move || {
+            let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+                Ok(rt) => rt,
+                Err(e) => return eprintln!("racetrack: agent runtime: {e}"),
+            };
+            rt.block_on(accept_loop(agent, listener));
+        });
+    if let Err(e) = spawned {
+        eprintln!("racetrack: cannot start the agent thread: {e}");
+    }
+}
+
+async fn accept_loop(agent: Arc<Agent>, listener: std::net::TcpListener) {
+    let listener = match listener
+        .set_nonblocking(true)
+        .and_then(|()| tokio::net::TcpListener::from_std(listener))
+    {
+        Ok(l) => l,
+        Err(e) => return eprintln!("racetrack: agent listener: {e}"),
+    };
+    loop {
+        match listener.accept().await {
+            Ok((stream, _peer)) => {
+                let agent = agent.clone();
+                tokio::spawn(async move {
+                    if let Err(e) = serve(&agent, stream).await {
+                        eprintln!("racetrack: debugger connection: {e}");
+                    }
+                });
+            }
+            Err(e) => {
+                eprintln!("racetrack: accept: {e}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+}
+
+fn is_loopback_host(host: &str) -> bool {
+    let h = host.rsplit_once(':').map_or(host, |(h, p)| {
+        if p.chars().all(|c| c.is_ascii_digit()) {
+            h
+        } else {
+            host
+        }
+    });
+    let h = h.trim_start_matches('[').trim_end_matches(']');
+    h == "localhost" || h.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
+/// Check the WebSocket handshake: token, browser origins, DNS rebinding.
+#[allow(clippy::result_large_err)]
+fn check_handshake(req: &Request, token: Option<&str>) -> Result<(), String> {
+    let header = |n: &str| req.headers().get(n).and_then(|v| v.to_str().ok());
+    if let Some(origin) = header("origin") {
+        let allowed = std::env::var("RACETRACK_ALLOW_ORIGIN").unwrap_or_default();
+        if !allowed.split(',').any(|a| !a.is_empty() && a.trim() == origin) {
+            return Err(format!(
+                "origin `{origin}` is not allowed (set RACETRACK_ALLOW_ORIGIN)"
+            ));
+        }
+    }
+    if let Some(host) = header("host") {
+        let allowed = std::env::var("RACETRACK_ALLOW_HOST").unwrap_or_default();
+        if !is_loopback_host(host) && !allowed.split(',').any(|a| a.trim() == host) && token.is_none() {
+            return Err(format!("host `{host}` is not a loopback name"));
+        }
+    }
+    if let Some(token) = token {
+        let q = req.uri().query().unwrap_or("");
+        let in_query = q.split('&').any(|kv| kv == format!("token={token}"));
+        let in_header = header("authorization") == Some(&format!("Bearer {token}"));
+        if !in_query && !in_header {
+            return Err("a valid token is required (RACETRACK_TOKEN)".to_owned());
+        }
+    }
+    Ok(())
+}
+
+async fn serve(agent: &Arc<Agent>, stream: tokio::net::TcpStream) -> Result<(), String> {
+    let _ = stream.set_nodelay(true);
+    let config = WebSocketConfig::default()
+        .max_message_size(Some(MAX_FRAME_BYTES))
+        .max_frame_size(Some(MAX_FRAME_BYTES));
+    let token = agent.token.clone();
+    #[allow(clippy::result_large_err)]
+    let callback = move |req: &Request, resp: Response| -> Result<Response, ErrorResponse> {
+        match check_handshake(req, token.as_deref()) {
+            Ok(()) => Ok(resp),
+            Err(reason) => {
+                let mut r = ErrorResponse::new(Some(reason));
+                *r.status_mut() = StatusCode::FORBIDDEN;
+                Err(r)
+            }
+        }
+    };
+    let ws = tokio_tungstenite::accept_hdr_async_with_config(stream, callback, Some(config))
+        .await
+        .map_err(|e| format!("handshake refused or failed: {e}"))?;
+    let (mut tx, mut rx) = ws.split();
+    let send = |ev: &Event| Message::Text(ev.to_json().into());
+    if !agent.try_claim() {
+        let refusal = Event::Error {
+            message: "another debugger is already attached to this program".into(),
+        };
+        let _ = tx.send(send(&refusal)).await;
+        let _ = tx.close().await;
+        return Ok(());
+    }
+    let result = async {
+        tx.send(send(&agent.hello())).await.map_err(|e| e.to_string())?;
+        tx.send(send(&agent.structure_event())).await.map_err(|e| e.to_string())?;
+        let snapshot = agent.attach();
+        tx.send(send(&snapshot)).await.map_err(|e| e.to_string())?;
+        let mut tick = tokio::time::interval(TICK);
+        loop {
+            let mut close = false;
+            tokio::select! {
+                m = rx.next() => match m {
+                    Some(Ok(Message::Text(t))) => match Command::parse(&t) {
+                        Ok(Command::Detach) => { agent.detach(); close = true; }
+                        Ok(cmd) => agent.apply(cmd),
+                        Err(e) => agent.error(e),
+                    },
+                    Some(Ok(Message::Binary(_))) => agent.error("binary frames are not part of the protocol; send JSON text".into()),
+                    Some(Ok(Message::Close(_))) | None => close = true,
+                    Some(Ok(_)) => {}
+                    Some(Err(e)) => return Err(format!("receive: {e}")),
+                },
+                () = agent.wake.notified() => {}
+                _ = tick.tick() => {}
+            }
+            let events = agent.drain();
+            for chunk in events.chunks(BATCH_MAX) {
+                let batch = Event::Batch { events: chunk.to_vec() };
+                tx.send(send(&batch)).await.map_err(|e| format!("send: {e}"))?;
+            }
+            if close {
+                let _ = tx.close().await;
+                return Ok(());
+            }
+            if agent.finishing.load(Relaxed) && agent.drain_is_empty() {
+                let _ = tx.close().await;
+                agent.signal_finished();
+                return Ok(());
+            }
+        }
+    }
+    .await;
+    agent.detach();
+    agent.claimed.store(false, Relaxed);
+    result
+}

@@ -1,0 +1,157 @@
+//! The connection to an agent, run off the caller's thread: a `racetrack-conn` thread
+//! with a single-threaded tokio runtime owns the WebSocket; events arrive on a channel
+//! (batches flattened, in order), commands leave through another. Nothing here blocks the
+//! UI: a waker is called whenever events arrive.
+
+use futures_util::{SinkExt, StreamExt};
+use racetrack_protocol::{Command, Event, MAX_FRAME_BYTES, PROTOCOL_VERSION};
+use std::sync::mpsc;
+use std::time::Duration;
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+use tokio_tungstenite::tungstenite::Message;
+
+/// What the connection delivers.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ConnEvent {
+    /// An event from the agent.
+    Event(Event),
+    /// The connection closed (with the reason if it was an error).
+    Closed(Option<String>),
+}
+
+/// A live connection. Dropping it closes the connection (the agent then detaches and
+/// releases every hold).
+pub struct Connection {
+    /// Events in arrival order.
+    pub events: mpsc::Receiver<ConnEvent>,
+    cmds: tokio::sync::mpsc::UnboundedSender<Command>,
+}
+
+type Waker = Box<dyn Fn() + Send>;
+
+impl Connection {
+    /// Connect to `url` (e.g. `ws://127.0.0.1:4000`), waiting up to `timeout` for the
+    /// handshake.
+    pub fn connect(url: &str, timeout: Duration) -> Result<Self, String> {
+        Self::connect_with_waker(url, timeout, Box::new(|| {}))
+    }
+
+    /// Like [`Connection::connect`]; `waker` is called after events arrive (a GUI asks
+    /// for a repaint there).
+    pub fn connect_with_waker(url: &str, timeout: Duration, waker: Waker) -> Result<Self, String> {
+        let (ev_tx, ev_rx) = mpsc::channel();
+        let (cmd_tx, cmd_rx) = tokio::sync::mpsc::unbounded_channel();
+        let (ready_tx, ready_rx) = mpsc::channel();
+        let url = url.to_owned();
+        std::thread::Builder::new()
+            .name("racetrack-conn".into())
+            .spawn(move || {
+                let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+                    Ok(rt) => rt,
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(e.to_string()));
+                        return;
+                    }
+                };
+                rt.block_on(run(url, ev_tx, cmd_rx, ready_tx, waker));
+            })
+            .map_err(|e| e.to_string())?;
+        match ready_rx.recv_timeout(timeout) {
+            Ok(Ok(())) => Ok(Self {
+                events: ev_rx,
+                cmds: cmd_tx,
+            }),
+            Ok(Err(e)) => Err(e),
+            Err(_) => Err(format!(
+                "no answer from the agent within {} ms",
+                timeout.as_millis()
+            )),
+        }
+    }
+
+    /// Send a command (never blocks). False if the connection is closed.
+    pub fn send(&self, cmd: Command) -> bool {
+        self.cmds.send(cmd).is_ok()
+    }
+
+    /// Separate the sending half (cloneable, for other threads) from the events.
+    pub fn split(self) -> (CommandSender, mpsc::Receiver<ConnEvent>) {
+        (CommandSender(self.cmds), self.events)
+    }
+}
+
+/// The sending half of a [`Connection`]; dropping every clone closes the connection.
+#[derive(Clone)]
+pub struct CommandSender(tokio::sync::mpsc::UnboundedSender<Command>);
+
+impl CommandSender {
+    /// Send a command (never blocks). False if the connection is closed.
+    pub fn send(&self, cmd: Command) -> bool {
+        self.0.send(cmd).is_ok()
+    }
+}
+
+async fn run(
+    url: String,
+    events: mpsc::Sender<ConnEvent>,
+    mut cmds: tokio::sync::mpsc::UnboundedReceiver<Command>,
+    ready: mpsc::Sender<Result<(), String>>,
+    waker: Waker,
+) {
+    let config = WebSocketConfig::default()
+        .max_message_size(Some(MAX_FRAME_BYTES))
+        .max_frame_size(Some(MAX_FRAME_BYTES));
+    let ws = match tokio_tungstenite::connect_async_with_config(url.as_str(), Some(config), true).await {
+        Ok((ws, _)) => ws,
+        Err(e) => {
+            let _ = ready.send(Err(format!("cannot connect to {url}: {e}")));
+            return;
+        }
+    };
+    let _ = ready.send(Ok(()));
+    let (mut tx, mut rx) = ws.split();
+    let deliver = |ev: Event| -> bool {
+        match ev {
+            Event::Batch { events: evs } => evs.into_iter().all(|e| events.send(ConnEvent::Event(e)).is_ok()),
+            other => events.send(ConnEvent::Event(other)).is_ok(),
+        }
+    };
+    let reason = loop {
+        tokio::select! {
+            m = rx.next() => match m {
+                Some(Ok(Message::Text(t))) => match serde_json::from_str::<Event>(&t) {
+                    Ok(Event::Hello { protocol, .. }) if protocol != PROTOCOL_VERSION => {
+                        break Some(format!("the agent speaks protocol {protocol}; this debugger speaks {PROTOCOL_VERSION}"));
+                    }
+                    Ok(ev) => {
+                        if !deliver(ev) {
+                            break None;
+                        }
+                        waker();
+                    }
+                    Err(e) => {
+                        let _ = events.send(ConnEvent::Event(Event::Error { message: format!("unreadable frame from the agent: {e}") }));
+                    }
+                },
+                Some(Ok(Message::Close(_))) | None => break None,
+                Some(Ok(_)) => {}
+                Some(Err(e)) => break Some(format!("connection lost: {e}")),
+            },
+            c = cmds.recv() => match c {
+                Some(cmd) => {
+                    let text = serde_json::to_string(&cmd).unwrap_or_default();
+                    if let Err(e) = tx.send(Message::Text(text.into())).await {
+                        break Some(format!("connection lost: {e}"));
+                    }
+                }
+                None => {
+                    // The owner dropped the connection: close politely.
+                    let _ = tx.close().await;
+                    break None;
+                }
+            },
+        }
+    };
+    let _ = events.send(ConnEvent::Closed(reason));
+    waker();
+}

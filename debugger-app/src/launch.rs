@@ -1,0 +1,86 @@
+//! Starting a program with the agent: `RACETRACK_LISTEN=127.0.0.1:0 RACETRACK_WAIT=1`,
+//! then reading the `racetrack: listening on ws://...` line from its stderr.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, ChildStdout, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// A started program whose agent is listening.
+pub struct Launched {
+    /// The process.
+    pub child: Child,
+    /// The agent's WebSocket URL.
+    pub url: String,
+    /// Its stdout (not yet read).
+    pub stdout: Option<ChildStdout>,
+    /// Its stderr lines after the `listening` line (and the ones before it, first).
+    pub stderr_lines: mpsc::Receiver<String>,
+}
+
+const LISTENING: &str = "racetrack: listening on ";
+
+/// Start `program args` with the agent, held at its first operation.
+pub fn launch(program: &str, args: &[String], timeout: Duration) -> Result<Launched, String> {
+    let mut child = Command::new(program)
+        .args(args)
+        .env("RACETRACK_LISTEN", "127.0.0.1:0")
+        .env("RACETRACK_WAIT", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot start `{program}`: {e}"))?;
+    let stderr = child.stderr.take().ok_or("no stderr pipe")?;
+    let (url_tx, url_rx) = mpsc::channel();
+    let (line_tx, line_rx) = mpsc::channel();
+    std::thread::Builder::new()
+        .name("racetrack-stderr".into())
+        .spawn(move || {
+            let mut found = false;
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                if !found {
+                    if let Some(url) = line.strip_prefix(LISTENING) {
+                        found = true;
+                        let _ = url_tx.send(url.trim().to_owned());
+                        continue;
+                    }
+                }
+                if line_tx.send(line).is_err() {
+                    break;
+                }
+            }
+        })
+        .map_err(|e| e.to_string())?;
+    let deadline = Instant::now() + timeout;
+    loop {
+        match url_rx.recv_timeout(Duration::from_millis(50)) {
+            Ok(url) => {
+                let stdout = child.stdout.take();
+                return Ok(Launched {
+                    child,
+                    url,
+                    stdout,
+                    stderr_lines: line_rx,
+                });
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => {}
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            let said: Vec<String> = line_rx.try_iter().collect();
+            return Err(format!(
+                "`{program}` exited ({status}) before its agent listened; does it use the Racetrack runtime? It said:\n{}",
+                said.join("\n")
+            ));
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            return Err(format!(
+                "`{program}` did not print `{LISTENING}...` within {} ms",
+                timeout.as_millis()
+            ));
+        }
+    }
+}

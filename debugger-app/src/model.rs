@@ -1,0 +1,450 @@
+//! The debugger's model: plain Rust, no egui. It ingests the agent's events and keeps
+//! what the GUI and `ctl` show: the unfolded flow graph (one node per (operation, thread)
+//! that ran, edges for messages with counts), per-thread queues, per-node processed and
+//! sent lists, held events, the policy the user set, and a log.
+
+use racetrack_protocol::{CollectionDesc, Command, Event, OperationDesc, QueueEntry, RecvEv, SendEv, StepEv};
+use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+
+/// An unfolded-graph node: (operation, thread).
+pub type NodeKey = (String, String);
+
+/// What a node is doing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeStatus {
+    /// Ran before, nothing now.
+    Idle,
+    /// A step is running.
+    Running,
+    /// Held at a step start.
+    HeldStart,
+    /// Held at a send.
+    HeldSend,
+    /// Held at a step stop.
+    HeldStop,
+    /// The program has exited.
+    Finished,
+}
+
+/// A message as the model knows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MsgInfo {
+    /// Message id.
+    pub id: String,
+    /// Rust type name.
+    pub type_name: String,
+    /// Sending node (absent: schedule input).
+    pub from: Option<NodeKey>,
+    /// Destination operation and thread.
+    pub to: NodeKey,
+    /// Content, when the agent sent it.
+    pub content: Option<Value>,
+    /// Traced.
+    pub traced: bool,
+}
+
+/// One node of the unfolded graph.
+#[derive(Debug, Clone)]
+pub struct Node {
+    /// Operation and thread.
+    pub key: NodeKey,
+    /// Operation kind (`split`, ...).
+    pub kind: String,
+    /// Current status.
+    pub status: NodeStatus,
+    /// Whether it processed a traced message.
+    pub traced: bool,
+    /// Steps started.
+    pub steps: u64,
+    /// Ids of the messages it processed, in order.
+    pub processed: Vec<String>,
+    /// Messages it sent, in order.
+    pub sent: Vec<MsgInfo>,
+    /// Order of first appearance (layout stability).
+    pub order: usize,
+}
+
+/// One line of the event log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogLine {
+    /// `error`, `panic`, `info`.
+    pub level: &'static str,
+    /// Text.
+    pub text: String,
+}
+
+/// The model.
+#[derive(Debug, Default)]
+pub struct Model {
+    /// Program name from `hello`.
+    pub program: Option<String>,
+    /// Its pid.
+    pub pid: Option<u32>,
+    /// Operations.
+    pub operations: Vec<OperationDesc>,
+    /// Collections.
+    pub collections: Vec<CollectionDesc>,
+    /// Flow-graph edges between operations.
+    pub op_edges: Vec<[String; 2]>,
+    /// Unfolded nodes.
+    pub nodes: BTreeMap<NodeKey, Node>,
+    /// Unfolded edges with message counts.
+    pub edges: BTreeMap<(NodeKey, NodeKey), u64>,
+    /// Pending messages per thread.
+    pub queues: BTreeMap<String, Vec<QueueEntry>>,
+    /// Held events by event id.
+    pub held: BTreeMap<u64, Event>,
+    /// Breakpoints set: (op, thread) → trace.
+    pub breakpoints: BTreeMap<NodeKey, bool>,
+    /// Paused threads.
+    pub paused: BTreeSet<String>,
+    /// Global step mode.
+    pub step_mode: bool,
+    /// Last thread states received.
+    pub states: BTreeMap<String, Value>,
+    /// Events ingested (send, recv, start, stop).
+    pub event_count: u64,
+    /// Connected to an agent.
+    pub attached: bool,
+    /// The program exited (`Some(code)`), or the connection closed.
+    pub exited: Option<Option<i32>>,
+    /// Errors, panics and notices, newest last (bounded).
+    pub log: VecDeque<LogLine>,
+    /// Messages whose send was seen but not yet their receive: (id, to_op) → info.
+    in_flight: HashMap<(String, String), MsgInfo>,
+}
+
+const LOG_MAX: usize = 10_000;
+
+impl Model {
+    /// Every (operation, thread) pair where a breakpoint can be set.
+    pub fn breakpoint_slots(&self) -> Vec<NodeKey> {
+        self.operations
+            .iter()
+            .flat_map(|o| o.threads.iter().map(|t| (o.name.clone(), t.clone())))
+            .collect()
+    }
+
+    /// The held event of `thread`, if it is suspended.
+    pub fn held_of(&self, thread: &str) -> Option<(&u64, &Event)> {
+        self.held.iter().find(|(_, e)| e.thread() == Some(thread))
+    }
+
+    /// Record a command the user sent (policy the model mirrors).
+    pub fn note_command(&mut self, cmd: &Command) {
+        match cmd {
+            Command::StepMode { on } => self.step_mode = *on,
+            Command::Pause { thread, on } => {
+                if *on {
+                    self.paused.insert(thread.clone());
+                } else {
+                    self.paused.remove(thread);
+                }
+            }
+            Command::Break {
+                op,
+                thread,
+                on,
+                trace,
+            } => {
+                let threads: Vec<String> = match thread {
+                    Some(t) => vec![t.clone()],
+                    None => self
+                        .operations
+                        .iter()
+                        .find(|o| &o.name == op)
+                        .map(|o| o.threads.clone())
+                        .unwrap_or_default(),
+                };
+                for t in threads {
+                    if *on {
+                        self.breakpoints.insert((op.clone(), t), *trace);
+                    } else {
+                        self.breakpoints.remove(&(op.clone(), t));
+                    }
+                }
+            }
+            Command::Detach => {
+                self.step_mode = false;
+                self.paused.clear();
+                self.breakpoints.clear();
+                self.held.clear();
+            }
+            _ => {}
+        }
+    }
+
+    fn kind_of(&self, op: &str) -> String {
+        self.operations
+            .iter()
+            .find(|o| o.name == op)
+            .map(|o| o.kind.clone())
+            .unwrap_or_default()
+    }
+
+    fn node(&mut self, op: &str, thread: &str) -> &mut Node {
+        let order = self.nodes.len();
+        let kind = self.kind_of(op);
+        self.nodes
+            .entry((op.to_owned(), thread.to_owned()))
+            .or_insert_with(|| Node {
+                key: (op.to_owned(), thread.to_owned()),
+                kind,
+                status: NodeStatus::Idle,
+                traced: false,
+                steps: 0,
+                processed: Vec::new(),
+                sent: Vec::new(),
+                order,
+            })
+    }
+
+    fn log(&mut self, level: &'static str, text: String) {
+        if self.log.len() >= LOG_MAX {
+            self.log.pop_front();
+        }
+        self.log.push_back(LogLine { level, text });
+    }
+
+    /// Ingest one event.
+    pub fn ingest(&mut self, ev: &Event) {
+        match ev {
+            Event::Hello { program, pid, .. } => {
+                self.program = Some(program.clone());
+                self.pid = Some(*pid);
+                self.attached = true;
+            }
+            Event::Structure {
+                operations,
+                collections,
+                edges,
+            } => {
+                self.operations = operations.clone();
+                self.collections = collections.clone();
+                self.op_edges = edges.clone();
+                for n in self.nodes.values_mut() {
+                    if n.kind.is_empty() {
+                        n.kind = operations
+                            .iter()
+                            .find(|o| o.name == n.key.0)
+                            .map(|o| o.kind.clone())
+                            .unwrap_or_default();
+                    }
+                }
+            }
+            Event::Snapshot { threads, held, .. } => {
+                for t in threads {
+                    self.queues.insert(t.thread.clone(), t.queue.clone());
+                    if let Some(c) = &t.current {
+                        self.node(&c.op, &t.thread).status = NodeStatus::Running;
+                    }
+                }
+                for h in held {
+                    self.ingest(h);
+                }
+            }
+            Event::Batch { events } => events.iter().for_each(|e| self.ingest(e)),
+            Event::Send(s) => self.on_send(s, ev),
+            Event::Recv(r) => self.on_recv(r),
+            Event::Start(s) => self.on_start(s, ev),
+            Event::Stop(s) => self.on_stop(s, ev),
+            Event::Released { event_id, thread } => {
+                if let Some(e) = self.held.remove(event_id) {
+                    let (op, status) = match &e {
+                        Event::Start(s) => (s.op.clone(), NodeStatus::Running),
+                        Event::Send(s) => (s.op.clone().unwrap_or_default(), NodeStatus::Running),
+                        Event::Stop(s) => (s.op.clone(), NodeStatus::Idle),
+                        _ => (String::new(), NodeStatus::Idle),
+                    };
+                    if let Some(n) = self.nodes.get_mut(&(op, thread.clone())) {
+                        n.status = status;
+                    }
+                }
+            }
+            Event::Queue { thread, messages } => {
+                self.queues.insert(thread.clone(), messages.clone());
+            }
+            Event::State { thread, content } => {
+                self.states.insert(thread.clone(), content.clone());
+            }
+            Event::Panic {
+                thread,
+                op,
+                msg,
+                message,
+            } => {
+                self.log(
+                    "panic",
+                    format!("{op} on {thread} panicked at message {msg}: {message}"),
+                );
+            }
+            Event::Error { message } => self.log("error", message.clone()),
+            Event::Exit { code } => {
+                self.exited = Some(*code);
+                self.attached = false;
+                self.held.clear();
+                for n in self.nodes.values_mut() {
+                    n.status = NodeStatus::Finished;
+                }
+            }
+            Event::Ok { .. } | Event::Output { .. } | Event::Waited { .. } => {}
+        }
+    }
+
+    fn on_send(&mut self, s: &SendEv, ev: &Event) {
+        self.event_count += 1;
+        let from = s.thread.clone().zip(s.op.clone()).map(|(t, o)| (o, t));
+        let info = MsgInfo {
+            id: s.msg.clone(),
+            type_name: s.type_name.clone(),
+            from: from.clone(),
+            to: (
+                s.to_op.clone().unwrap_or_default(),
+                s.to_thread.clone().unwrap_or_default(),
+            ),
+            content: s.content.clone(),
+            traced: s.traced,
+        };
+        if let Some((op, t)) = &from {
+            let n = self.node(op, t);
+            n.sent.push(info.clone());
+            if s.held {
+                n.status = NodeStatus::HeldSend;
+            }
+        }
+        if let Some(to_op) = &s.to_op {
+            self.in_flight.insert((s.msg.clone(), to_op.clone()), info);
+        }
+        if s.held {
+            self.held.insert(s.event_id, ev.clone());
+        }
+    }
+
+    fn on_recv(&mut self, r: &RecvEv) {
+        self.event_count += 1;
+        let info = self.in_flight.remove(&(r.msg.clone(), r.op.clone()));
+        let from = info.as_ref().and_then(|i| i.from.clone());
+        let entry = QueueEntry {
+            id: r.msg.clone(),
+            type_name: info.as_ref().map(|i| i.type_name.clone()).unwrap_or_default(),
+            from: from.as_ref().map(|(o, t)| format!("{o}@{t}")),
+            to: format!("{}@{}", r.op, r.thread),
+            op: r.op.clone(),
+            traced: r.traced,
+            content: info.as_ref().and_then(|i| i.content.clone()),
+        };
+        let q = self.queues.entry(r.thread.clone()).or_default();
+        let pos = r.position.min(q.len());
+        q.insert(pos, entry);
+        if let Some(from) = from {
+            *self
+                .edges
+                .entry((from, (r.op.clone(), r.thread.clone())))
+                .or_insert(0) += 1;
+        }
+    }
+
+    fn on_start(&mut self, s: &StepEv, ev: &Event) {
+        self.event_count += 1;
+        if let Some(q) = self.queues.get_mut(&s.thread) {
+            if let Some(i) = q.iter().position(|m| m.id == s.msg && m.op == s.op) {
+                q.remove(i);
+            }
+        }
+        let n = self.node(&s.op, &s.thread);
+        n.steps += 1;
+        n.traced |= s.traced;
+        n.status = if s.held {
+            NodeStatus::HeldStart
+        } else {
+            NodeStatus::Running
+        };
+        n.processed.push(s.msg.clone());
+        if s.held {
+            self.held.insert(s.event_id, ev.clone());
+        }
+    }
+
+    fn on_stop(&mut self, s: &StepEv, ev: &Event) {
+        self.event_count += 1;
+        let n = self.node(&s.op, &s.thread);
+        n.status = if s.held {
+            NodeStatus::HeldStop
+        } else {
+            NodeStatus::Idle
+        };
+        if s.held {
+            self.held.insert(s.event_id, ev.clone());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use racetrack_protocol::Step;
+
+    fn step(id: u64, op: &str, thread: &str, msg: &str, held: bool) -> StepEv {
+        StepEv {
+            event_id: id,
+            thread: thread.into(),
+            op: op.into(),
+            msg: msg.into(),
+            instance: msg.into(),
+            step: Step::Run,
+            traced: false,
+            held,
+            reason: None,
+        }
+    }
+
+    #[test]
+    fn unfolds_graph_tracks_queue_and_holds() {
+        let mut m = Model::default();
+        m.ingest(&Event::Send(SendEv {
+            event_id: 1,
+            thread: Some("main[0]".into()),
+            op: Some("Split".into()),
+            msg: "0.0".into(),
+            to_op: Some("Sort".into()),
+            to_thread: Some("proc[1]".into()),
+            type_name: "Chunk".into(),
+            traced: false,
+            held: false,
+            reason: None,
+            content: None,
+        }));
+        m.ingest(&Event::Recv(RecvEv {
+            event_id: 2,
+            thread: "proc[1]".into(),
+            op: "Sort".into(),
+            msg: "0.0".into(),
+            position: 0,
+            traced: false,
+        }));
+        assert_eq!(m.queues["proc[1]"].len(), 1);
+        assert_eq!(m.queues["proc[1]"][0].from.as_deref(), Some("Split@main[0]"));
+        let e = Event::Start(step(3, "Sort", "proc[1]", "0.0", true));
+        m.ingest(&e);
+        assert!(m.queues["proc[1]"].is_empty());
+        let key = ("Sort".to_owned(), "proc[1]".to_owned());
+        assert_eq!(m.nodes[&key].status, NodeStatus::HeldStart);
+        assert_eq!(m.held_of("proc[1]").map(|(id, _)| *id), Some(3));
+        assert_eq!(m.edges[&(("Split".into(), "main[0]".into()), key.clone())], 1);
+        m.ingest(&Event::Released {
+            event_id: 3,
+            thread: "proc[1]".into(),
+        });
+        assert_eq!(m.nodes[&key].status, NodeStatus::Running);
+        assert!(m.held.is_empty());
+        m.ingest(&Event::Stop(step(4, "Sort", "proc[1]", "0.0", false)));
+        assert_eq!(m.nodes[&key].status, NodeStatus::Idle);
+        assert_eq!(m.nodes[&key].processed, ["0.0"]);
+        assert_eq!(m.nodes[&("Split".into(), "main[0]".into())].sent.len(), 1);
+        assert_eq!(m.event_count, 4);
+        m.ingest(&Event::Exit { code: Some(0) });
+        assert_eq!(m.exited, Some(Some(0)));
+        assert_eq!(m.nodes[&key].status, NodeStatus::Finished);
+    }
+}
