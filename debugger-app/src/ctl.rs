@@ -37,6 +37,7 @@ struct State {
 }
 
 struct Ctl {
+    exit_printed: std::sync::atomic::AtomicBool,
     state: Mutex<State>,
     changed: Condvar,
     out: Mutex<std::io::Stdout>,
@@ -47,6 +48,13 @@ impl Ctl {
         self.state
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Print `exit` once, however the session ends.
+    fn print_exit(&self, code: Option<i32>) {
+        if !self.exit_printed.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            self.print(&Event::Exit { code });
+        }
     }
 
     fn print(&self, ev: &Event) {
@@ -60,6 +68,7 @@ impl Ctl {
 /// output and exit code. Returns the process exit code.
 pub fn run(conn: Connection, launched: Option<Launched>) -> i32 {
     let ctl = Arc::new(Ctl {
+        exit_printed: Default::default(),
         state: Mutex::new(State::default()),
         changed: Condvar::new(),
         out: Mutex::new(std::io::stdout()),
@@ -153,6 +162,8 @@ pub fn run(conn: Connection, launched: Option<Launched>) -> i32 {
                 return code.unwrap_or(1);
             }
         } else if st.closed {
+            drop(st);
+            ctl.print_exit(None);
             return 0;
         }
         st = ctl

@@ -865,8 +865,16 @@ impl Hook for Agent {
                     ev.trace_outputs = true;
                 }
                 let thread = ev.thread.clone();
-                if let Some(t) = self.hold(Event::Start(sev), &thread, r, ev) {
-                    ev.trace_outputs = t;
+                match self.hold(Event::Start(sev), &thread, r, ev) {
+                    Some(t) => ev.trace_outputs = t,
+                    // A trace box checked while the step was held (or before the start
+                    // hold was released) applies when it resumes.
+                    None if self.has_policy.load(Relaxed)
+                        && lock(&self.policy).breaks.get(&(ev.op.id, thread.global)) == Some(&true) =>
+                    {
+                        ev.trace_outputs = true;
+                    }
+                    None => {}
                 }
             }
         }

@@ -1,0 +1,484 @@
+//! The agent's debugging features end to end: real example processes with the agent,
+//! controlled by a real `racetrack ctl` over a real WebSocket.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use serde_json::{json, Value};
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+use support::{attached_and_held, cont, is_held, Session};
+
+#[test]
+fn start_hold_waits_for_continue_then_farm_completes() {
+    let mut s = Session::run("farm", &["--threads", "4", "--tasks", "200"]);
+    attached_and_held(&mut s);
+    let wait_hold = s.seen.iter().find_map(|v| match v["event"].as_str() {
+        Some("snapshot") => v["held"].get(0).cloned(),
+        Some("start") if is_held(v) => Some(v.clone()),
+        _ => None,
+    });
+    let wait_hold = wait_hold.expect("the first operation is held");
+    assert_eq!(
+        (wait_hold["reason"].as_str(), wait_hold["op"].as_str()),
+        (Some("wait"), Some("Split")),
+        "{wait_hold}"
+    );
+    // Nothing runs while held: no step starts and no output for a while.
+    std::thread::sleep(Duration::from_millis(300));
+    s.send(json!({"cmd":"queue","thread":"proc[0]"}));
+    s.expect("queue reply", |v| v["event"] == "queue");
+    let started: Vec<Value> = s
+        .all("start")
+        .into_iter()
+        .filter(|v| v["reason"] != "wait")
+        .collect();
+    assert!(started.is_empty(), "a step started before continue: {started:?}");
+    assert!(s.all("output").is_empty());
+    s.send(cont());
+    s.expect("release", |v| v["event"] == "released");
+    let (code, last) = s.finish();
+    assert_eq!(code, Some(0));
+    assert_eq!(last["matches_reference"], true, "{last}");
+    let in_snapshot = usize::from(
+        s.all("snapshot")[0]["held"]
+            .as_array()
+            .is_some_and(|h| !h.is_empty()),
+    );
+    assert_eq!(
+        s.all("start").len() + in_snapshot,
+        1 + 200 + 200 + 1,
+        "every step is reported"
+    );
+}
+
+#[test]
+fn global_step_releases_one_event_per_thread_in_consistent_order() {
+    let mut s = Session::run("mergesort", &["--threads", "2", "--size", "64", "--chunks", "4"]);
+    attached_and_held(&mut s);
+    s.send(json!({"cmd":"step_mode","on":true}));
+    s.send(cont());
+    let mut outstanding: HashMap<String, u64> = HashMap::new();
+    let mut continues = 0;
+    while let Some(v) = s.next_or_exit(|v| is_held(v) || v["event"] == "released") {
+        let thread = v["thread"].as_str().unwrap_or_default().to_owned();
+        if v["event"] == "released" {
+            outstanding.remove(&thread);
+            continue;
+        }
+        assert_eq!(v["reason"], "step", "{v}");
+        // A thread never has two held events: a continue releases at most one per thread.
+        assert!(
+            outstanding
+                .insert(thread.clone(), v["event_id"].as_u64().unwrap())
+                .is_none(),
+            "{thread} held twice"
+        );
+        s.send(cont());
+        continues += 1;
+        assert!(continues < 1000, "stepping does not end");
+    }
+    let (code, last) = s.finish();
+    assert_eq!(
+        (code, &last["matches_reference"]),
+        (Some(0), &json!(true)),
+        "{last}"
+    );
+    assert!(continues > 20, "only {continues} steps");
+    // Per thread: recv before the start consuming it; start and stop alternate. What the
+    // snapshot showed (queued or already taken) needs no recv; a step already taken when
+    // the debugger attached may have its start reported just after the snapshot.
+    let snap = s.all("snapshot")[0].clone();
+    let mut known: HashSet<(String, String, String)> = HashSet::new();
+    let mut taken: HashMap<String, String> = HashMap::new();
+    for t in snap["threads"].as_array().unwrap() {
+        let name = t["thread"].as_str().unwrap().to_owned();
+        for m in t["queue"].as_array().unwrap() {
+            known.insert((
+                name.clone(),
+                m["op"].as_str().unwrap().to_owned(),
+                m["id"].to_string(),
+            ));
+        }
+        if let Some(c) = t.get("current") {
+            known.insert((
+                name.clone(),
+                c["op"].as_str().unwrap().to_owned(),
+                c["msg"].to_string(),
+            ));
+            taken.insert(name, c["msg"].to_string());
+        }
+    }
+    let mut in_step: HashMap<String, bool> = taken.keys().map(|t| (t.clone(), true)).collect();
+    for v in &s.seen {
+        let t = v["thread"].as_str().unwrap_or_default().to_owned();
+        let key = (
+            t.clone(),
+            v["op"].as_str().unwrap_or_default().to_owned(),
+            v["msg"].to_string(),
+        );
+        match v["event"].as_str().unwrap() {
+            "recv" => {
+                known.insert(key);
+            }
+            "start" => {
+                if v["step"] != "final" {
+                    assert!(known.contains(&key), "start before its recv: {v}");
+                }
+                if taken.get(&t) == Some(&v["msg"].to_string()) {
+                    taken.remove(&t); // the start of the step the snapshot showed taken
+                    continue;
+                }
+                taken.remove(&t);
+                assert!(
+                    !in_step.insert(t, true).unwrap_or(false),
+                    "two starts without a stop: {v}"
+                );
+            }
+            "stop" => {
+                taken.remove(&t);
+                assert!(
+                    in_step.insert(t, false).unwrap_or(false),
+                    "stop without start: {v}"
+                );
+            }
+            _ => {}
+        }
+    }
+}
+
+#[test]
+fn breakpoint_holds_only_its_operation_and_thread() {
+    let mut s = Session::run(
+        "mergesort",
+        &["--threads", "4", "--size", "200000", "--chunks", "16"],
+    );
+    attached_and_held(&mut s);
+    s.send(json!({"cmd":"break","op":"Sort","thread":"proc[2]","on":true}));
+    s.send(cont());
+    let mut hits = 0;
+    while let Some(h) = s.next_or_exit(is_held) {
+        assert_eq!(
+            (&h["event"], &h["op"], &h["thread"], &h["reason"]),
+            (
+                &json!("start"),
+                &json!("Sort"),
+                &json!("proc[2]"),
+                &json!("break")
+            ),
+            "{h}"
+        );
+        hits += 1;
+        if hits == 1 {
+            // Other threads keep running while proc[2] is held.
+            let id = h["event_id"].as_u64().unwrap();
+            let other = s.expect("another thread's event", |v| {
+                v["event_id"].as_u64().is_some_and(|e| e > id)
+                    && v["thread"].as_str().is_some_and(|t| t != "proc[2]")
+            });
+            assert_ne!(other["thread"], "proc[2]");
+        }
+        s.send(json!({"cmd":"continue","event_id":h["event_id"]}));
+    }
+    assert_eq!(hits, 4, "chunks 2, 6, 10 and 14 are sorted on proc[2]");
+    let (code, last) = s.finish();
+    assert_eq!(
+        (code, &last["matches_reference"]),
+        (Some(0), &json!(true)),
+        "{last}"
+    );
+}
+
+#[test]
+fn tracing_from_the_first_split_holds_every_consumer() {
+    let mut s = Session::run("mergesort", &["--threads", "2", "--size", "100", "--chunks", "3"]);
+    attached_and_held(&mut s);
+    s.send(json!({"cmd":"break","op":"Split","thread":"main[0]","on":true,"trace":true}));
+    s.send(cont());
+    let mut traced_holds = Vec::new();
+    while let Some(h) = s.next_or_exit(is_held) {
+        assert_eq!(h["reason"], "trace", "{h}");
+        traced_holds.push(format!(
+            "{}:{}",
+            h["op"].as_str().unwrap(),
+            h["msg"].as_str().unwrap()
+        ));
+        s.send(json!({"cmd":"continue","event_id":h["event_id"]}));
+    }
+    let (code, last) = s.finish();
+    assert_eq!(
+        (code, &last["matches_reference"]),
+        (Some(0), &json!(true)),
+        "{last}"
+    );
+    traced_holds.sort();
+    assert_eq!(
+        traced_holds,
+        [
+            "Merge:0.0",
+            "Merge:0.1",
+            "Merge:0.2",
+            "Sort:0.0",
+            "Sort:0.1",
+            "Sort:0.2"
+        ]
+    );
+    // Outputs of traced steps are traced; so are the split's.
+    for send in s.all("send") {
+        if send["op"] == "Split" || send["op"] == "Sort" {
+            assert_eq!(send["traced"], true, "{send}");
+        }
+    }
+}
+
+#[test]
+fn reorder_at_a_held_start_puts_the_message_back_and_starts_the_new_head() {
+    let mut s = Session::run("farm", &["--threads", "2", "--tasks", "10"]);
+    attached_and_held(&mut s);
+    s.send(json!({"cmd":"break","op":"Work","thread":"proc[0]","on":true}));
+    s.send(cont());
+    let h = s.expect("held Work start", is_held);
+    assert_eq!(
+        (h["op"].as_str(), h["msg"].as_str()),
+        (Some("Work"), Some("0.0")),
+        "{h}"
+    );
+    s.send(json!({"cmd":"wait","until":"queue","thread":"proc[0]","count":4}));
+    s.expect("waited", |v| v["event"] == "waited");
+    // A reorder that is not a permutation is refused and changes nothing.
+    s.send(json!({"cmd":"reorder","thread":"proc[0]","order":["0.4","0.0"]}));
+    let e = s.expect("error", |v| v["event"] == "error");
+    assert!(e["message"].as_str().unwrap().contains("missing"), "{e}");
+    s.send(json!({"cmd":"reorder","thread":"proc[0]","order":["0.4","0.0","0.2","0.6","0.8"]}));
+    s.expect("ok", |v| v["event"] == "ok" && v["cmd"] == "reorder");
+    let q = s.expect("queue", |v| v["event"] == "queue");
+    let ids: Vec<&str> = q["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["0.4", "0.0", "0.2", "0.6", "0.8"]);
+    s.expect("the put-back start is released", |v| {
+        v["event"] == "released" && v["event_id"] == h["event_id"]
+    });
+    let next = s.expect("next start on proc[0]", |v| {
+        v["event"] == "start" && v["thread"] == "proc[0]"
+    });
+    assert_eq!(
+        (next["msg"].as_str(), next["held"].as_bool()),
+        (Some("0.4"), Some(true)),
+        "the new head starts: {next}"
+    );
+    s.send(json!({"cmd":"break","op":"Work","thread":"proc[0]","on":false}));
+    s.send(cont());
+    let (code, last) = s.finish();
+    assert_eq!(
+        (code, &last["matches_reference"]),
+        (Some(0), &json!(true)),
+        "{last}"
+    );
+    let order: Vec<String> = s
+        .all("start")
+        .iter()
+        .filter(|v| v["thread"] == "proc[0]" && v["op"] == "Work")
+        .map(|v| v["msg"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(order, ["0.0", "0.4", "0.0", "0.2", "0.6", "0.8"]);
+}
+
+#[test]
+fn edit_changes_where_a_message_goes_and_bad_edits_are_refused() {
+    let mut s = Session::run("mergesort", &["--threads", "4", "--size", "400", "--chunks", "4"]);
+    attached_and_held(&mut s);
+    s.send(json!({"cmd":"pause","thread":"main[0]","on":true}));
+    s.send(cont());
+    let h = s.expect("held send", |v| is_held(v) && v["event"] == "send");
+    assert_eq!(
+        (h["msg"].as_str(), h["to_thread"].as_str(), h["reason"].as_str()),
+        (Some("0.0"), Some("proc[0]"), Some("pause"))
+    );
+    let mut content = h["content"].clone();
+    assert_eq!(content["target"], 0, "{content}");
+    s.send(json!({"cmd":"edit","event_id":h["event_id"],"content":{"target":"three"}}));
+    let e = s.expect("error", |v| v["event"] == "error");
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap()
+            .contains("does not deserialize as Chunk"),
+        "{e}"
+    );
+    content["target"] = json!(3);
+    s.send(json!({"cmd":"edit","event_id":h["event_id"],"content":content}));
+    s.expect("ok", |v| v["event"] == "ok" && v["cmd"] == "edit");
+    s.send(json!({"cmd":"pause","thread":"main[0]","on":false}));
+    s.send(cont());
+    let r = s.expect("recv of 0.0", |v| {
+        v["event"] == "recv" && v["msg"] == "0.0" && v["op"] == "Sort"
+    });
+    assert_eq!(r["thread"], "proc[3]", "the edited target routes it to proc[3]");
+    let (code, last) = s.finish();
+    assert_eq!(
+        (code, &last["matches_reference"]),
+        (Some(0), &json!(true)),
+        "{last}"
+    );
+}
+
+#[test]
+fn state_get_and_set_on_a_suspended_heat_thread() {
+    let mut s = Session::run(
+        "heat",
+        &["--fixed", "--threads", "3", "--iters", "3", "--cells", "12"],
+    );
+    attached_and_held(&mut s);
+    s.send(json!({"cmd":"state","thread":"proc[1]"}));
+    let e = s.expect("error", |v| v["event"] == "error");
+    assert!(e["message"].as_str().unwrap().contains("running"), "{e}");
+    s.send(json!({"cmd":"break","op":"Update","thread":"proc[1]","on":true}));
+    s.send(cont());
+    let h = s.expect("held Update", is_held);
+    assert_eq!(
+        (h["op"].as_str(), h["thread"].as_str()),
+        (Some("Update"), Some("proc[1]"))
+    );
+    s.send(json!({"cmd":"state","thread":"proc[1]"}));
+    let st = s.expect("state", |v| v["event"] == "state");
+    let mut state = st["content"].clone();
+    assert_eq!(state["cells"].as_array().unwrap().len(), 4, "{state}");
+    s.send(json!({"cmd":"set_state","thread":"proc[1]","content":{"cells":"not a list"}}));
+    let e = s.expect("error", |v| v["event"] == "error");
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap()
+            .contains("set_state of proc[1] not applied"),
+        "{e}"
+    );
+    for c in state["cells"].as_array_mut().unwrap() {
+        *c = json!(c.as_f64().unwrap() + 1000.0);
+    }
+    s.send(json!({"cmd":"set_state","thread":"proc[1]","content":state}));
+    s.expect("ok", |v| v["event"] == "ok" && v["cmd"] == "set_state");
+    s.send(json!({"cmd":"break","op":"Update","thread":"proc[1]","on":false}));
+    s.send(cont());
+    let (code, last) = s.finish();
+    assert_eq!(code, Some(0));
+    assert_eq!(
+        last["matches_reference"], false,
+        "the edited state must change the result: {last}"
+    );
+    let (got, want) = (
+        last["result"]["sum"].as_f64().unwrap(),
+        last["reference"]["sum"].as_f64().unwrap(),
+    );
+    assert!(got > want + 3000.0, "{got} vs {want}");
+}
+
+/// Start a program with the agent listening but not waiting; returns it and its URL.
+fn start_free(example: &str, args: &[&str]) -> (std::process::Child, String) {
+    use std::io::BufRead;
+    let mut child = std::process::Command::new(support::example_bin(example))
+        .args(args)
+        .env("RACETRACK_LISTEN", "127.0.0.1:0")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let mut lines = std::io::BufReader::new(stderr).lines();
+    let url = loop {
+        let line = lines.next().expect("listening line").unwrap();
+        if let Some(u) = line.strip_prefix("racetrack: listening on ") {
+            break u.to_owned();
+        }
+    };
+    std::thread::spawn(move || lines.for_each(drop));
+    (child, url)
+}
+
+#[test]
+fn late_attach_gets_a_consistent_snapshot() {
+    let (prog, url) = start_free("farm", &["--threads", "2", "--tasks", "4000", "--work-us", "300"]);
+    std::thread::sleep(Duration::from_millis(200));
+    let mut s = Session::ctl(&url);
+    let snap = s.expect("snapshot", |v| v["event"] == "snapshot");
+    // A second debugger is refused with the reason.
+    let mut second = Session::ctl(&url);
+    let refusal = second.expect("refusal", |v| v["event"] == "error");
+    assert!(
+        refusal["message"].as_str().unwrap().contains("already attached"),
+        "{refusal}"
+    );
+    // Replay the stream over the snapshot: nothing may refer to the unknown.
+    let mut queues: HashMap<String, Vec<(String, String)>> = HashMap::new();
+    let mut running: HashMap<String, bool> = HashMap::new();
+    for t in snap["threads"].as_array().unwrap() {
+        let name = t["thread"].as_str().unwrap().to_owned();
+        let q = t["queue"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| {
+                (
+                    m["id"].as_str().unwrap().to_owned(),
+                    m["op"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect();
+        queues.insert(name.clone(), q);
+        if let Some(c) = t.get("current") {
+            // Taken from the queue: its start may or may not have been reported yet.
+            queues.get_mut(&name).unwrap().insert(
+                0,
+                (
+                    c["msg"].as_str().unwrap().to_owned(),
+                    c["op"].as_str().unwrap().to_owned(),
+                ),
+            );
+            running.insert(name, true);
+        }
+    }
+    let next_id = snap["next_event_id"].as_u64().unwrap();
+    let mut checked = 0;
+    while checked < 3000 {
+        let v = s.expect("event", |v| v.get("event_id").is_some());
+        assert!(v["event_id"].as_u64().unwrap() >= next_id, "{v}");
+        let t = v["thread"].as_str().unwrap_or_default().to_owned();
+        let msg = (
+            v["msg"].as_str().unwrap_or_default().to_owned(),
+            v["op"].as_str().unwrap_or_default().to_owned(),
+        );
+        match v["event"].as_str().unwrap() {
+            "recv" => queues.entry(t).or_default().push(msg),
+            "start" if v["step"] != "final" => {
+                let q = queues.entry(t.clone()).or_default();
+                let i = q
+                    .iter()
+                    .position(|m| *m == msg)
+                    .unwrap_or_else(|| panic!("start of a message never announced: {v}"));
+                q.remove(i);
+                running.insert(t, true);
+            }
+            "start" => {
+                running.insert(t, true);
+            }
+            "stop" => assert_eq!(
+                running.insert(t, false),
+                Some(true),
+                "stop of a step never announced: {v}"
+            ),
+            "send" => assert_eq!(running.get(&t), Some(&true), "send outside a known step: {v}"),
+            _ => {}
+        }
+        checked += 1;
+    }
+    s.close();
+    let exit = s.expect("exit", |v| v["event"] == "exit");
+    assert!(exit.get("code").is_none() || exit["code"].is_null() || exit["code"] == 0);
+    let out = prog.wait_with_output().unwrap();
+    let last: Value =
+        serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().last().unwrap()).unwrap();
+    assert_eq!(last["matches_reference"], true, "{last}");
+}
