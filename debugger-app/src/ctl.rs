@@ -23,6 +23,8 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 const RECENT_MAX: usize = 200_000;
+/// Events the printer takes at once.
+const CHUNK: usize = 4096;
 
 #[derive(Default)]
 struct State {
@@ -57,6 +59,16 @@ impl Ctl {
         }
     }
 
+    fn print_all(&self, evs: &[Event]) {
+        let mut out = self.out.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut w = std::io::BufWriter::with_capacity(1 << 16, &mut *out);
+        for ev in evs {
+            let _ = serde_json::to_writer(&mut w, ev);
+            let _ = w.write_all(b"\n");
+        }
+        let _ = w.flush();
+    }
+
     fn print(&self, ev: &Event) {
         let mut out = self.out.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let _ = writeln!(out, "{}", ev.to_json());
@@ -81,35 +93,54 @@ pub fn run(conn: Connection, launched: Option<Launched>) -> i32 {
             .name("racetrack-ctl-events".into())
             .spawn(move || {
                 let ctl = ctl2;
-                for ce in rx {
-                    match ce {
-                        ConnEvent::Event(ev) => {
-                            if let (Some(id), true) = (ev.event_id(), is_ack_all(&ev)) {
-                                // The thesis' design: acknowledge every event over the network.
-                                conn.send(Command::Continue {
-                                    thread: None,
-                                    event_id: Some(id),
-                                    trace: None,
-                                });
-                            }
-                            ctl.print(&ev);
-                            let mut st = ctl.lock();
-                            st.model.ingest(&ev);
-                            st.received += 1;
-                            let n = st.received;
-                            st.recent.push_back((n, ev));
-                            if st.recent.len() > RECENT_MAX {
-                                st.recent.pop_front();
-                            }
-                            drop(st);
-                            ctl.changed.notify_all();
+                // Take what has arrived (up to a chunk), print it with one flush, ingest it
+                // under one lock: per-event syscalls and locking would make the controller
+                // the bottleneck of a fast program.
+                let mut chunk = Vec::with_capacity(CHUNK);
+                'outer: while let Ok(first) = rx.recv() {
+                    chunk.clear();
+                    chunk.push(first);
+                    while chunk.len() < CHUNK {
+                        match rx.try_recv() {
+                            Ok(ce) => chunk.push(ce),
+                            Err(_) => break,
                         }
-                        ConnEvent::Closed(reason) => {
-                            if let Some(r) = reason {
-                                ctl.print(&Event::Error { message: r });
+                    }
+                    let mut closed = None;
+                    let mut events = Vec::with_capacity(chunk.len());
+                    for ce in chunk.drain(..) {
+                        match ce {
+                            ConnEvent::Event(ev) => {
+                                if let (Some(id), true) = (ev.event_id(), is_ack_all(&ev)) {
+                                    // The thesis' design: acknowledge every event over the network.
+                                    conn.send(Command::Continue { thread: None, event_id: Some(id), trace: None });
+                                }
+                                events.push(ev);
                             }
-                            break;
+                            ConnEvent::Closed(reason) => {
+                                closed = Some(reason);
+                                break;
+                            }
                         }
+                    }
+                    ctl.print_all(&events);
+                    let mut st = ctl.lock();
+                    for ev in events {
+                        st.model.ingest(&ev);
+                        st.received += 1;
+                        let n = st.received;
+                        st.recent.push_back((n, ev));
+                    }
+                    while st.recent.len() > RECENT_MAX {
+                        st.recent.pop_front();
+                    }
+                    drop(st);
+                    ctl.changed.notify_all();
+                    if let Some(reason) = closed {
+                        if let Some(r) = reason {
+                            ctl.print(&Event::Error { message: r });
+                        }
+                        break 'outer;
                     }
                 }
                 ctl.lock().closed = true;
@@ -325,8 +356,9 @@ fn spawn_program_watch(ctl: Arc<Ctl>, mut l: Launched) {
                 let _ = t.join();
             }
             let _ = err_thread.join();
-            // Let the agent's last frames arrive before `exit`.
-            let deadline = Instant::now() + Duration::from_secs(3);
+            // The program is gone; its socket ends after the last frames it sent, so every
+            // event is printed before `exit` (bounded in case the connection hangs).
+            let deadline = Instant::now() + Duration::from_secs(120);
             let mut st = ctl.lock();
             while !st.closed && Instant::now() < deadline {
                 st = ctl

@@ -91,8 +91,9 @@ pub struct Model {
     pub nodes: BTreeMap<NodeKey, Node>,
     /// Unfolded edges with message counts.
     pub edges: BTreeMap<(NodeKey, NodeKey), u64>,
-    /// Pending messages per thread.
-    pub queues: BTreeMap<String, Vec<QueueEntry>>,
+    /// Pending messages per thread (a deque: queues can grow long and are consumed at
+    /// the front).
+    pub queues: BTreeMap<String, VecDeque<QueueEntry>>,
     /// Held events by event id.
     pub held: BTreeMap<u64, Event>,
     /// Breakpoints set: (op, thread) → trace.
@@ -235,7 +236,7 @@ impl Model {
             }
             Event::Snapshot { threads, held, .. } => {
                 for t in threads {
-                    self.queues.insert(t.thread.clone(), t.queue.clone());
+                    self.queues.insert(t.thread.clone(), t.queue.iter().cloned().collect());
                     if let Some(c) = &t.current {
                         self.node(&c.op, &t.thread).status = NodeStatus::Running;
                     }
@@ -263,7 +264,7 @@ impl Model {
                 }
             }
             Event::Queue { thread, messages } => {
-                self.queues.insert(thread.clone(), messages.clone());
+                self.queues.insert(thread.clone(), messages.iter().cloned().collect());
             }
             Event::State { thread, content } => {
                 self.states.insert(thread.clone(), content.clone());

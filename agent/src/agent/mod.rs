@@ -134,6 +134,9 @@ pub struct Agent {
     ack_all: AtomicBool,
     content: AtomicBool,
     has_policy: AtomicBool,
+    /// Frames sent to the debugger so far (progress of a final flush).
+    sent: std::sync::atomic::AtomicU64,
+    sent_events: std::sync::atomic::AtomicU64,
     token: Option<String>,
     policy: Mutex<Policy>,
     stream: Mutex<Stream>,
@@ -257,6 +260,8 @@ impl Agent {
             ack_all: AtomicBool::new(false),
             content: AtomicBool::new(false),
             has_policy: AtomicBool::new(false),
+            sent: std::sync::atomic::AtomicU64::new(0),
+            sent_events: std::sync::atomic::AtomicU64::new(0),
             token,
             policy: Mutex::new(Policy::default()),
             stream: Mutex::new(Stream::default()),
@@ -944,10 +949,38 @@ impl Hook for Agent {
             return;
         }
         self.finishing.store(true, Relaxed);
+        if std::env::var("RACETRACK_DEBUG").is_ok() {
+            eprintln!("racetrack: finishing with {} events buffered, {} frames sent", lock(&self.stream).buf.len(), self.sent.load(Relaxed));
+        }
         self.wake.notify_one();
+        // Wait until everything is sent, as long as the debugger keeps reading (it may lag
+        // behind a fast program); give up after a few seconds without progress.
         let (m, cv) = &self.finished;
-        let guard = lock(m);
-        let _ = cv.wait_timeout_while(guard, Duration::from_secs(3), |done| !*done);
+        let mut guard = lock(m);
+        let mut last_sent = self.sent.load(Relaxed);
+        while !*guard {
+            let (g, timeout) = cv
+                .wait_timeout(guard, Duration::from_secs(3))
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            guard = g;
+            let sent = self.sent.load(Relaxed);
+            if timeout.timed_out() && sent == last_sent {
+                break;
+            }
+            last_sent = sent;
+        }
+        if std::env::var("RACETRACK_DEBUG").is_ok() {
+            let (buffered, next_id) = {
+                let s = lock(&self.stream);
+                (s.buf.len(), s.next_id)
+            };
+            eprintln!(
+                "racetrack: finished={} with {buffered} events buffered, {} frames and {} events sent, next id {next_id}",
+                *guard,
+                self.sent.load(Relaxed),
+                self.sent_events.load(Relaxed)
+            );
+        }
     }
 }
 

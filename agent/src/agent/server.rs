@@ -158,6 +158,8 @@ async fn serve(agent: &Arc<Agent>, stream: tokio::net::TcpStream) -> Result<(), 
             for chunk in events.chunks(BATCH_MAX) {
                 let batch = Event::Batch { events: chunk.to_vec() };
                 tx.send(send(&batch)).await.map_err(|e| format!("send: {e}"))?;
+                agent.sent.fetch_add(1, Relaxed);
+                agent.sent_events.fetch_add(chunk.len() as u64, Relaxed);
             }
             if close {
                 let _ = tx.close().await;

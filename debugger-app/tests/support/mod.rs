@@ -98,6 +98,12 @@ impl Session {
         let _ = writeln!(stdin, "{cmd}").and_then(|()| stdin.flush());
     }
 
+    /// Send a line as is (for malformed input).
+    pub fn send_raw(&mut self, line: &str) {
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        let _ = writeln!(stdin, "{line}").and_then(|()| stdin.flush());
+    }
+
     /// Close stdin (the controller then detaches).
     pub fn close(&mut self) {
         self.stdin = None;
