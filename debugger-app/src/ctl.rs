@@ -113,7 +113,11 @@ pub fn run(conn: Connection, launched: Option<Launched>) -> i32 {
                             ConnEvent::Event(ev) => {
                                 if let (Some(id), true) = (ev.event_id(), is_ack_all(&ev)) {
                                     // The thesis' design: acknowledge every event over the network.
-                                    conn.send(Command::Continue { thread: None, event_id: Some(id), trace: None });
+                                    conn.send(Command::Continue {
+                                        thread: None,
+                                        event_id: Some(id),
+                                        trace: None,
+                                    });
                                 }
                                 events.push(ev);
                             }

@@ -236,7 +236,8 @@ impl Model {
             }
             Event::Snapshot { threads, held, .. } => {
                 for t in threads {
-                    self.queues.insert(t.thread.clone(), t.queue.iter().cloned().collect());
+                    self.queues
+                        .insert(t.thread.clone(), t.queue.iter().cloned().collect());
                     if let Some(c) = &t.current {
                         self.node(&c.op, &t.thread).status = NodeStatus::Running;
                     }
@@ -264,7 +265,8 @@ impl Model {
                 }
             }
             Event::Queue { thread, messages } => {
-                self.queues.insert(thread.clone(), messages.iter().cloned().collect());
+                self.queues
+                    .insert(thread.clone(), messages.iter().cloned().collect());
             }
             Event::State { thread, content } => {
                 self.states.insert(thread.clone(), content.clone());

@@ -490,17 +490,39 @@ fn ack_every_event_mode_round_trips_each_event_and_stays_correct() {
     s.send(json!({"cmd":"ack_all","on":true}));
     s.send(cont());
     let (code, last) = s.finish();
-    assert_eq!((code, &last["matches_reference"]), (Some(0), &json!(true)), "{last}");
-    let held: Vec<Value> = s.seen.iter().filter(|v| is_held(v) && v["reason"] == "ack_all").cloned().collect();
+    assert_eq!(
+        (code, &last["matches_reference"]),
+        (Some(0), &json!(true)),
+        "{last}"
+    );
+    let held: Vec<Value> = s
+        .seen
+        .iter()
+        .filter(|v| is_held(v) && v["reason"] == "ack_all")
+        .cloned()
+        .collect();
     // Every send, start and stop after the switch waits for the controller's ack.
-    assert!(held.len() >= 3 * 50 * 2, "only {} events were acknowledged", held.len());
-    let released: HashSet<u64> = s.all("released").iter().map(|v| v["event_id"].as_u64().unwrap()).collect();
-    assert!(held.iter().all(|h| released.contains(&h["event_id"].as_u64().unwrap())));
+    assert!(
+        held.len() >= 3 * 50 * 2,
+        "only {} events were acknowledged",
+        held.len()
+    );
+    let released: HashSet<u64> = s
+        .all("released")
+        .iter()
+        .map(|v| v["event_id"].as_u64().unwrap())
+        .collect();
+    assert!(held
+        .iter()
+        .all(|h| released.contains(&h["event_id"].as_u64().unwrap())));
 }
 
 #[test]
 fn detach_releases_every_hold_and_the_program_runs_free() {
-    let mut s = Session::run("mergesort", &["--threads", "4", "--size", "1000", "--chunks", "8"]);
+    let mut s = Session::run(
+        "mergesort",
+        &["--threads", "4", "--size", "1000", "--chunks", "8"],
+    );
     attached_and_held(&mut s);
     s.send(json!({"cmd":"break","op":"Sort","on":true}));
     s.send(json!({"cmd":"step_mode","on":false}));
@@ -508,7 +530,11 @@ fn detach_releases_every_hold_and_the_program_runs_free() {
     s.expect("a held Sort", |v| is_held(v) && v["op"] == "Sort");
     s.send(json!({"cmd":"detach"}));
     let (code, last) = s.finish();
-    assert_eq!((code, &last["matches_reference"]), (Some(0), &json!(true)), "{last}");
+    assert_eq!(
+        (code, &last["matches_reference"]),
+        (Some(0), &json!(true)),
+        "{last}"
+    );
 }
 
 #[test]
@@ -519,13 +545,28 @@ fn bad_commands_get_errors_and_change_nothing() {
         ("{not json", "malformed JSON"),
         (r#"{"cmd":"explode"}"#, "unknown variant `explode`"),
         (r#"{"cmd":"step_mode","on":"yes"}"#, "invalid type"),
-        (r#"{"cmd":"break","op":"Nope","on":true}"#, "unknown operation `Nope`"),
-        (r#"{"cmd":"break","op":"Work","thread":"main[0]","on":true}"#, "runs on collection `proc`"),
-        (r#"{"cmd":"pause","thread":"proc[9]","on":true}"#, "unknown thread `proc[9]`"),
-        (r#"{"cmd":"continue","event_id":999999}"#, "event 999999 is not held"),
+        (
+            r#"{"cmd":"break","op":"Nope","on":true}"#,
+            "unknown operation `Nope`",
+        ),
+        (
+            r#"{"cmd":"break","op":"Work","thread":"main[0]","on":true}"#,
+            "runs on collection `proc`",
+        ),
+        (
+            r#"{"cmd":"pause","thread":"proc[9]","on":true}"#,
+            "unknown thread `proc[9]`",
+        ),
+        (
+            r#"{"cmd":"continue","event_id":999999}"#,
+            "event 999999 is not held",
+        ),
         (r#"{"cmd":"edit","event_id":999999,"content":{}}"#, "is not held"),
         (r#"{"cmd":"reorder","thread":"proc[1]","order":[]}"#, "is running"),
-        (r#"{"cmd":"set_state","thread":"proc[1]","content":{}}"#, "is running"),
+        (
+            r#"{"cmd":"set_state","thread":"proc[1]","content":{}}"#,
+            "is running",
+        ),
         (r#"{"cmd":"wait","until":"never"}"#, "unknown `until`"),
     ];
     for (line, want) in cases {
@@ -541,5 +582,9 @@ fn bad_commands_get_errors_and_change_nothing() {
     // The start hold is still there and the program still completes correctly.
     s.send(cont());
     let (code, last) = s.finish();
-    assert_eq!((code, &last["matches_reference"]), (Some(0), &json!(true)), "{last}");
+    assert_eq!(
+        (code, &last["matches_reference"]),
+        (Some(0), &json!(true)),
+        "{last}"
+    );
 }

@@ -950,7 +950,11 @@ impl Hook for Agent {
         }
         self.finishing.store(true, Relaxed);
         if std::env::var("RACETRACK_DEBUG").is_ok() {
-            eprintln!("racetrack: finishing with {} events buffered, {} frames sent", lock(&self.stream).buf.len(), self.sent.load(Relaxed));
+            eprintln!(
+                "racetrack: finishing with {} events buffered, {} frames sent",
+                lock(&self.stream).buf.len(),
+                self.sent.load(Relaxed)
+            );
         }
         self.wake.notify_one();
         // Wait until everything is sent, as long as the debugger keeps reading (it may lag
