@@ -1,7 +1,8 @@
 //! The Racetrack debugger: the model (plain Rust), the connection to an agent, the
-//! headless controller (`racetrack ctl`) and program launching (`racetrack run`).
+//! headless controller (`racetrack ctl`), program launching (`racetrack run`) and the GUI.
 
 pub mod conn;
 pub mod ctl;
+pub mod gui;
 pub mod launch;
 pub mod model;

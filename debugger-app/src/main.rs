@@ -1,6 +1,9 @@
 //! The `racetrack` command.
 
 use racetrack::conn::Connection;
+use racetrack::gui;
+use racetrack::gui::script::Script;
+use racetrack::gui::session::{Session, Waker};
 use racetrack::launch::launch;
 use std::time::Duration;
 
@@ -8,10 +11,17 @@ const USAGE: &str = "\
 racetrack — an interactive debugger for parallel message-passing programs
 
 usage:
-  racetrack ctl <ws-url>                  headless controller: JSON-lines commands on stdin,
-                                          events on stdout (see docs/PROTOCOL.md)
-  racetrack run --ctl -- PROGRAM [ARGS]   start PROGRAM with the agent (held at its first
-                                          operation) and control it from stdin
+  racetrack demo <heat|mergesort|farm> [--threads N] [--fixed] [--script FILE]
+                                          the GUI on a built-in example, held at its start
+  racetrack run [--ctl] [--script FILE] -- PROGRAM [ARGS]
+                                          start PROGRAM with the agent (held at its first
+                                          operation) and open the GUI (or, with --ctl, the
+                                          JSON-lines controller on stdin/stdout)
+  racetrack attach <ws-url> [--script FILE]
+                                          the GUI on a running program's agent
+  racetrack ctl <ws-url>                  headless controller (see docs/PROTOCOL.md)
+  racetrack example <farm|mergesort|heat> [ARGS]
+                                          run a built-in example program directly
   racetrack --version";
 
 fn fail(msg: &str) -> ! {
@@ -21,6 +31,17 @@ fn fail(msg: &str) -> ! {
 
 fn connect(url: &str) -> Connection {
     Connection::connect(url, Duration::from_secs(10)).unwrap_or_else(|e| fail(&e))
+}
+
+/// Split `--script FILE` out of `opts`.
+fn take_script(opts: &mut Vec<String>) -> Option<Script> {
+    let i = opts.iter().position(|o| o == "--script")?;
+    let Some(path) = opts.get(i + 1).cloned() else {
+        fail("--script needs a file")
+    };
+    opts.drain(i..=i + 1);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| fail(&format!("cannot read {path}: {e}")));
+    Some(Script::parse(&text).unwrap_or_else(|e| fail(&format!("{path}: {e}"))))
 }
 
 fn main() {
@@ -37,20 +58,68 @@ fn main() {
                 .iter()
                 .position(|a| a == "--")
                 .unwrap_or_else(|| fail(&format!("run needs `-- PROGRAM`\n{USAGE}")));
-            let opts = &args[1..dashdash];
+            let mut opts: Vec<String> = args[1..dashdash].to_vec();
             let Some(program) = args.get(dashdash + 1) else {
                 fail("run needs a PROGRAM after `--`")
             };
             let prog_args = &args[dashdash + 2..];
+            let script = take_script(&mut opts);
+            let ctl = opts.iter().any(|o| o == "--ctl");
             if let Some(bad) = opts.iter().find(|o| o.as_str() != "--ctl") {
                 fail(&format!("unknown option `{bad}` for run\n{USAGE}"));
             }
-            if !opts.iter().any(|o| o == "--ctl") {
-                fail("the GUI is not built yet: use `racetrack run --ctl -- PROGRAM`");
+            if ctl {
+                let launched =
+                    launch(program, prog_args, Duration::from_secs(15)).unwrap_or_else(|e| fail(&e));
+                let conn = connect(&launched.url);
+                std::process::exit(racetrack::ctl::run(conn, Some(launched)));
             }
-            let launched = launch(program, prog_args, Duration::from_secs(15)).unwrap_or_else(|e| fail(&e));
-            let conn = connect(&launched.url);
-            std::process::exit(racetrack::ctl::run(conn, Some(launched)));
+            let waker = Waker::default();
+            let session = Session::launch(program, prog_args, waker.clone()).unwrap_or_else(|e| fail(&e));
+            std::process::exit(gui::run(
+                session,
+                waker,
+                script,
+                &format!("Racetrack — {program}"),
+            ));
+        }
+        Some("attach") => {
+            let mut opts: Vec<String> = args[1..].to_vec();
+            let script = take_script(&mut opts);
+            let Some(url) = opts.first() else {
+                fail(&format!("attach needs a ws:// URL\n{USAGE}"))
+            };
+            let waker = Waker::default();
+            let session = Session::attach(url, waker.clone()).unwrap_or_else(|e| fail(&e));
+            std::process::exit(gui::run(session, waker, script, &format!("Racetrack — {url}")));
+        }
+        Some("demo") => {
+            let mut opts: Vec<String> = args[1..].to_vec();
+            let script = take_script(&mut opts);
+            let Some(name) = opts.first().cloned() else {
+                fail(&format!("demo needs an example name\n{USAGE}"))
+            };
+            if !racetrack_examples::PROGRAMS.contains(&name.as_str()) {
+                fail(&format!("unknown demo `{name}` (farm, mergesort, heat)"));
+            }
+            let exe = std::env::current_exe().unwrap_or_else(|e| fail(&format!("cannot find myself: {e}")));
+            let mut prog_args = vec!["example".to_owned(), name.clone()];
+            prog_args.extend(opts[1..].iter().cloned());
+            let waker = Waker::default();
+            let session = Session::launch(&exe.display().to_string(), &prog_args, waker.clone())
+                .unwrap_or_else(|e| fail(&e));
+            std::process::exit(gui::run(
+                session,
+                waker,
+                script,
+                &format!("Racetrack — {name} demo"),
+            ));
+        }
+        Some("example") => {
+            let Some(name) = args.get(1) else {
+                fail("example needs a name: farm, mergesort, heat")
+            };
+            std::process::exit(racetrack_examples::run_cli(name, args[2..].to_vec()));
         }
         Some("--version" | "-V") => println!(
             "racetrack {} (protocol {})",

@@ -30,19 +30,6 @@ impl Args {
         Ok(out)
     }
 
-    /// Parse the process's arguments, or print the error and usage and exit with 2.
-    pub fn from_env_or_exit(flags: &[&str], usage: &str) -> Self {
-        let a: Vec<String> = std::env::args().skip(1).collect();
-        if a.iter().any(|a| a == "--help" || a == "-h") {
-            println!("{usage}");
-            std::process::exit(0);
-        }
-        Self::parse(a, flags).unwrap_or_else(|e| {
-            eprintln!("error: {e}\n{usage}");
-            std::process::exit(2)
-        })
-    }
-
     /// A numeric option with a default.
     pub fn num<T: std::str::FromStr>(&self, name: &str, default: T) -> Result<T, String> {
         match self.values.get(name) {
@@ -65,14 +52,6 @@ impl Args {
             None => Ok(()),
         }
     }
-}
-
-/// Exit with 2 and a message on a bad option value.
-pub fn or_exit<T>(r: Result<T, String>, usage: &str) -> T {
-    r.unwrap_or_else(|e| {
-        eprintln!("error: {e}\n{usage}");
-        std::process::exit(2)
-    })
 }
 
 #[cfg(test)]

@@ -80,18 +80,115 @@ impl Lcg {
     }
 }
 
-/// The common `main` of the example binaries: make the runtime, run, print the report as
-/// the last stdout line; on a schedule error print it to stderr and exit with 1.
+/// The common `main` of the example programs: make the runtime (with the agent when
+/// `RACETRACK_LISTEN` is set), run, print the report as the last stdout line. Returns the
+/// exit code: 0, or 1 after printing a schedule error to stderr.
 pub fn main_with<R: Serialize>(
     run: impl FnOnce(&racetrack_agent::Runtime) -> Result<Report<R>, racetrack_agent::ScheduleError>,
-) {
+) -> i32 {
     let rt = racetrack_agent::Runtime::builder().build();
     match run(&rt) {
-        Ok(report) => println!("{}", report.to_json_line()),
+        Ok(report) => {
+            println!("{}", report.to_json_line());
+            0
+        }
         Err(e) => {
             eprintln!("error: {e}");
-            drop(rt);
-            std::process::exit(1);
+            1
         }
     }
+}
+
+/// The example programs by name.
+pub const PROGRAMS: [&str; 3] = ["farm", "mergesort", "heat"];
+
+/// Run example `name` with command-line `args` (as its binary would); returns the exit
+/// code (2 for bad arguments or an unknown name).
+pub fn run_cli(name: &str, args: Vec<String>) -> i32 {
+    use args::Args;
+    let fail = |e: String, usage: &str| {
+        eprintln!("error: {e}\n{usage}");
+        2
+    };
+    match name {
+        "farm" => {
+            let usage = farm::USAGE;
+            let a = match Args::parse(args, &[]) {
+                Ok(a) => a,
+                Err(e) => return fail(e, usage),
+            };
+            let d = farm::Config::default();
+            let cfg = (|| -> Result<farm::Config, String> {
+                a.check_known(&["threads", "tasks", "work-us", "iters", "jitter-us"])?;
+                Ok(farm::Config {
+                    threads: a.num("threads", d.threads)?.max(1),
+                    tasks: a.num("tasks", d.tasks)?,
+                    work_us: a.num("work-us", d.work_us)?,
+                    iters: a.num("iters", d.iters)?,
+                    jitter_us: a.num("jitter-us", d.jitter_us)?,
+                })
+            })();
+            match cfg {
+                Ok(cfg) => main_with(|rt| farm::run(rt, &cfg)),
+                Err(e) => fail(e, usage),
+            }
+        }
+        "mergesort" => {
+            let usage = mergesort::USAGE;
+            let a = match Args::parse(args, &[]) {
+                Ok(a) => a,
+                Err(e) => return fail(e, usage),
+            };
+            let d = mergesort::Config::default();
+            let cfg = (|| -> Result<mergesort::Config, String> {
+                a.check_known(&["threads", "size", "chunks", "jitter-us"])?;
+                Ok(mergesort::Config {
+                    threads: a.num("threads", d.threads)?.max(1),
+                    size: a.num("size", d.size)?,
+                    chunks: a.num("chunks", d.chunks)?,
+                    jitter_us: a.num("jitter-us", d.jitter_us)?,
+                })
+            })();
+            match cfg {
+                Ok(cfg) => main_with(|rt| mergesort::run(rt, &cfg)),
+                Err(e) => fail(e, usage),
+            }
+        }
+        "heat" => {
+            let usage = heat::USAGE;
+            let a = match Args::parse(args, &["fixed"]) {
+                Ok(a) => a,
+                Err(e) => return fail(e, usage),
+            };
+            let d = heat::Config::default();
+            let cfg = (|| -> Result<heat::Config, String> {
+                a.check_known(&["threads", "iters", "cells", "jitter-us"])?;
+                Ok(heat::Config {
+                    threads: a.num("threads", d.threads)?.max(1),
+                    iters: a.num("iters", d.iters)?,
+                    cells: a.num("cells", d.cells)?,
+                    fixed: a.flag("fixed"),
+                    jitter_us: a.num("jitter-us", d.jitter_us)?,
+                })
+            })();
+            match cfg {
+                Ok(cfg) => main_with(|rt| heat::run(rt, &cfg)),
+                Err(e) => fail(e, usage),
+            }
+        }
+        other => fail(
+            format!("unknown example `{other}`"),
+            "examples: farm, mergesort, heat",
+        ),
+    }
+}
+
+/// `main` of an example binary: `--help` prints the usage, the rest goes to [`run_cli`].
+pub fn bin_main(name: &str, usage: &str) -> ! {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.iter().any(|a| a == "--help" || a == "-h") {
+        println!("{usage}");
+        std::process::exit(0);
+    }
+    std::process::exit(run_cli(name, args))
 }

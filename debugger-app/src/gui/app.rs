@@ -1,0 +1,855 @@
+//! The debugger window: toolbar, breakpoints panel, unfolded graph, queue tabs, message
+//! and state inspector, event log. UI code only *reads* the model and returns
+//! [`Command`]s; they are applied in one place after the frame ([`App::apply`]).
+
+use super::graph::{status_color, status_name, FixedLayout, FixedState, GraphSync};
+use super::script::Script;
+use super::session::{ProcessEvent, Session};
+use crate::conn::ConnEvent;
+use crate::model::{LogLine, Model, NodeKey, NodeStatus};
+use egui::{Color32, RichText};
+use egui_graphs::{GraphView, SettingsInteraction, SettingsNavigation, SettingsStyle};
+use racetrack_protocol::{Command, Event, QueueEntry};
+use serde_json::Value;
+use std::time::{Duration, Instant};
+
+/// How long a frame may spend ingesting events before drawing.
+const INGEST_BUDGET: Duration = Duration::from_millis(6);
+
+/// Bottom tabs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tab {
+    /// All pending messages of the node's thread (reorderable).
+    ThreadQueue,
+    /// Pending messages for the node's operation.
+    OpQueue,
+    /// Messages the node processed.
+    Processed,
+    /// Messages the node sent.
+    Sent,
+}
+
+/// Per-window UI state (not the model).
+#[derive(Default)]
+pub struct UiState {
+    /// Selected unfolded node.
+    pub selected: Option<NodeKey>,
+    /// Selected message: its id, destination op and content if known.
+    pub selected_msg: Option<(String, String, Option<Value>)>,
+    /// The bottom tab.
+    pub tab: Option<Tab>,
+    /// A reorder being edited: thread and message keys.
+    pub order: Option<(String, Vec<String>)>,
+    /// Held send being edited: event id and JSON text.
+    pub edit: Option<(u64, String)>,
+    /// Thread state being edited: thread and JSON text.
+    pub state_edit: Option<(String, String)>,
+    /// Event log filter.
+    pub log_filter: String,
+    /// The last user action and the error the agent answered, shown where the user acted.
+    pub action_error: Option<(&'static str, String)>,
+    last_action: Option<(&'static str, Instant)>,
+}
+
+/// Events per second, over a sliding second.
+#[derive(Default)]
+struct Rate {
+    window_start: Option<Instant>,
+    count_at_start: u64,
+    per_s: f64,
+}
+
+impl Rate {
+    fn update(&mut self, count: u64) {
+        let now = Instant::now();
+        let start = *self.window_start.get_or_insert(now);
+        let dt = now - start;
+        if dt >= Duration::from_secs(1) {
+            self.per_s = (count - self.count_at_start) as f64 / dt.as_secs_f64();
+            self.window_start = Some(now);
+            self.count_at_start = count;
+        }
+    }
+}
+
+/// The application.
+pub struct App {
+    /// The model (plain Rust).
+    pub model: Model,
+    /// The session (connection, program).
+    pub session: Option<Session>,
+    /// UI state.
+    pub ui: UiState,
+    graph: GraphSync,
+    rate: Rate,
+    script: Option<Script>,
+    /// Set when the window should close with this exit code (scripted runs).
+    pub quit: Option<i32>,
+    commands: Vec<Command>,
+    pause_all: bool,
+}
+
+impl App {
+    /// A window on `session`, optionally driven by a script.
+    pub fn new(session: Session, script: Option<Script>) -> Self {
+        Self {
+            model: Model::default(),
+            session: Some(session),
+            ui: UiState {
+                tab: Some(Tab::ThreadQueue),
+                ..UiState::default()
+            },
+            graph: GraphSync::default(),
+            rate: Rate::default(),
+            script,
+            quit: None,
+            commands: Vec::new(),
+            pause_all: false,
+        }
+    }
+
+    /// Ingest what has arrived, within a time budget. Returns whether more is waiting.
+    pub fn ingest(&mut self) -> bool {
+        let Some(s) = &self.session else { return false };
+        let deadline = Instant::now() + INGEST_BUDGET;
+        let mut more = false;
+        loop {
+            match s.events.try_recv() {
+                Ok(ConnEvent::Event(ev)) => {
+                    if let Event::Error { message } = &ev {
+                        if let Some((what, at)) = self.ui.last_action {
+                            if at.elapsed() < Duration::from_secs(3) {
+                                self.ui.action_error = Some((what, message.clone()));
+                            }
+                        }
+                    }
+                    self.model.ingest(&ev);
+                }
+                Ok(ConnEvent::Closed(reason)) => {
+                    if let Some(r) = reason {
+                        self.model.ingest(&Event::Error { message: r });
+                    }
+                    self.model.attached = false;
+                    if s.process.is_none() && self.model.exited.is_none() {
+                        self.model.exited = Some(None);
+                    }
+                }
+                Err(_) => break,
+            }
+            if Instant::now() >= deadline {
+                more = true;
+                break;
+            }
+        }
+        if let Some(p) = &s.process {
+            while let Ok(pe) = p.try_recv() {
+                match pe {
+                    ProcessEvent::Output(stream, line) => {
+                        self.model.log.push_back(LogLine {
+                            level: stream,
+                            text: line,
+                        });
+                    }
+                    ProcessEvent::Exited(code) => self.model.ingest(&Event::Exit { code }),
+                }
+            }
+        }
+        self.rate.update(self.model.event_count);
+        more
+    }
+
+    /// Send a command from the UI (mirrored in the model's policy).
+    fn act(&mut self, what: &'static str, cmd: Command) {
+        self.ui.last_action = Some((what, Instant::now()));
+        self.ui.action_error = None;
+        self.commands.push(cmd);
+    }
+
+    /// Apply the commands the frame produced.
+    pub fn apply(&mut self) {
+        for cmd in std::mem::take(&mut self.commands) {
+            self.model.note_command(&cmd);
+            let sent = self.session.as_ref().is_some_and(|s| s.send(cmd));
+            if !sent {
+                self.model.log.push_back(LogLine {
+                    level: "error",
+                    text: "not connected: command not sent".into(),
+                });
+            }
+        }
+    }
+
+    /// One frame of the whole UI.
+    pub fn frame_ui(&mut self, ui: &mut egui::Ui) {
+        if self.ingest() {
+            ui.ctx().request_repaint();
+        } else if self.model.attached {
+            ui.ctx().request_repaint_after(Duration::from_millis(250));
+        }
+        if let Some(script) = &mut self.script {
+            match script.step(&self.model) {
+                Ok(super::script::Step::Send(cmd)) => self.commands.push(cmd),
+                Ok(super::script::Step::Wait) => ui.ctx().request_repaint_after(Duration::from_millis(20)),
+                Ok(super::script::Step::Quit(code)) => self.quit = Some(code),
+                Ok(super::script::Step::Done) => {}
+                Err(e) => {
+                    self.model.log.push_back(LogLine {
+                        level: "error",
+                        text: format!("script: {e}"),
+                    });
+                    self.quit = Some(1);
+                }
+            }
+        }
+        self.graph.sync(&self.model);
+
+        egui::Panel::top("toolbar").show(ui, |ui| self.toolbar_ui(ui));
+        egui::Panel::left("breakpoints")
+            .resizable(true)
+            .default_size(260.0)
+            .show(ui, |ui| {
+                egui::ScrollArea::vertical()
+                    .id_salt("bp-scroll")
+                    .show(ui, |ui| self.breakpoints_ui(ui));
+            });
+        egui::Panel::right("log")
+            .resizable(true)
+            .default_size(280.0)
+            .show(ui, |ui| self.log_ui(ui));
+        egui::Panel::bottom("details")
+            .resizable(true)
+            .default_size(260.0)
+            .show(ui, |ui| self.details_ui(ui));
+        egui::CentralPanel::default().show(ui, |ui| self.graph_ui(ui));
+        self.apply();
+    }
+
+    fn status_text(&self) -> String {
+        match (&self.model.exited, self.model.attached) {
+            (Some(Some(code)), _) => format!("program exited with code {code}"),
+            (Some(None), _) => "program ended (detached)".to_owned(),
+            (None, true) => format!(
+                "attached to {} (pid {})",
+                self.model.program.as_deref().unwrap_or("?"),
+                self.model.pid.unwrap_or_default()
+            ),
+            (None, false) => "connecting…".to_owned(),
+        }
+    }
+
+    fn toolbar_ui(&mut self, ui: &mut egui::Ui) {
+        ui.horizontal_wrapped(|ui| {
+            ui.heading("Racetrack");
+            ui.separator();
+            let status = self.status_text();
+            let color = if self.model.exited.is_some() {
+                Color32::from_rgb(70, 110, 170)
+            } else {
+                Color32::from_rgb(60, 170, 90)
+            };
+            ui.label(RichText::new(status).color(color).strong());
+            ui.separator();
+            let can_continue = !self.model.held.is_empty() && self.model.exited.is_none();
+            if ui
+                .add_enabled(can_continue, egui::Button::new("Continue"))
+                .clicked()
+            {
+                self.act(
+                    "continue",
+                    Command::Continue {
+                        thread: None,
+                        event_id: None,
+                        trace: None,
+                    },
+                );
+            }
+            let mut step = self.model.step_mode;
+            if ui.toggle_value(&mut step, "Global step").changed() {
+                self.act("step_mode", Command::StepMode { on: step });
+            }
+            let mut pause = self.pause_all;
+            if ui.toggle_value(&mut pause, "Pause all").changed() {
+                self.pause_all = pause;
+                let threads: Vec<String> = self
+                    .model
+                    .collections
+                    .iter()
+                    .flat_map(|c| c.threads.clone())
+                    .collect();
+                for t in threads {
+                    self.act("pause", Command::Pause { thread: t, on: pause });
+                }
+            }
+            ui.separator();
+            let threads: usize = self.model.collections.iter().map(|c| c.threads.len()).sum();
+            ui.label(format!(
+                "events {} · {:.0}/s · held {} · threads {}",
+                self.model.event_count,
+                self.rate.per_s,
+                self.model.held.len(),
+                threads
+            ));
+        });
+    }
+
+    fn held_start_of(&self, op: &str, thread: &str) -> Option<u64> {
+        self.model.held.iter().find_map(|(id, e)| match e {
+            Event::Start(s) if s.op == op && s.thread == thread => Some(*id),
+            _ => None,
+        })
+    }
+
+    fn breakpoints_ui(&mut self, ui: &mut egui::Ui) {
+        ui.strong("Operation breakpoints");
+        ui.label(
+            RichText::new("break: hold its starts · trace: follow its outputs")
+                .small()
+                .weak(),
+        );
+        let ops = self.model.operations.clone();
+        for op in &ops {
+            egui::CollapsingHeader::new(format!("{} ({})", op.name, op.kind))
+                .id_salt(("op", &op.name))
+                .default_open(true)
+                .show(ui, |ui| {
+                    egui::Grid::new(("bp-grid", &op.name))
+                        .num_columns(3)
+                        .show(ui, |ui| {
+                            for t in &op.threads {
+                                let key = (op.name.clone(), t.clone());
+                                let set = self.model.breakpoints.get(&key).copied();
+                                let mut on = set.is_some();
+                                if ui.checkbox(&mut on, format!("{} @ {t}", op.name)).changed() {
+                                    self.act(
+                                        "break",
+                                        Command::Break {
+                                            op: op.name.clone(),
+                                            thread: Some(t.clone()),
+                                            on,
+                                            trace: set.unwrap_or(false),
+                                        },
+                                    );
+                                }
+                                let mut trace = set.unwrap_or(false);
+                                if ui.checkbox(&mut trace, "trace").changed() {
+                                    self.act(
+                                        "break",
+                                        Command::Break {
+                                            op: op.name.clone(),
+                                            thread: Some(t.clone()),
+                                            on: true,
+                                            trace,
+                                        },
+                                    );
+                                }
+                                let hit = self.held_start_of(&op.name, t);
+                                if ui
+                                    .add_enabled(hit.is_some(), egui::Button::new("Continue"))
+                                    .clicked()
+                                {
+                                    self.act(
+                                        "continue",
+                                        Command::Continue {
+                                            thread: None,
+                                            event_id: hit,
+                                            trace: None,
+                                        },
+                                    );
+                                }
+                                ui.end_row();
+                            }
+                        });
+                });
+        }
+        ui.separator();
+        ui.strong("Threads");
+        let colls = self.model.collections.clone();
+        for c in &colls {
+            ui.horizontal_wrapped(|ui| {
+                for t in &c.threads {
+                    let mut paused = self.model.paused.contains(t);
+                    if ui.toggle_value(&mut paused, format!("pause {t}")).changed() {
+                        self.act(
+                            "pause",
+                            Command::Pause {
+                                thread: t.clone(),
+                                on: paused,
+                            },
+                        );
+                    }
+                }
+            });
+        }
+        if let Some((what @ ("break" | "pause" | "continue"), e)) = &self.ui.action_error {
+            ui.colored_label(Color32::from_rgb(220, 60, 60), format!("{what}: {e}"));
+        }
+    }
+
+    fn graph_ui(&mut self, ui: &mut egui::Ui) {
+        ui.horizontal_wrapped(|ui| {
+            for s in [
+                NodeStatus::Idle,
+                NodeStatus::Running,
+                NodeStatus::HeldStart,
+                NodeStatus::HeldSend,
+                NodeStatus::HeldStop,
+                NodeStatus::Finished,
+            ] {
+                ui.label(RichText::new("●").color(status_color(s)));
+                ui.label(RichText::new(status_name(s)).small());
+            }
+            ui.label(
+                RichText::new("* traced · edge labels: message counts · scroll to zoom, drag to pan")
+                    .small()
+                    .weak(),
+            );
+        });
+        self.graph.select(self.ui.selected.as_ref());
+        let resp = GraphView::<FixedState, FixedLayout>::new()
+            .with_interactions(
+                &SettingsInteraction::new()
+                    .with_node_clicking_enabled(true)
+                    .with_node_selection_enabled(true),
+            )
+            .with_navigations(
+                &SettingsNavigation::new()
+                    .with_zoom_and_pan_enabled(true)
+                    .with_fit_to_screen_enabled(self.model.nodes.len() < 40),
+            )
+            .with_styles(&SettingsStyle::new().with_labels_always(true))
+            .show(ui, &mut self.graph.g);
+        let _ = resp;
+        if let Some(&idx) = self.graph.g.selected_nodes().first() {
+            if let Some(key) = self.graph.key_of(idx).cloned() {
+                if self.ui.selected.as_ref() != Some(&key) {
+                    self.select_node(key);
+                }
+            }
+        }
+    }
+
+    /// Select an unfolded node (as a click on it does).
+    pub fn select_node(&mut self, key: NodeKey) {
+        self.ui.selected = Some(key);
+        self.ui.selected_msg = None;
+        self.ui.order = None;
+    }
+
+    /// The selected thread's pending messages, with the message of a held start first.
+    fn thread_queue(&self, thread: &str) -> Vec<QueueEntry> {
+        let mut rows = Vec::new();
+        if let Some((_, Event::Start(s))) = self.model.held_of(thread) {
+            if s.step != racetrack_protocol::Step::Final {
+                rows.push(QueueEntry {
+                    id: s.msg.clone(),
+                    type_name: "(about to start)".into(),
+                    from: None,
+                    to: format!("{}@{}", s.op, s.thread),
+                    op: s.op.clone(),
+                    traced: s.traced,
+                    content: None,
+                });
+            }
+        }
+        rows.extend(self.model.queues.get(thread).into_iter().flatten().cloned());
+        rows
+    }
+
+    fn details_ui(&mut self, ui: &mut egui::Ui) {
+        let Some((op, thread)) = self.ui.selected.clone() else {
+            ui.label("Select a node of the graph to see its queues and messages.");
+            return;
+        };
+        ui.horizontal(|ui| {
+            ui.strong(format!("{op} @ {thread}"));
+            ui.separator();
+            for (tab, name) in [
+                (Tab::ThreadQueue, "Thread Queue"),
+                (Tab::OpQueue, "Op Queue"),
+                (Tab::Processed, "Processed"),
+                (Tab::Sent, "Sent"),
+            ] {
+                if ui.selectable_label(self.ui.tab == Some(tab), name).clicked() {
+                    self.ui.tab = Some(tab);
+                }
+            }
+        });
+        ui.separator();
+        ui.columns(2, |cols| {
+            egui::ScrollArea::vertical()
+                .id_salt("tab-scroll")
+                .show(&mut cols[0], |ui| match self.ui.tab.unwrap_or(Tab::ThreadQueue) {
+                    Tab::ThreadQueue => self.thread_queue_ui(ui, &thread),
+                    Tab::OpQueue => {
+                        let rows: Vec<QueueEntry> = self
+                            .thread_queue(&thread)
+                            .into_iter()
+                            .filter(|m| m.op == op)
+                            .collect();
+                        self.rows_ui(ui, &rows);
+                    }
+                    Tab::Processed => {
+                        let ids = self
+                            .model
+                            .nodes
+                            .get(&(op.clone(), thread.clone()))
+                            .map(|n| n.processed.clone())
+                            .unwrap_or_default();
+                        for id in ids.iter().rev().take(500) {
+                            if ui
+                                .selectable_label(
+                                    self.is_selected_msg(id, &op),
+                                    format!("{id}  → {op}@{thread}"),
+                                )
+                                .clicked()
+                            {
+                                self.ui.selected_msg = Some((id.clone(), op.clone(), None));
+                            }
+                        }
+                    }
+                    Tab::Sent => {
+                        let sent = self
+                            .model
+                            .nodes
+                            .get(&(op.clone(), thread.clone()))
+                            .map(|n| n.sent.clone())
+                            .unwrap_or_default();
+                        for m in sent.iter().rev().take(500) {
+                            let text = format!("{}  {}  → {}@{}", m.id, m.type_name, m.to.0, m.to.1);
+                            if ui
+                                .selectable_label(self.is_selected_msg(&m.id, &m.to.0), text)
+                                .clicked()
+                            {
+                                self.ui.selected_msg =
+                                    Some((m.id.clone(), m.to.0.clone(), m.content.clone()));
+                            }
+                        }
+                    }
+                });
+            egui::ScrollArea::vertical()
+                .id_salt("inspector-scroll")
+                .show(&mut cols[1], |ui| self.inspector_ui(ui, &thread));
+        });
+    }
+
+    fn is_selected_msg(&self, id: &str, op: &str) -> bool {
+        self.ui
+            .selected_msg
+            .as_ref()
+            .is_some_and(|(i, o, _)| i == id && o == op)
+    }
+
+    fn rows_ui(&mut self, ui: &mut egui::Ui, rows: &[QueueEntry]) {
+        for m in rows {
+            let text = format!(
+                "{}  {}  {} → {}",
+                m.id,
+                m.type_name,
+                m.from.as_deref().unwrap_or("(input)"),
+                m.to
+            );
+            if ui
+                .selectable_label(self.is_selected_msg(&m.id, &m.op), text)
+                .clicked()
+            {
+                self.ui.selected_msg = Some((m.id.clone(), m.op.clone(), m.content.clone()));
+            }
+        }
+    }
+
+    fn thread_queue_ui(&mut self, ui: &mut egui::Ui, thread: &str) {
+        let rows = self.thread_queue(thread);
+        let held = self.model.held_of(thread).is_some();
+        // Keys: `id`, or `id@op` when an id is pending twice.
+        let key = |m: &QueueEntry| {
+            if rows.iter().filter(|r| r.id == m.id).count() > 1 {
+                format!("{}@{}", m.id, m.op)
+            } else {
+                m.id.clone()
+            }
+        };
+        let current: Vec<String> = rows.iter().map(key).collect();
+        let editing = matches!(&self.ui.order, Some((t, o)) if t == thread && { let mut a = o.clone(); let mut b = current.clone(); a.sort(); b.sort(); a == b });
+        if !editing {
+            self.ui.order = Some((thread.to_owned(), current.clone()));
+        }
+        let order = self.ui.order.as_ref().map(|o| o.1.clone()).unwrap_or_default();
+        let changed = order != current;
+        ui.horizontal(|ui| {
+            if ui
+                .add_enabled(held && changed, egui::Button::new("Apply order"))
+                .clicked()
+            {
+                self.act(
+                    "reorder",
+                    Command::Reorder {
+                        thread: thread.to_owned(),
+                        order: order.clone(),
+                    },
+                );
+            }
+            if ui.button("Refresh").clicked() {
+                self.act(
+                    "queue",
+                    Command::Queue {
+                        thread: thread.to_owned(),
+                        content: true,
+                    },
+                );
+            }
+            if !held {
+                ui.label(RichText::new("reorder needs the thread suspended").small().weak());
+            }
+        });
+        if let Some(("reorder", e)) = &self.ui.action_error {
+            ui.colored_label(Color32::from_rgb(220, 60, 60), format!("reorder: {e}"));
+        }
+        let mut swap: Option<(usize, usize)> = None;
+        egui::Grid::new("queue-grid")
+            .num_columns(3)
+            .striped(true)
+            .show(ui, |ui| {
+                for (i, k) in order.iter().enumerate() {
+                    let Some(m) = rows.iter().find(|m| &key(m) == k) else {
+                        continue;
+                    };
+                    let text = format!(
+                        "{}  {}  {} → {}",
+                        m.id,
+                        m.type_name,
+                        m.from.as_deref().unwrap_or("(input)"),
+                        m.to
+                    );
+                    if ui
+                        .selectable_label(self.is_selected_msg(&m.id, &m.op), text)
+                        .clicked()
+                    {
+                        self.ui.selected_msg = Some((m.id.clone(), m.op.clone(), m.content.clone()));
+                    }
+                    if ui.add_enabled(held && i > 0, egui::Button::new("Up")).clicked() {
+                        swap = Some((i, i - 1));
+                    }
+                    if ui
+                        .add_enabled(held && i + 1 < order.len(), egui::Button::new("Down"))
+                        .clicked()
+                    {
+                        swap = Some((i, i + 1));
+                    }
+                    ui.end_row();
+                }
+            });
+        if let (Some((a, b)), Some((_, o))) = (swap, self.ui.order.as_mut()) {
+            o.swap(a, b);
+        }
+    }
+
+    fn inspector_ui(&mut self, ui: &mut egui::Ui, thread: &str) {
+        // A held send of this thread can be edited before it leaves.
+        let held = self.model.held_of(thread).map(|(id, e)| (*id, e.clone()));
+        if let Some((id, Event::Send(s))) = &held {
+            ui.strong(format!(
+                "Held send {} → {}",
+                s.msg,
+                s.to_op.as_deref().unwrap_or("(result)")
+            ));
+            let text = match &self.ui.edit {
+                Some((eid, t)) if eid == id => t.clone(),
+                _ => serde_json::to_string_pretty(s.content.as_ref().unwrap_or(&Value::Null))
+                    .unwrap_or_default(),
+            };
+            let mut text_mut = text;
+            ui.add(
+                egui::TextEdit::multiline(&mut text_mut)
+                    .code_editor()
+                    .desired_rows(6)
+                    .id_salt("edit-text"),
+            );
+            self.ui.edit = Some((*id, text_mut.clone()));
+            if ui.button("Apply edit").clicked() {
+                match serde_json::from_str::<Value>(&text_mut) {
+                    Ok(content) => self.act(
+                        "edit",
+                        Command::Edit {
+                            event_id: *id,
+                            content,
+                        },
+                    ),
+                    Err(e) => self.ui.action_error = Some(("edit", format!("not JSON: {e}"))),
+                }
+            }
+            if let Some(("edit", e)) = &self.ui.action_error {
+                ui.colored_label(Color32::from_rgb(220, 60, 60), format!("edit: {e}"));
+            }
+            ui.separator();
+        } else {
+            self.ui.edit = None;
+        }
+        // The state of a thread suspended at a step boundary.
+        if matches!(&held, Some((_, Event::Start(_) | Event::Stop(_)))) {
+            ui.horizontal(|ui| {
+                ui.strong(format!("State of {thread}"));
+                if ui.button("Load state").clicked() {
+                    self.ui.state_edit = None;
+                    self.act(
+                        "state",
+                        Command::State {
+                            thread: thread.to_owned(),
+                        },
+                    );
+                }
+            });
+            if let Some(v) = self.model.states.get(thread) {
+                let text = match &self.ui.state_edit {
+                    Some((t, s)) if t == thread => s.clone(),
+                    _ => serde_json::to_string_pretty(v).unwrap_or_default(),
+                };
+                let mut t = text;
+                ui.add(
+                    egui::TextEdit::multiline(&mut t)
+                        .code_editor()
+                        .desired_rows(6)
+                        .id_salt("state-text"),
+                );
+                self.ui.state_edit = Some((thread.to_owned(), t.clone()));
+                if ui.button("Apply state").clicked() {
+                    match serde_json::from_str::<Value>(&t) {
+                        Ok(content) => self.act(
+                            "set_state",
+                            Command::SetState {
+                                thread: thread.to_owned(),
+                                content,
+                            },
+                        ),
+                        Err(e) => self.ui.action_error = Some(("set_state", format!("not JSON: {e}"))),
+                    }
+                }
+            }
+            if let Some((w @ ("state" | "set_state"), e)) = &self.ui.action_error {
+                ui.colored_label(Color32::from_rgb(220, 60, 60), format!("{w}: {e}"));
+            }
+            ui.separator();
+        }
+        // The selected message's content as a tree.
+        match self.ui.selected_msg.clone() {
+            Some((id, op, content)) => {
+                ui.strong(format!("Message {id} → {op}"));
+                let content = content.or_else(|| {
+                    self.model
+                        .queues
+                        .get(thread)
+                        .and_then(|q| q.iter().find(|m| m.id == id && m.op == op))
+                        .and_then(|m| m.content.clone())
+                });
+                match content {
+                    Some(v) => json_tree_ui(ui, &id, &v),
+                    None => {
+                        if ui.button("Fetch content").clicked() {
+                            self.act(
+                                "queue",
+                                Command::Queue {
+                                    thread: thread.to_owned(),
+                                    content: true,
+                                },
+                            );
+                        }
+                        ui.label(
+                            RichText::new("content is fetched for pending messages; held sends carry it")
+                                .small()
+                                .weak(),
+                        );
+                    }
+                }
+            }
+            None => {
+                ui.label(RichText::new("select a message to see its content").weak());
+            }
+        }
+    }
+
+    fn log_ui(&mut self, ui: &mut egui::Ui) {
+        ui.horizontal(|ui| {
+            ui.strong("Event log");
+            ui.add(
+                egui::TextEdit::singleline(&mut self.ui.log_filter)
+                    .hint_text("filter")
+                    .desired_width(120.0),
+            );
+        });
+        ui.separator();
+        let filter = self.ui.log_filter.to_lowercase();
+        egui::ScrollArea::vertical()
+            .id_salt("log-scroll")
+            .stick_to_bottom(true)
+            .show(ui, |ui| {
+                for line in self.model.log.iter().filter(|l| {
+                    filter.is_empty() || l.text.to_lowercase().contains(&filter) || l.level.contains(&filter)
+                }) {
+                    let color = match line.level {
+                        "error" | "panic" => Color32::from_rgb(220, 60, 60),
+                        "stderr" => Color32::from_rgb(200, 150, 60),
+                        _ => ui.visuals().text_color(),
+                    };
+                    ui.label(
+                        RichText::new(format!("[{}] {}", line.level, line.text))
+                            .color(color)
+                            .small(),
+                    );
+                }
+            });
+    }
+}
+
+/// A JSON value as a collapsible tree.
+fn json_tree_ui(ui: &mut egui::Ui, salt: &str, v: &Value) {
+    match v {
+        Value::Object(map) => {
+            for (k, x) in map {
+                node_ui(ui, salt, k, x);
+            }
+        }
+        Value::Array(a) => {
+            for (i, x) in a.iter().enumerate().take(1000) {
+                node_ui(ui, salt, &i.to_string(), x);
+            }
+            if a.len() > 1000 {
+                ui.label(format!("… {} more", a.len() - 1000));
+            }
+        }
+        other => {
+            ui.monospace(other.to_string());
+        }
+    }
+}
+
+fn node_ui(ui: &mut egui::Ui, salt: &str, key: &str, v: &Value) {
+    match v {
+        Value::Object(_) | Value::Array(_) => {
+            let n = match v {
+                Value::Object(m) => m.len(),
+                Value::Array(a) => a.len(),
+                _ => 0,
+            };
+            egui::CollapsingHeader::new(format!("{key} ({n})"))
+                .id_salt((salt, key, n))
+                .show(ui, |ui| json_tree_ui(ui, &format!("{salt}.{key}"), v));
+        }
+        leaf => {
+            ui.monospace(format!("{key}: {leaf}"));
+        }
+    }
+}
+
+impl eframe::App for App {
+    fn ui(&mut self, ui: &mut egui::Ui, _frame: &mut eframe::Frame) {
+        self.frame_ui(ui);
+        if let Some(code) = self.quit {
+            if code != 0 {
+                eprintln!("racetrack: scripted run failed; log:");
+                for l in self.model.log.iter().rev().take(10) {
+                    eprintln!("  [{}] {}", l.level, l.text);
+                }
+            }
+            ui.ctx().send_viewport_cmd(egui::ViewportCommand::Close);
+        }
+    }
+}

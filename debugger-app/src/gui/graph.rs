@@ -1,0 +1,170 @@
+//! The unfolded flow graph as an `egui_graphs` graph, kept in step with the model.
+//!
+//! Layout is computed here, not by a force simulation: an operation's row is its place in
+//! flow order and a thread's column its index in its collection, so a node's position
+//! depends only on the program's structure and existing nodes never move when new ones
+//! appear. Colours show status; `*` marks nodes that processed a traced message.
+
+use crate::model::{Model, NodeKey, NodeStatus};
+use egui::{Color32, Pos2};
+use egui_graphs::{Graph, Layout, LayoutState};
+use petgraph::stable_graph::{EdgeIndex, NodeIndex};
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+
+/// Row and column spacing of the layout.
+const DX: f32 = 150.0;
+const DY: f32 = 90.0;
+
+/// A layout that leaves positions as set (they are set once, when a node appears).
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
+pub struct FixedState;
+impl LayoutState for FixedState {}
+
+/// See [`FixedState`].
+#[derive(Debug, Default)]
+pub struct FixedLayout;
+
+impl Layout<FixedState> for FixedLayout {
+    fn from_state(_: FixedState) -> impl Layout<FixedState> {
+        FixedLayout
+    }
+    fn next<N, E, Ty, Ix, Dn, De>(&mut self, _g: &mut Graph<N, E, Ty, Ix, Dn, De>, _ui: &egui::Ui)
+    where
+        N: Clone,
+        E: Clone,
+        Ty: petgraph::EdgeType,
+        Ix: petgraph::stable_graph::IndexType,
+        Dn: egui_graphs::DisplayNode<N, E, Ty, Ix>,
+        De: egui_graphs::DisplayEdge<N, E, Ty, Ix, Dn>,
+    {
+    }
+    fn state(&self) -> FixedState {
+        FixedState
+    }
+}
+
+/// The colour of a status (also used by the legend).
+pub fn status_color(s: NodeStatus) -> Color32 {
+    match s {
+        NodeStatus::Idle => Color32::from_rgb(140, 140, 150),
+        NodeStatus::Running => Color32::from_rgb(60, 170, 90),
+        NodeStatus::HeldStart => Color32::from_rgb(220, 60, 60),
+        NodeStatus::HeldSend => Color32::from_rgb(235, 150, 40),
+        NodeStatus::HeldStop => Color32::from_rgb(170, 80, 200),
+        NodeStatus::Finished => Color32::from_rgb(70, 110, 170),
+    }
+}
+
+/// Human name of a status.
+pub fn status_name(s: NodeStatus) -> &'static str {
+    match s {
+        NodeStatus::Idle => "idle",
+        NodeStatus::Running => "running",
+        NodeStatus::HeldStart => "held at start",
+        NodeStatus::HeldSend => "held at send",
+        NodeStatus::HeldStop => "held at stop",
+        NodeStatus::Finished => "finished",
+    }
+}
+
+/// The egui_graphs graph mirroring the model's unfolded graph.
+#[derive(Default)]
+pub struct GraphSync {
+    /// The drawable graph.
+    pub g: Graph<NodeKey, u64>,
+    nodes: HashMap<NodeKey, NodeIndex>,
+    edges: HashMap<(NodeKey, NodeKey), (EdgeIndex, u64)>,
+}
+
+/// Where `key` goes: row = operation order, column = thread index centred in its collection.
+pub fn position(model: &Model, key: &NodeKey) -> Pos2 {
+    let row = model
+        .operations
+        .iter()
+        .position(|o| o.name == key.0)
+        .unwrap_or(model.operations.len());
+    let (col, n) = model
+        .collections
+        .iter()
+        .find_map(|c| {
+            c.threads
+                .iter()
+                .position(|t| *t == key.1)
+                .map(|i| (i, c.threads.len()))
+        })
+        .unwrap_or((0, 1));
+    Pos2::new((col as f32 - (n as f32 - 1.0) / 2.0) * DX, row as f32 * DY)
+}
+
+impl GraphSync {
+    /// Bring the drawable graph up to date with `model` (adds, recolours, relabels).
+    pub fn sync(&mut self, model: &Model) {
+        for (key, node) in &model.nodes {
+            let idx = match self.nodes.get(key) {
+                Some(i) => *i,
+                None => {
+                    let label = format!("{} @ {}", key.0, key.1);
+                    let i = self
+                        .g
+                        .add_node_with_label_and_location(key.clone(), label, position(model, key));
+                    self.nodes.insert(key.clone(), i);
+                    i
+                }
+            };
+            if let Some(n) = self.g.node_mut(idx) {
+                n.set_color(status_color(node.status));
+                let label = format!("{}{} @ {}", if node.traced { "* " } else { "" }, key.0, key.1);
+                if n.label() != label {
+                    n.set_label(label);
+                }
+            }
+        }
+        for ((a, b), count) in &model.edges {
+            let (Some(&ia), Some(&ib)) = (self.nodes.get(a), self.nodes.get(b)) else {
+                continue;
+            };
+            match self.edges.get_mut(&(a.clone(), b.clone())) {
+                Some((e, shown)) => {
+                    if shown != count {
+                        *shown = *count;
+                        if let Some(edge) = self.g.edge_mut(*e) {
+                            edge.set_label(count.to_string());
+                        }
+                    }
+                }
+                None => {
+                    let e = self.g.add_edge_with_label(ia, ib, *count, count.to_string());
+                    self.edges.insert((a.clone(), b.clone()), (e, *count));
+                }
+            }
+        }
+    }
+
+    /// The model key of a drawable node.
+    pub fn key_of(&self, idx: NodeIndex) -> Option<&NodeKey> {
+        self.g.node(idx).map(|n| n.payload())
+    }
+
+    /// Mark `key` as the selected node in the drawing.
+    pub fn select(&mut self, key: Option<&NodeKey>) {
+        let want = key.and_then(|k| self.nodes.get(k)).copied();
+        let current: Vec<NodeIndex> = self.g.selected_nodes().to_vec();
+        if current.first().copied() == want && current.len() <= 1 {
+            return;
+        }
+        for i in current {
+            if let Some(n) = self.g.node_mut(i) {
+                n.set_selected(false);
+            }
+        }
+        if let Some(i) = want {
+            if let Some(n) = self.g.node_mut(i) {
+                n.set_selected(true);
+            }
+            self.g.set_selected_nodes(vec![i]);
+        } else {
+            self.g.set_selected_nodes(Vec::new());
+        }
+    }
+}

@@ -1,0 +1,116 @@
+//! What the GUI is attached to: the connection (events in, commands out) and, when the
+//! GUI started the program, that process's output and exit code. Nothing here blocks: the
+//! GUI polls with `try_recv` each frame.
+
+use crate::conn::{CommandSender, ConnEvent, Connection};
+use crate::launch::launch;
+use racetrack_protocol::Command;
+use std::io::{BufRead, BufReader};
+use std::sync::mpsc::{self, Receiver};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+/// Wakes the UI when something arrives (set once the window exists).
+pub type Waker = Arc<OnceLock<egui::Context>>;
+
+/// Something that happened outside the agent's stream.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ProcessEvent {
+    /// A line the program printed (`stdout` or `stderr`).
+    Output(&'static str, String),
+    /// The program exited (`None`: killed by a signal).
+    Exited(Option<i32>),
+}
+
+/// A debugging session.
+pub struct Session {
+    /// The agent's URL.
+    pub url: String,
+    sender: CommandSender,
+    /// Events from the agent.
+    pub events: Receiver<ConnEvent>,
+    /// Output and exit of the program, when the GUI started it.
+    pub process: Option<Receiver<ProcessEvent>>,
+    /// The program, when the GUI started it. Closing the GUI detaches: it runs on.
+    _child: Option<Arc<std::sync::Mutex<std::process::Child>>>,
+}
+
+fn wake(w: &Waker) {
+    if let Some(ctx) = w.get() {
+        ctx.request_repaint();
+    }
+}
+
+impl Session {
+    /// Attach to a running program's agent.
+    pub fn attach(url: &str, waker: Waker) -> Result<Self, String> {
+        let w = waker.clone();
+        let conn = Connection::connect_with_waker(url, Duration::from_secs(10), Box::new(move || wake(&w)))?;
+        let (sender, events) = conn.split();
+        Ok(Self {
+            url: url.to_owned(),
+            sender,
+            events,
+            process: None,
+            _child: None,
+        })
+    }
+
+    /// Start `program args` with the agent (held at its first operation) and attach.
+    pub fn launch(program: &str, args: &[String], waker: Waker) -> Result<Self, String> {
+        let mut l = launch(program, args, Duration::from_secs(15))?;
+        let mut s = Self::attach(&l.url, waker.clone())?;
+        let (tx, rx) = mpsc::channel();
+        if let Some(out) = l.stdout.take() {
+            let (tx, w) = (tx.clone(), waker.clone());
+            std::thread::spawn(move || {
+                for line in BufReader::new(out).lines().map_while(Result::ok) {
+                    let _ = tx.send(ProcessEvent::Output("stdout", line));
+                    wake(&w);
+                }
+            });
+        }
+        let err_rx = std::mem::replace(&mut l.stderr_lines, mpsc::channel().1);
+        {
+            let (tx, w) = (tx.clone(), waker.clone());
+            std::thread::spawn(move || {
+                for line in err_rx {
+                    let _ = tx.send(ProcessEvent::Output("stderr", line));
+                    wake(&w);
+                }
+            });
+        }
+        let child = Arc::new(std::sync::Mutex::new(l.child));
+        {
+            let child = child.clone();
+            let w = waker;
+            std::thread::Builder::new()
+                .name("racetrack-child".into())
+                .spawn(move || loop {
+                    let status = child.lock().map(|mut c| c.try_wait());
+                    match status {
+                        Ok(Ok(Some(st))) => {
+                            let _ = tx.send(ProcessEvent::Exited(st.code()));
+                            wake(&w);
+                            break;
+                        }
+                        Ok(Ok(None)) => std::thread::sleep(Duration::from_millis(20)),
+                        _ => {
+                            let _ = tx.send(ProcessEvent::Exited(None));
+                            wake(&w);
+                            break;
+                        }
+                    }
+                })
+                .map_err(|e| e.to_string())?;
+        }
+        s.process = Some(rx);
+        s._child = Some(child);
+        Ok(s)
+    }
+
+    /// Send a command; false if the connection is closed.
+    pub fn send(&self, cmd: Command) -> bool {
+        self.sender.send(cmd)
+    }
+}

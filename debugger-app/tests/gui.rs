@@ -1,0 +1,263 @@
+//! The GUI's real widgets, driven through AccessKit (egui_kittest), against real example
+//! processes with the agent, over a real WebSocket.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use egui::accesskit::Role;
+use egui_kittest::kittest::{NodeT, Queryable};
+use egui_kittest::Harness;
+use racetrack::gui::app::App;
+use racetrack::gui::session::{Session, Waker};
+use racetrack::model::NodeStatus;
+use racetrack_protocol::Event;
+use std::time::{Duration, Instant};
+
+fn harness(example: &str, args: &[&str]) -> Harness<'static, App> {
+    let prog = support::example_bin(example).display().to_string();
+    let args: Vec<String> = args.iter().map(|s| (*s).to_owned()).collect();
+    let session = Session::launch(&prog, &args, Waker::default()).expect("launch");
+    Harness::builder()
+        .with_size((1400.0, 1000.0))
+        .build_ui_state(|ui, app: &mut App| app.frame_ui(ui), App::new(session, None))
+}
+
+/// Run frames until `pred` holds (the network is on its own thread: poll, don't block).
+fn pump(h: &mut Harness<'static, App>, what: &str, pred: impl Fn(&App) -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        h.step();
+        if pred(h.state()) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for {what}; log: {:?}",
+            h.state().model.log
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+fn last_output(app: &App) -> serde_json::Value {
+    app.model
+        .log
+        .iter()
+        .rev()
+        .find(|l| l.level == "stdout")
+        .map(|l| serde_json::from_str(&l.text).unwrap())
+        .unwrap_or_default()
+}
+
+/// The toolbar's Continue (drawn first), or a breakpoint row's.
+fn continue_button(h: &Harness<'static, App>, nth: usize) -> bool {
+    let buttons: Vec<_> = h.get_all_by_role_and_label(Role::Button, "Continue").collect();
+    let b = &buttons[nth];
+    if std::env::var("GUI_DEBUG").is_ok() {
+        for (i, x) in buttons.iter().enumerate() {
+            eprintln!(
+                "continue #{i}: {:?} disabled={}",
+                x.rect(),
+                x.accesskit_node().is_disabled()
+            );
+        }
+    }
+    let enabled = !b.accesskit_node().is_disabled();
+    if enabled {
+        b.click();
+    }
+    enabled
+}
+
+#[test]
+fn continue_runs_the_program_to_completion_and_the_toolbar_says_so() {
+    let mut h = harness("farm", &["--threads", "2", "--tasks", "50"]);
+    pump(&mut h, "the start hold", |a| !a.model.held.is_empty());
+    assert!(h.query_by_label_contains("attached to farm").is_some());
+    assert!(
+        continue_button(&h, 0),
+        "Continue is enabled while something is held"
+    );
+    pump(&mut h, "exit", |a| a.model.exited.is_some());
+    pump(&mut h, "the toolbar", |_| true);
+    assert!(
+        h.query_by_label("program exited with code 0").is_some(),
+        "toolbar shows the exit code"
+    );
+    pump(&mut h, "the last output", |a| !last_output(a).is_null());
+    assert_eq!(last_output(h.state())["matches_reference"], true);
+    assert_eq!(
+        h.state().model.nodes.len(),
+        1 + 2 + 1,
+        "Split, Work on two threads, Sum"
+    );
+}
+
+#[test]
+fn breakpoint_box_holds_the_node_and_its_continue_resumes() {
+    let mut h = harness("farm", &["--threads", "2", "--tasks", "6"]);
+    pump(&mut h, "the start hold", |a| !a.model.held.is_empty());
+    h.get_by_role_and_label(Role::CheckBox, "Work @ proc[1]").click();
+    pump(&mut h, "the breakpoint", |a| {
+        a.model
+            .breakpoints
+            .contains_key(&("Work".into(), "proc[1]".into()))
+    });
+    assert!(continue_button(&h, 0));
+    let key = ("Work".to_owned(), "proc[1]".to_owned());
+    let mut hits = 0;
+    // Rows: Split@main[0], Work@proc[0], Work@proc[1], Sum@main[0]; toolbar first.
+    let row = 1 + h
+        .state()
+        .model
+        .breakpoint_slots()
+        .iter()
+        .position(|k| *k == key)
+        .unwrap();
+    loop {
+        pump(&mut h, "a hit or the end", |a| {
+            a.model.exited.is_some()
+                || a.model
+                    .nodes
+                    .get(&key)
+                    .is_some_and(|n| n.status == NodeStatus::HeldStart)
+        });
+        if h.state().model.exited.is_some() {
+            break;
+        }
+        hits += 1;
+        // Every held start is Work on proc[1]; the node shows it, its Continue is enabled.
+        for e in h.state().model.held.values() {
+            assert!(
+                matches!(e, Event::Start(s) if s.op == "Work" && s.thread == "proc[1]"),
+                "{e:?}"
+            );
+        }
+        let held_id = *h.state().model.held_of("proc[1]").unwrap().0;
+        assert!(
+            continue_button(&h, row),
+            "the breakpoint's Continue is enabled when hit"
+        );
+        pump(&mut h, "the release", |a| !a.model.held.contains_key(&held_id));
+    }
+    assert_eq!(hits, 3, "tasks 1, 3, 5 run on proc[1]");
+    pump(&mut h, "the last output", |a| !last_output(a).is_null());
+    assert_eq!(last_output(h.state())["matches_reference"], true);
+}
+
+#[test]
+fn reorder_with_the_buttons_is_applied_by_the_agent() {
+    let mut h = harness("farm", &["--threads", "2", "--tasks", "10"]);
+    pump(&mut h, "the start hold", |a| !a.model.held.is_empty());
+    h.get_by_role_and_label(Role::CheckBox, "Work @ proc[0]").click();
+    pump(&mut h, "the breakpoint", |a| !a.model.breakpoints.is_empty());
+    assert!(continue_button(&h, 0));
+    let key = ("Work".to_owned(), "proc[0]".to_owned());
+    pump(&mut h, "the hit and a full queue", |a| {
+        a.model
+            .nodes
+            .get(&key)
+            .is_some_and(|n| n.status == NodeStatus::HeldStart)
+            && a.model.queues.get("proc[0]").is_some_and(|q| q.len() == 4)
+    });
+    h.state_mut().select_node(key.clone());
+    h.step();
+    // Rows: 0.0 (about to start), 0.2, 0.4, 0.6, 0.8. Move the first one down.
+    let down = h.get_all_by_role_and_label(Role::Button, "Down").next().unwrap();
+    down.scroll_to_me();
+    down.click();
+    h.step();
+    if std::env::var("GUI_DEBUG").is_ok() {
+        eprintln!("order after Down: {:?}", h.state().ui.order);
+        for b in h.get_all_by_role_and_label(Role::Button, "Down") {
+            eprintln!(
+                "down {:?} disabled={}",
+                b.rect(),
+                b.accesskit_node().is_disabled()
+            );
+        }
+        let a = h.get_by_label("Apply order");
+        eprintln!(
+            "apply {:?} disabled={}",
+            a.rect(),
+            a.accesskit_node().is_disabled()
+        );
+    }
+    h.get_by_label("Apply order").click();
+    pump(&mut h, "the new head to start", |a| {
+        a.model.nodes[&key].processed.len() >= 2
+    });
+    assert_eq!(
+        h.state().model.nodes[&key].processed[..2],
+        ["0.0".to_owned(), "0.2".to_owned()],
+        "0.2 starts after the put-back"
+    );
+    let q: Vec<String> = h.state().model.queues["proc[0]"]
+        .iter()
+        .map(|m| m.id.clone())
+        .collect();
+    assert_eq!(
+        q,
+        ["0.0", "0.4", "0.6", "0.8"],
+        "the agent's queue follows the new order"
+    );
+    h.get_by_role_and_label(Role::CheckBox, "Work @ proc[0]").click();
+    pump(&mut h, "the breakpoint cleared", |a| {
+        a.model.breakpoints.is_empty()
+    });
+    assert!(continue_button(&h, 0));
+    pump(&mut h, "exit", |a| a.model.exited.is_some());
+    let order: &[String] = &h.state().model.nodes[&key].processed;
+    assert_eq!(order, ["0.0", "0.2", "0.0", "0.4", "0.6", "0.8"]);
+}
+
+#[test]
+fn editing_a_held_message_changes_what_the_program_does() {
+    let mut h = harness("mergesort", &["--threads", "4", "--size", "8", "--chunks", "4"]);
+    pump(&mut h, "the start hold", |a| !a.model.held.is_empty());
+    h.get_by_label("pause main[0]").click();
+    pump(&mut h, "the pause", |a| a.model.paused.contains("main[0]"));
+    assert!(continue_button(&h, 0));
+    pump(&mut h, "the held send", |a| {
+        a.model.held.values().any(|e| matches!(e, Event::Send(_)))
+    });
+    let content = h
+        .state()
+        .model
+        .held
+        .values()
+        .find_map(|e| match e {
+            Event::Send(s) => s.content.clone(),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(content["target"], 0);
+    h.state_mut().select_node(("Split".into(), "main[0]".into()));
+    h.step();
+    let mut edited = content.clone();
+    edited["target"] = serde_json::json!(3);
+    let editor = h.get_by_role(Role::MultilineTextInput);
+    editor.focus();
+    h.step();
+    h.key_press_modifiers(egui::Modifiers::COMMAND, egui::Key::A);
+    h.step();
+    h.get_by_role(Role::MultilineTextInput)
+        .type_text(&edited.to_string());
+    h.step();
+    h.get_by_label("Apply edit").click();
+    pump(&mut h, "the edit to be applied", |a| {
+        a.ui.edit.is_some() && a.ui.action_error.is_none()
+    });
+    h.step();
+    h.get_by_label("pause main[0]").click();
+    pump(&mut h, "the pause cleared", |a| a.model.paused.is_empty());
+    assert!(continue_button(&h, 0));
+    pump(&mut h, "exit", |a| a.model.exited.is_some());
+    let sorted_on_3 = &h.state().model.nodes[&("Sort".to_owned(), "proc[3]".to_owned())].processed;
+    assert!(
+        sorted_on_3.contains(&"0.0".to_owned()),
+        "the edited target sent chunk 0.0 to proc[3]: {sorted_on_3:?}"
+    );
+    pump(&mut h, "the last output", |a| !last_output(a).is_null());
+    assert_eq!(last_output(h.state())["matches_reference"], true);
+}
