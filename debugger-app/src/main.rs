@@ -103,6 +103,8 @@ fn main() {
                 fail(&format!("unknown demo `{name}` (farm, mergesort, heat)"));
             }
             let exe = std::env::current_exe().unwrap_or_else(|e| fail(&format!("cannot find myself: {e}")));
+            // The agent names the program after this (instead of `racetrack`).
+            std::env::set_var("RACETRACK_PROGRAM", &name);
             let mut prog_args = vec!["example".to_owned(), name.clone()];
             prog_args.extend(opts[1..].iter().cloned());
             let waker = Waker::default();

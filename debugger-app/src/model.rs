@@ -284,6 +284,11 @@ impl Model {
             }
             Event::Error { message } => self.log("error", message.clone()),
             Event::Exit { code } => {
+                let text = match code {
+                    Some(c) => format!("program exited with code {c}"),
+                    None => "program ended".to_owned(),
+                };
+                self.log("info", text);
                 self.exited = Some(*code);
                 self.attached = false;
                 self.held.clear();
@@ -291,7 +296,11 @@ impl Model {
                     n.status = NodeStatus::Finished;
                 }
             }
-            Event::Ok { .. } | Event::Output { .. } | Event::Waited { .. } => {}
+            Event::Ok { cmd, target } => {
+                let on = target.as_ref().map(|t| format!(" ({t})")).unwrap_or_default();
+                self.log("info", format!("{cmd} applied{on}"));
+            }
+            Event::Output { .. } | Event::Waited { .. } => {}
         }
     }
 
@@ -320,6 +329,15 @@ impl Model {
             self.in_flight.insert((s.msg.clone(), to_op.clone()), info);
         }
         if s.held {
+            let from = format!(
+                "{}@{}",
+                s.op.as_deref().unwrap_or("?"),
+                s.thread.as_deref().unwrap_or("?")
+            );
+            self.log(
+                "held",
+                format!("send of {} from {from} held ({})", s.msg, reason_text(s.reason)),
+            );
             self.held.insert(s.event_id, ev.clone());
         }
     }
@@ -365,6 +383,14 @@ impl Model {
         };
         n.processed.push(s.msg.clone());
         if s.held {
+            let what = format!(
+                "start of {}@{} on {} held ({})",
+                s.op,
+                s.thread,
+                s.msg,
+                reason_text(s.reason)
+            );
+            self.log("held", what);
             self.held.insert(s.event_id, ev.clone());
         }
     }
@@ -380,6 +406,19 @@ impl Model {
         if s.held {
             self.held.insert(s.event_id, ev.clone());
         }
+    }
+}
+
+fn reason_text(r: Option<racetrack_protocol::HoldReason>) -> &'static str {
+    use racetrack_protocol::HoldReason as R;
+    match r {
+        Some(R::Wait) => "waiting for Continue",
+        Some(R::Step) => "global step",
+        Some(R::Break) => "breakpoint",
+        Some(R::Pause) => "thread paused",
+        Some(R::Trace) => "traced message",
+        Some(R::AckAll) => "ack every event",
+        None => "held",
     }
 }
 

@@ -244,8 +244,10 @@ fn thread_snapshot(t: ThreadSnap) -> proto::ThreadSnapshot {
 
 impl Agent {
     fn new(wait: bool, token: Option<String>) -> Self {
-        let program = std::env::args()
-            .next()
+        let program = std::env::var("RACETRACK_PROGRAM")
+            .ok()
+            .filter(|p| !p.is_empty())
+            .or_else(|| std::env::args().next())
             .map(|a| a.rsplit('/').next().unwrap_or(&a).to_owned())
             .unwrap_or_else(|| "program".to_owned());
         Self {

@@ -191,6 +191,7 @@ impl App {
                 Ok(super::script::Step::Send(cmd)) => self.commands.push(cmd),
                 Ok(super::script::Step::Wait) => ui.ctx().request_repaint_after(Duration::from_millis(20)),
                 Ok(super::script::Step::Quit(code)) => self.quit = Some(code),
+                Ok(super::script::Step::Select(key)) => self.select_node(key),
                 Ok(super::script::Step::Done) => {}
                 Err(e) => {
                     self.model.log.push_back(LogLine {
@@ -219,6 +220,7 @@ impl App {
         egui::Panel::bottom("details")
             .resizable(true)
             .default_size(260.0)
+            .min_size(200.0)
             .show(ui, |ui| self.details_ui(ui));
         egui::CentralPanel::default().show(ui, |ui| self.graph_ui(ui));
         self.apply();
@@ -233,7 +235,7 @@ impl App {
                 self.model.program.as_deref().unwrap_or("?"),
                 self.model.pid.unwrap_or_default()
             ),
-            (None, false) => "connecting…".to_owned(),
+            (None, false) => "connecting...".to_owned(),
         }
     }
 
@@ -395,7 +397,8 @@ impl App {
                 NodeStatus::HeldStop,
                 NodeStatus::Finished,
             ] {
-                ui.label(RichText::new("●").color(status_color(s)));
+                let (rect, _) = ui.allocate_exact_size(egui::vec2(10.0, 10.0), egui::Sense::hover());
+                ui.painter().circle_filled(rect.center(), 5.0, status_color(s));
                 ui.label(RichText::new(status_name(s)).small());
             }
             ui.label(
@@ -476,7 +479,7 @@ impl App {
         });
         ui.separator();
         ui.columns(2, |cols| {
-            egui::ScrollArea::vertical()
+            egui::ScrollArea::both()
                 .id_salt("tab-scroll")
                 .show(&mut cols[0], |ui| match self.ui.tab.unwrap_or(Tab::ThreadQueue) {
                     Tab::ThreadQueue => self.thread_queue_ui(ui, &thread),
@@ -499,7 +502,7 @@ impl App {
                             if ui
                                 .selectable_label(
                                     self.is_selected_msg(id, &op),
-                                    format!("{id}  → {op}@{thread}"),
+                                    format!("{id}  -> {op}@{thread}"),
                                 )
                                 .clicked()
                             {
@@ -515,7 +518,7 @@ impl App {
                             .map(|n| n.sent.clone())
                             .unwrap_or_default();
                         for m in sent.iter().rev().take(500) {
-                            let text = format!("{}  {}  → {}@{}", m.id, m.type_name, m.to.0, m.to.1);
+                            let text = format!("{}  {}  -> {}@{}", m.id, m.type_name, m.to.0, m.to.1);
                             if ui
                                 .selectable_label(self.is_selected_msg(&m.id, &m.to.0), text)
                                 .clicked()
@@ -526,7 +529,7 @@ impl App {
                         }
                     }
                 });
-            egui::ScrollArea::vertical()
+            egui::ScrollArea::both()
                 .id_salt("inspector-scroll")
                 .show(&mut cols[1], |ui| self.inspector_ui(ui, &thread));
         });
@@ -542,7 +545,7 @@ impl App {
     fn rows_ui(&mut self, ui: &mut egui::Ui, rows: &[QueueEntry]) {
         for m in rows {
             let text = format!(
-                "{}  {}  {} → {}",
+                "{}  {}  {} -> {}",
                 m.id,
                 m.type_name,
                 m.from.as_deref().unwrap_or("(input)"),
@@ -613,8 +616,17 @@ impl App {
                     let Some(m) = rows.iter().find(|m| &key(m) == k) else {
                         continue;
                     };
+                    if ui.add_enabled(held && i > 0, egui::Button::new("Up")).clicked() {
+                        swap = Some((i, i - 1));
+                    }
+                    if ui
+                        .add_enabled(held && i + 1 < order.len(), egui::Button::new("Down"))
+                        .clicked()
+                    {
+                        swap = Some((i, i + 1));
+                    }
                     let text = format!(
-                        "{}  {}  {} → {}",
+                        "{}  {}  {} -> {}",
                         m.id,
                         m.type_name,
                         m.from.as_deref().unwrap_or("(input)"),
@@ -625,15 +637,6 @@ impl App {
                         .clicked()
                     {
                         self.ui.selected_msg = Some((m.id.clone(), m.op.clone(), m.content.clone()));
-                    }
-                    if ui.add_enabled(held && i > 0, egui::Button::new("Up")).clicked() {
-                        swap = Some((i, i - 1));
-                    }
-                    if ui
-                        .add_enabled(held && i + 1 < order.len(), egui::Button::new("Down"))
-                        .clicked()
-                    {
-                        swap = Some((i, i + 1));
                     }
                     ui.end_row();
                 }
@@ -648,7 +651,7 @@ impl App {
         let held = self.model.held_of(thread).map(|(id, e)| (*id, e.clone()));
         if let Some((id, Event::Send(s))) = &held {
             ui.strong(format!(
-                "Held send {} → {}",
+                "Held send {} -> {}",
                 s.msg,
                 s.to_op.as_deref().unwrap_or("(result)")
             ));
@@ -732,7 +735,7 @@ impl App {
         // The selected message's content as a tree.
         match self.ui.selected_msg.clone() {
             Some((id, op, content)) => {
-                ui.strong(format!("Message {id} → {op}"));
+                ui.strong(format!("Message {id} -> {op}"));
                 let content = content.or_else(|| {
                     self.model
                         .queues
@@ -812,7 +815,7 @@ fn json_tree_ui(ui: &mut egui::Ui, salt: &str, v: &Value) {
                 node_ui(ui, salt, &i.to_string(), x);
             }
             if a.len() > 1000 {
-                ui.label(format!("… {} more", a.len() - 1000));
+                ui.label(format!("... {} more", a.len() - 1000));
             }
         }
         other => {

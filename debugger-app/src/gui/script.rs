@@ -5,6 +5,7 @@
 //! - `{"cmd":"sleep","ms":500}`,
 //! - `{"cmd":"expect_output","contains":"\"matches_reference\":true"}` — the program's last
 //!   stdout line must contain the text,
+//! - `{"cmd":"select","op":"Sort","thread":"proc[1]"}` — select a node (as a click does),
 //! - `{"cmd":"quit","code":0}` — close the window with that exit code.
 //!
 //! A failed wait or expectation closes the window with exit code 1.
@@ -24,6 +25,8 @@ pub enum Step {
     Wait,
     /// Close with this code.
     Quit(i32),
+    /// Select this node.
+    Select(crate::model::NodeKey),
     /// Nothing left.
     Done,
 }
@@ -48,7 +51,7 @@ impl Script {
                 .get("cmd")
                 .and_then(Value::as_str)
                 .ok_or(format!("line {}: no `cmd`", i + 1))?;
-            if !matches!(cmd, "wait" | "sleep" | "expect_output" | "quit") {
+            if !matches!(cmd, "wait" | "sleep" | "expect_output" | "quit" | "select") {
                 Command::parse(l).map_err(|e| format!("line {}: {e}", i + 1))?;
             }
             lines.push_back((i + 1, v));
@@ -111,6 +114,17 @@ impl Script {
                         "line {line}: the program's last output `{last}` does not contain `{want}`"
                     ))
                 }
+            }
+            "select" => {
+                let field = |k: &str| {
+                    v.get(k)
+                        .and_then(Value::as_str)
+                        .map(str::to_owned)
+                        .ok_or(format!("line {line}: select needs `{k}`"))
+                };
+                let key = (field("op")?, field("thread")?);
+                done(self);
+                Ok(Step::Select(key))
             }
             "quit" => {
                 done(self);
