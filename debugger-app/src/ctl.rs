@@ -40,6 +40,10 @@ struct State {
 
 struct Ctl {
     exit_printed: std::sync::atomic::AtomicBool,
+    /// Scenario mode: print the outcome after `exit`.
+    outcome_pending: Mutex<bool>,
+    /// The program's last stdout line.
+    last_stdout: Mutex<String>,
     state: Mutex<State>,
     changed: Condvar,
     out: Mutex<std::io::Stdout>,
@@ -56,6 +60,19 @@ impl Ctl {
     fn print_exit(&self, code: Option<i32>) {
         if !self.exit_printed.swap(true, std::sync::atomic::Ordering::SeqCst) {
             self.print(&Event::Exit { code });
+            if *self
+                .outcome_pending
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+            {
+                let last = self
+                    .last_stdout
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .clone();
+                let result = serde_json::from_str(&last).unwrap_or(Value::String(last));
+                self.print(&Event::Outcome { result });
+            }
         }
     }
 
@@ -79,8 +96,49 @@ impl Ctl {
 /// Run the controller on an open connection; with `launched`, forward the program's
 /// output and exit code. Returns the process exit code.
 pub fn run(conn: Connection, launched: Option<Launched>) -> i32 {
+    run_with(conn, launched, Input::Stdin)
+}
+
+/// Where commands come from.
+pub enum Input {
+    /// JSON lines on stdin (interactive or piped).
+    Stdin,
+    /// A scenario file's lines (variables already substituted). The first failing line
+    /// stops it; at its end the controller detaches, waits for the program and prints
+    /// `{"event":"outcome","result":...}` with the program's final line.
+    Script(String),
+}
+
+/// Substitute `${NAME}` by its value in a scenario; a value `coll[i]` also defines
+/// `${NAME-1}` = `coll[i-1]` and `${NAME+1}` = `coll[i+1]` (a thread's neighbours).
+pub fn substitute(text: &str, vars: &[(String, String)]) -> Result<String, String> {
+    let mut out = text.to_owned();
+    for (k, v) in vars {
+        out = out.replace(&format!("${{{k}}}"), v);
+        if let Some((coll, rest)) = v.split_once('[') {
+            if let Some(Ok(i)) = rest.strip_suffix(']').map(str::parse::<usize>) {
+                if let Some(prev) = i.checked_sub(1) {
+                    out = out.replace(&format!("${{{k}-1}}"), &format!("{coll}[{prev}]"));
+                }
+                out = out.replace(&format!("${{{k}+1}}"), &format!("{coll}[{}]", i + 1));
+            }
+        }
+    }
+    if let Some(i) = out.find("${") {
+        let name: String = out[i..].chars().take_while(|c| *c != '}').collect();
+        return Err(format!(
+            "scenario variable `{name}}}` has no value (pass --set NAME=VALUE)"
+        ));
+    }
+    Ok(out)
+}
+
+/// Like [`run`], with commands from `input`.
+pub fn run_with(conn: Connection, launched: Option<Launched>, input: Input) -> i32 {
     let ctl = Arc::new(Ctl {
         exit_printed: Default::default(),
+        outcome_pending: Mutex::new(false),
+        last_stdout: Mutex::new(String::new()),
         state: Mutex::new(State::default()),
         changed: Condvar::new(),
         out: Mutex::new(std::io::stdout()),
@@ -174,20 +232,46 @@ pub fn run(conn: Connection, launched: Option<Launched>) -> i32 {
                         .unwrap_or_else(std::sync::PoisonError::into_inner);
                 }
                 drop(st);
-                ctl2.print(&Event::Exit { code: None });
+                ctl2.print_exit(None);
                 std::process::exit(0);
             });
     }
     // Commands from stdin.
-    let stdin = std::io::stdin();
-    for line in BufReader::new(stdin.lock()).lines() {
-        let Ok(line) = line else { break };
-        let line = line.trim();
-        if line.is_empty() {
-            continue;
-        }
-        handle_line(&ctl, &conn, line);
+    if matches!(input, Input::Script(_)) {
+        *ctl.outcome_pending
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = true;
     }
+    match input {
+        Input::Stdin => {
+            let stdin = std::io::stdin();
+            for line in BufReader::new(stdin.lock()).lines() {
+                let Ok(line) = line else { break };
+                let line = line.trim();
+                if line.is_empty() {
+                    continue;
+                }
+                if let Err(e) = handle_line(&ctl, &conn, line) {
+                    ctl.print(&Event::Error { message: e });
+                }
+            }
+        }
+        Input::Script(text) => {
+            for (n, line) in text.lines().enumerate() {
+                let line = line.trim();
+                if line.is_empty() || line.starts_with('#') {
+                    continue;
+                }
+                if let Err(e) = handle_line(&ctl, &conn, line) {
+                    ctl.print(&Event::Error {
+                        message: format!("scenario line {}: {e}; stopping the scenario", n + 1),
+                    });
+                    break;
+                }
+            }
+        }
+    }
+
     // End of the script: let the program run free and wait for it.
     conn.send(Command::Detach);
     let mut st = ctl.lock();
@@ -216,35 +300,103 @@ fn is_ack_all(ev: &Event) -> bool {
     }
 }
 
-fn handle_line(ctl: &Ctl, conn: &CommandSender, line: &str) {
-    let v: Value = match serde_json::from_str(line) {
-        Ok(v) => v,
-        Err(e) => {
-            return ctl.print(&Event::Error {
-                message: format!("malformed JSON: {e}"),
-            })
+fn handle_line(ctl: &Ctl, conn: &CommandSender, line: &str) -> Result<(), String> {
+    let v: Value = serde_json::from_str(line).map_err(|e| format!("malformed JSON: {e}"))?;
+    let cmd = match v.get("cmd").and_then(Value::as_str) {
+        Some("wait") => return wait(ctl, &v),
+        Some("move") => move_cmd(&ctl.lock().model, &v)?,
+        Some("edit_field") => edit_field(&ctl.lock().model, &v)?,
+        _ => Command::parse(line)?,
+    };
+    {
+        let mut st = ctl.lock();
+        st.model.note_command(&cmd);
+        st.mark = st.received;
+    }
+    if conn.send(cmd) {
+        Ok(())
+    } else {
+        Err("not connected: the command was not sent".into())
+    }
+}
+
+/// `{"cmd":"move","thread":T,"op":OP|"msg":ID,"to":"front"|"back"}`: a reorder of a held
+/// thread's pending messages (plus the one it is about to start) computed from the model.
+fn move_cmd(model: &Model, v: &Value) -> Result<Command, String> {
+    let thread = v
+        .get("thread")
+        .and_then(Value::as_str)
+        .ok_or("move needs `thread`")?;
+    let to = v.get("to").and_then(Value::as_str).unwrap_or("front");
+    let (op, msg) = (
+        v.get("op").and_then(Value::as_str),
+        v.get("msg").and_then(Value::as_str),
+    );
+    if op.is_none() && msg.is_none() {
+        return Err("move needs `op` or `msg` to say which messages move".into());
+    }
+    let mut rows: Vec<(String, String)> = Vec::new();
+    if let Some((_, Event::Start(s))) = model.held_of(thread) {
+        if s.step != racetrack_protocol::Step::Final {
+            rows.push((s.msg.clone(), s.op.clone()));
+        }
+    } else if model.held_of(thread).is_none() {
+        return Err(format!("{thread} is not held; a move needs it suspended"));
+    }
+    rows.extend(
+        model
+            .queues
+            .get(thread)
+            .into_iter()
+            .flatten()
+            .map(|m| (m.id.clone(), m.op.clone())),
+    );
+    let key = |(id, op): &(String, String)| {
+        if rows.iter().filter(|r| &r.0 == id).count() > 1 {
+            format!("{id}@{op}")
+        } else {
+            id.clone()
         }
     };
-    if v.get("cmd").and_then(Value::as_str) == Some("wait") {
-        if let Err(e) = wait(ctl, &v) {
-            ctl.print(&Event::Error { message: e });
-        }
-        return;
+    let picked = |r: &(String, String)| op.is_some_and(|o| r.1 == o) || msg.is_some_and(|m| r.0 == m);
+    let (sel, rest): (Vec<_>, Vec<_>) = rows.iter().partition(|r| picked(r));
+    if sel.is_empty() {
+        return Err(format!("no message pending on {thread} matches"));
     }
-    match Command::parse(line) {
-        Ok(cmd) => {
-            ctl.lock().model.note_command(&cmd);
-            {
-                let mut st = ctl.lock();
-                st.mark = st.received;
-            }
-            if !conn.send(cmd) {
-                ctl.print(&Event::Error {
-                    message: "not connected: the command was not sent".into(),
-                });
-            }
+    let order: Vec<String> = match to {
+        "front" => sel.iter().chain(rest.iter()).map(|r| key(r)).collect(),
+        "back" => rest.iter().chain(sel.iter()).map(|r| key(r)).collect(),
+        other => return Err(format!("move: `to` must be front or back, not {other}")),
+    };
+    Ok(Command::Reorder {
+        thread: thread.to_owned(),
+        order,
+    })
+}
+
+/// `{"cmd":"edit_field","thread":T,"field":F,"value":V}`: edit one top-level field of the
+/// send `T` is held at.
+fn edit_field(model: &Model, v: &Value) -> Result<Command, String> {
+    let thread = v
+        .get("thread")
+        .and_then(Value::as_str)
+        .ok_or("edit_field needs `thread`")?;
+    let field = v
+        .get("field")
+        .and_then(Value::as_str)
+        .ok_or("edit_field needs `field`")?;
+    let value = v.get("value").cloned().ok_or("edit_field needs `value`")?;
+    match model.held_of(thread) {
+        Some((id, Event::Send(s))) => {
+            let mut content = s.content.clone().ok_or("the held send carries no content")?;
+            let obj = content.as_object_mut().ok_or("the message is not an object")?;
+            obj.insert(field.to_owned(), value);
+            Ok(Command::Edit {
+                event_id: *id,
+                content,
+            })
         }
-        Err(e) => ctl.print(&Event::Error { message: e }),
+        _ => Err(format!("{thread} is not held at a send")),
     }
 }
 
@@ -299,7 +451,11 @@ fn wait(ctl: &Ctl, v: &Value) -> Result<(), String> {
             _ => {
                 let mark = st.mark;
                 let p = pattern.as_ref().unwrap_or(&Value::Null);
-                st.recent.iter().any(|(i, e)| *i > mark && matches(e, p))
+                st.recent
+                    .iter()
+                    .filter(|(i, e)| *i > mark && matches(e, p))
+                    .count()
+                    >= count
             }
         };
         if ok {
@@ -333,6 +489,9 @@ fn spawn_program_watch(ctl: Arc<Ctl>, mut l: Launched) {
         std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines() {
                 let Ok(line) = line else { break };
+                *ctl.last_stdout
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner) = line.clone();
                 ctl.print(&Event::Output {
                     stream: "stdout".into(),
                     line,
@@ -373,7 +532,7 @@ fn spawn_program_watch(ctl: Arc<Ctl>, mut l: Launched) {
             }
             drop(st);
             let code = status.ok().and_then(|s| s.code());
-            ctl.print(&Event::Exit { code });
+            ctl.print_exit(code);
             ctl.lock().exit_code = Some(code);
             ctl.changed.notify_all();
             std::process::exit(code.unwrap_or(1));

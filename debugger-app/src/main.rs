@@ -13,10 +13,13 @@ racetrack — an interactive debugger for parallel message-passing programs
 usage:
   racetrack demo <heat|mergesort|farm> [--threads N] [--fixed] [--script FILE]
                                           the GUI on a built-in example, held at its start
-  racetrack run [--ctl] [--script FILE] -- PROGRAM [ARGS]
+  racetrack run [--script FILE] -- PROGRAM [ARGS]
                                           start PROGRAM with the agent (held at its first
-                                          operation) and open the GUI (or, with --ctl, the
-                                          JSON-lines controller on stdin/stdout)
+                                          operation) and open the GUI
+  racetrack run --ctl [--script FILE [--set NAME=VALUE]...] -- PROGRAM [ARGS]
+                                          the same with the JSON-lines controller: commands
+                                          from stdin, or a scenario file run unattended
+                                          (ending with the program's outcome)
   racetrack attach <ws-url> [--script FILE]
                                           the GUI on a running program's agent
   racetrack ctl <ws-url>                  headless controller (see docs/PROTOCOL.md)
@@ -33,7 +36,17 @@ fn connect(url: &str) -> Connection {
     Connection::connect(url, Duration::from_secs(10)).unwrap_or_else(|e| fail(&e))
 }
 
-/// Split `--script FILE` out of `opts`.
+/// Split `NAME VALUE` out of `opts`.
+fn take_value(opts: &mut Vec<String>, name: &str) -> Option<String> {
+    let i = opts.iter().position(|o| o == name)?;
+    let Some(v) = opts.get(i + 1).cloned() else {
+        fail(&format!("{name} needs a value"))
+    };
+    opts.drain(i..=i + 1);
+    Some(v)
+}
+
+/// Split `--script FILE` out of `opts` (GUI scripts).
 fn take_script(opts: &mut Vec<String>) -> Option<Script> {
     let i = opts.iter().position(|o| o == "--script")?;
     let Some(path) = opts.get(i + 1).cloned() else {
@@ -63,16 +76,38 @@ fn main() {
                 fail("run needs a PROGRAM after `--`")
             };
             let prog_args = &args[dashdash + 2..];
-            let script = take_script(&mut opts);
             let ctl = opts.iter().any(|o| o == "--ctl");
-            if let Some(bad) = opts.iter().find(|o| o.as_str() != "--ctl") {
-                fail(&format!("unknown option `{bad}` for run\n{USAGE}"));
-            }
             if ctl {
+                // Scenario mode: `--script FILE` with `--set NAME=VALUE` variables.
+                let script_path = take_value(&mut opts, "--script");
+                let mut vars = Vec::new();
+                while let Some(kv) = take_value(&mut opts, "--set") {
+                    let (k, v) = kv
+                        .split_once('=')
+                        .unwrap_or_else(|| fail(&format!("--set {kv}: expected NAME=VALUE")));
+                    vars.push((k.to_owned(), v.to_owned()));
+                }
+                if let Some(bad) = opts.iter().find(|o| o.as_str() != "--ctl") {
+                    fail(&format!("unknown option `{bad}` for run\n{USAGE}"));
+                }
+                let input = match script_path {
+                    Some(path) => {
+                        let text = std::fs::read_to_string(&path)
+                            .unwrap_or_else(|e| fail(&format!("cannot read {path}: {e}")));
+                        let text = racetrack::ctl::substitute(&text, &vars)
+                            .unwrap_or_else(|e| fail(&format!("{path}: {e}")));
+                        racetrack::ctl::Input::Script(text)
+                    }
+                    None => racetrack::ctl::Input::Stdin,
+                };
                 let launched =
                     launch(program, prog_args, Duration::from_secs(15)).unwrap_or_else(|e| fail(&e));
                 let conn = connect(&launched.url);
-                std::process::exit(racetrack::ctl::run(conn, Some(launched)));
+                std::process::exit(racetrack::ctl::run_with(conn, Some(launched), input));
+            }
+            let script = take_script(&mut opts);
+            if let Some(bad) = opts.first() {
+                fail(&format!("unknown option `{bad}` for run\n{USAGE}"));
             }
             let waker = Waker::default();
             let session = Session::launch(program, prog_args, waker.clone()).unwrap_or_else(|e| fail(&e));

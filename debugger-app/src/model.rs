@@ -300,7 +300,7 @@ impl Model {
                 let on = target.as_ref().map(|t| format!(" ({t})")).unwrap_or_default();
                 self.log("info", format!("{cmd} applied{on}"));
             }
-            Event::Output { .. } | Event::Waited { .. } => {}
+            Event::Output { .. } | Event::Waited { .. } | Event::Outcome { .. } => {}
         }
     }
 

@@ -293,6 +293,12 @@ pub enum Event {
         /// What was waited for.
         until: String,
     },
+    /// `ctl` scenario mode: the program's final stdout line (parsed as JSON when it is),
+    /// printed after `exit`.
+    Outcome {
+        /// The final line.
+        result: Value,
+    },
     /// `ctl`: the program exited (`code` absent if killed by a signal), or the
     /// connection closed.
     Exit {

@@ -190,6 +190,12 @@ fn events() {
         r#"{"event":"waited","until":"held"}"#,
     );
     golden_event(Event::Exit { code: Some(0) }, r#"{"event":"exit","code":0}"#);
+    golden_event(
+        Event::Outcome {
+            result: json!({"matches_reference": false}),
+        },
+        r#"{"event":"outcome","result":{"matches_reference":false}}"#,
+    );
 }
 
 #[test]

@@ -46,6 +46,8 @@ pub struct UiState {
     pub state_edit: Option<(String, String)>,
     /// Event log filter.
     pub log_filter: String,
+    /// Keep the whole graph fitted to the view (off: zoom and pan freely).
+    pub fit: bool,
     /// The last user action and the error the agent answered, shown where the user acted.
     pub action_error: Option<(&'static str, String)>,
     last_action: Option<(&'static str, Instant)>,
@@ -97,11 +99,31 @@ impl App {
             session: Some(session),
             ui: UiState {
                 tab: Some(Tab::ThreadQueue),
+                fit: true,
                 ..UiState::default()
             },
             graph: GraphSync::default(),
             rate: Rate::default(),
             script,
+            quit: None,
+            commands: Vec::new(),
+            pause_all: false,
+        }
+    }
+
+    /// A window with no connection over a given model (benchmarks, previews).
+    pub fn offline(model: Model) -> Self {
+        Self {
+            model,
+            session: None,
+            ui: UiState {
+                tab: Some(Tab::ThreadQueue),
+                fit: true,
+                ..UiState::default()
+            },
+            graph: GraphSync::default(),
+            rate: Rate::default(),
+            script: None,
             quit: None,
             commands: Vec::new(),
             pause_all: false,
@@ -406,6 +428,7 @@ impl App {
                     .small()
                     .weak(),
             );
+            ui.toggle_value(&mut self.ui.fit, "Fit");
         });
         self.graph.select(self.ui.selected.as_ref());
         let resp = GraphView::<FixedState, FixedLayout>::new()
@@ -417,7 +440,7 @@ impl App {
             .with_navigations(
                 &SettingsNavigation::new()
                     .with_zoom_and_pan_enabled(true)
-                    .with_fit_to_screen_enabled(self.model.nodes.len() < 40),
+                    .with_fit_to_screen_enabled(self.ui.fit),
             )
             .with_styles(&SettingsStyle::new().with_labels_always(true))
             .show(ui, &mut self.graph.g);

@@ -1,0 +1,172 @@
+//! Frame time of the full debugger UI, headless (egui layout + tessellation, no GPU), over
+//! synthetic unfolded graphs while events keep arriving; and the model's ingest rate.
+//!
+//! `cargo run --release -p racetrack --example gui_frame_time [-- NODES...]`
+//! (default 1000 2000 5000 10000 nodes). Prints one line per size; nothing is asserted.
+
+use racetrack::gui::app::App;
+use racetrack::model::Model;
+use racetrack_protocol::{CollectionDesc, Event, OperationDesc, RecvEv, SendEv, Step, StepEv};
+use std::time::Instant;
+
+const OPS: usize = 20;
+const FRAMES: usize = 120;
+const EVENTS_PER_FRAME: usize = 2000;
+
+fn structure(threads: usize) -> Event {
+    let names: Vec<String> = (0..threads).map(|i| format!("proc[{i}]")).collect();
+    Event::Structure {
+        operations: (0..OPS)
+            .map(|o| OperationDesc {
+                name: format!("Op{o}"),
+                kind: "leaf".into(),
+                collection: "proc".into(),
+                threads: names.clone(),
+            })
+            .collect(),
+        collections: vec![CollectionDesc {
+            name: "proc".into(),
+            threads: names,
+        }],
+        edges: (1..OPS)
+            .map(|o| [format!("Op{}", o - 1), format!("Op{o}")])
+            .collect(),
+    }
+}
+
+/// The four events of message number `n` (deterministic over `threads` threads).
+fn events(n: u64, threads: usize, id: &mut u64) -> [Event; 4] {
+    let op = (n as usize) % OPS;
+    let thread = format!("proc[{}]", (n as usize / OPS) % threads);
+    let from_thread = format!("proc[{}]", (n as usize / OPS + 1) % threads);
+    let msg = format!("0.{n}");
+    let mut next = || {
+        *id += 1;
+        *id
+    };
+    let step = |event_id| StepEv {
+        event_id,
+        thread: thread.clone(),
+        op: format!("Op{op}"),
+        msg: msg.clone(),
+        instance: msg.clone(),
+        step: Step::Run,
+        traced: false,
+        held: false,
+        reason: None,
+    };
+    [
+        Event::Send(SendEv {
+            event_id: next(),
+            thread: Some(from_thread.clone()),
+            op: Some(format!("Op{}", (op + OPS - 1) % OPS)),
+            msg: msg.clone(),
+            to_op: Some(format!("Op{op}")),
+            to_thread: Some(thread.clone()),
+            type_name: "Task".into(),
+            traced: false,
+            held: false,
+            reason: None,
+            content: None,
+        }),
+        Event::Recv(RecvEv {
+            event_id: next(),
+            thread: thread.clone(),
+            op: format!("Op{op}"),
+            msg: msg.clone(),
+            position: 0,
+            traced: false,
+        }),
+        Event::Start(step(next())),
+        Event::Stop(step(next())),
+    ]
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn main() {
+    let sizes: Vec<usize> = std::env::args().skip(1).filter_map(|a| a.parse().ok()).collect();
+    let sizes = if sizes.is_empty() {
+        vec![1000, 2000, 5000, 10000]
+    } else {
+        sizes
+    };
+
+    // Model ingest rate alone.
+    let mut m = Model::default();
+    m.ingest(&structure(100));
+    let mut id = 0;
+    let evs: Vec<Event> = (0..250_000u64).flat_map(|n| events(n, 100, &mut id)).collect();
+    let t0 = Instant::now();
+    for e in &evs {
+        m.ingest(e);
+    }
+    let dt = t0.elapsed().as_secs_f64();
+    println!(
+        "model ingest: {} events in {:.3} s = {:.0} events/s",
+        evs.len(),
+        dt,
+        evs.len() as f64 / dt
+    );
+
+    for nodes in sizes {
+        let threads = nodes.div_ceil(OPS);
+        let mut model = Model::default();
+        model.ingest(&Event::Hello {
+            program: "synthetic".into(),
+            pid: 1,
+            protocol: 1,
+        });
+        model.ingest(&structure(threads));
+        let mut id = 0;
+        let mut n = 0u64;
+        // Unfold every (op, thread) node once.
+        while model.nodes.len() < OPS * threads {
+            for e in events(n, threads, &mut id) {
+                model.ingest(&e);
+            }
+            n += 1;
+        }
+        let mut app = App::offline(model);
+        app.select_node(("Op3".into(), "proc[1]".into()));
+        let ctx = egui::Context::default();
+        let input = || egui::RawInput {
+            screen_rect: Some(egui::Rect::from_min_size(
+                egui::Pos2::ZERO,
+                egui::vec2(1280.0, 800.0),
+            )),
+            ..Default::default()
+        };
+        let mut times = Vec::with_capacity(FRAMES);
+        let mut ingest_total = 0.0;
+        for frame in 0..FRAMES {
+            let t = Instant::now();
+            // Events keep arriving: a batch per frame, ingested as the app does.
+            for _ in 0..EVENTS_PER_FRAME / 4 {
+                for e in events(n, threads, &mut id) {
+                    app.model.ingest(&e);
+                }
+                n += 1;
+            }
+            let ti = t.elapsed().as_secs_f64();
+            let out = ctx.run_ui(input(), |ui| app.frame_ui(ui));
+            let prims = ctx.tessellate(out.shapes, out.pixels_per_point);
+            std::hint::black_box(prims);
+            if frame >= 5 {
+                times.push(t.elapsed().as_secs_f64() * 1e3);
+                ingest_total += ti;
+            }
+        }
+        let worst = times.iter().copied().fold(0.0, f64::max);
+        let med = median(&mut times);
+        println!(
+            "{nodes:>6} nodes ({} drawn): frame median {med:.1} ms, worst {worst:.1} ms, with {EVENTS_PER_FRAME} events/frame ({:.0} events/s at the median frame rate; ingest {:.1} ms/frame)",
+            app.model.nodes.len(),
+            EVENTS_PER_FRAME as f64 / (med / 1e3),
+            ingest_total * 1e3 / (FRAMES - 5) as f64
+        );
+    }
+}
