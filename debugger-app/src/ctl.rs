@@ -34,6 +34,12 @@ struct State {
     received: u64,
     /// Arrival index when the last command was sent.
     mark: u64,
+    /// Held events a command of ours releases (their `released` may not have arrived yet):
+    /// `wait until held` ignores them.
+    releasing: std::collections::HashSet<u64>,
+    /// `wait until quiet`: events seen, and since when that count has not changed.
+    quiet_count: u64,
+    quiet_since: Option<Instant>,
     closed: bool,
     exit_code: Option<Option<i32>>,
 }
@@ -312,6 +318,26 @@ fn handle_line(ctl: &Ctl, conn: &CommandSender, line: &str) -> Result<(), String
         let mut st = ctl.lock();
         st.model.note_command(&cmd);
         st.mark = st.received;
+        let releasing: Vec<u64> = match &cmd {
+            Command::Continue { thread, event_id, .. } => st
+                .model
+                .held
+                .iter()
+                .filter(|(id, e)| {
+                    event_id.is_none_or(|x| x == **id)
+                        && thread.as_deref().is_none_or(|t| e.thread() == Some(t))
+                })
+                .map(|(id, _)| *id)
+                .collect(),
+            // A reorder at a held start puts the message back: that hold ends.
+            Command::Reorder { thread, .. } => match st.model.held_of(thread) {
+                Some((id, Event::Start(_))) => vec![*id],
+                _ => Vec::new(),
+            },
+            Command::Detach => st.model.held.keys().copied().collect(),
+            _ => Vec::new(),
+        };
+        st.releasing.extend(releasing);
     }
     if conn.send(cmd) {
         Ok(())
@@ -416,17 +442,18 @@ fn wait(ctl: &Ctl, v: &Value) -> Result<(), String> {
     let timeout = Duration::from_millis(v.get("timeout_ms").and_then(Value::as_u64).unwrap_or(10_000));
     let thread = v.get("thread").and_then(Value::as_str);
     let op = v.get("op").and_then(Value::as_str);
+    let kind = v.get("event").and_then(Value::as_str);
     let count = v.get("count").and_then(Value::as_u64).unwrap_or(1) as usize;
     let pattern = v.get("match").cloned();
     match until {
-        "held" | "exit" => {}
+        "held" | "exit" | "quiet" => {}
         "queue" if thread.is_some() => {}
         "queue" => return Err("wait until queue needs `thread`".into()),
         "event" if pattern.as_ref().is_some_and(Value::is_object) => {}
         "event" => return Err("wait until event needs `match`: an object of fields".into()),
         other => {
             return Err(format!(
-                "wait: unknown `until` value `{other}` (held, exit, queue, event)"
+                "wait: unknown `until` value `{other}` (held, exit, queue, event, quiet)"
             ))
         }
     }
@@ -434,8 +461,15 @@ fn wait(ctl: &Ctl, v: &Value) -> Result<(), String> {
     let mut st = ctl.lock();
     loop {
         let ok = match until {
-            "held" => st.model.held.values().any(|e| {
-                thread.is_none_or(|t| e.thread() == Some(t))
+            "held" => st.model.held.iter().any(|(id, e)| {
+                !st.releasing.contains(id)
+                    && thread.is_none_or(|t| e.thread() == Some(t))
+                    && kind.is_none_or(|k| match e {
+                        Event::Send(_) => k == "send",
+                        Event::Start(_) => k == "start",
+                        Event::Stop(_) => k == "stop",
+                        _ => false,
+                    })
                     && op.is_none_or(|o| match e {
                         Event::Send(s) => s.op.as_deref() == Some(o),
                         Event::Start(s) | Event::Stop(s) => s.op == o,
@@ -443,6 +477,15 @@ fn wait(ctl: &Ctl, v: &Value) -> Result<(), String> {
                     })
             }),
             "exit" => st.exit_code.is_some() || st.closed,
+            "quiet" => {
+                // No event for `ms` (default 300): the program is idle or everything is held.
+                let quiet = Duration::from_millis(v.get("ms").and_then(Value::as_u64).unwrap_or(300));
+                if st.received != st.quiet_count {
+                    st.quiet_count = st.received;
+                    st.quiet_since = Some(Instant::now());
+                }
+                st.quiet_since.get_or_insert_with(Instant::now).elapsed() >= quiet
+            }
             "queue" => st
                 .model
                 .queues
@@ -477,7 +520,7 @@ fn wait(ctl: &Ctl, v: &Value) -> Result<(), String> {
         }
         st = ctl
             .changed
-            .wait_timeout(st, deadline - now)
+            .wait_timeout(st, (deadline - now).min(Duration::from_millis(50)))
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .0;
     }

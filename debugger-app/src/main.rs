@@ -11,7 +11,7 @@ const USAGE: &str = "\
 racetrack — an interactive debugger for parallel message-passing programs
 
 usage:
-  racetrack demo <heat|mergesort|farm> [--threads N] [--fixed] [--script FILE]
+  racetrack demo <heat|mergesort|farm|search> [--threads N] [--fixed] [--script FILE]
                                           the GUI on a built-in example, held at its start
   racetrack run [--script FILE] -- PROGRAM [ARGS]
                                           start PROGRAM with the agent (held at its first
@@ -23,7 +23,7 @@ usage:
   racetrack attach <ws-url> [--script FILE]
                                           the GUI on a running program's agent
   racetrack ctl <ws-url>                  headless controller (see docs/PROTOCOL.md)
-  racetrack example <farm|mergesort|heat> [ARGS]
+  racetrack example <farm|mergesort|heat|search> [ARGS]
                                           run a built-in example program directly
   racetrack --version";
 
@@ -135,7 +135,7 @@ fn main() {
                 fail(&format!("demo needs an example name\n{USAGE}"))
             };
             if !racetrack_examples::PROGRAMS.contains(&name.as_str()) {
-                fail(&format!("unknown demo `{name}` (farm, mergesort, heat)"));
+                fail(&format!("unknown demo `{name}` (farm, mergesort, heat, search)"));
             }
             let exe = std::env::current_exe().unwrap_or_else(|e| fail(&format!("cannot find myself: {e}")));
             // The agent names the program after this (instead of `racetrack`).
@@ -154,7 +154,7 @@ fn main() {
         }
         Some("example") => {
             let Some(name) = args.get(1) else {
-                fail("example needs a name: farm, mergesort, heat")
+                fail("example needs a name: farm, mergesort, heat, search")
             };
             std::process::exit(racetrack_examples::run_cli(name, args[2..].to_vec()));
         }

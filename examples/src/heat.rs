@@ -24,7 +24,8 @@ use serde::{Deserialize, Serialize};
 use std::time::Instant;
 
 /// Usage text.
-pub const USAGE: &str = "usage: heat [--threads N] [--iters K] [--cells C] [--fixed] [--jitter-us US]";
+pub const USAGE: &str =
+    "usage: heat [--threads N] [--iters K] [--cells C] [--fixed] [--local-us US] [--jitter-us US]";
 
 /// Diffusion coefficient.
 pub const ALPHA: f64 = 0.25;
@@ -44,6 +45,8 @@ pub struct Config {
     pub fixed: bool,
     /// Random sleep (0..US) in each operation.
     pub jitter_us: u64,
+    /// Local computation of each slice before it requests its borders (a sleep, µs).
+    pub local_us: u64,
 }
 
 impl Default for Config {
@@ -54,6 +57,7 @@ impl Default for Config {
             cells: 64,
             fixed: false,
             jitter_us: 0,
+            local_us: 300,
         }
     }
 }
@@ -76,6 +80,8 @@ pub struct Step {
     pub index: usize,
     /// Jitter per operation.
     pub jitter_us: u64,
+    /// Local computation before the border exchange.
+    pub local_us: u64,
 }
 
 /// A border request from `from` to `to`.
@@ -177,7 +183,7 @@ pub struct Graphs {
     /// Loads the initial slices into the thread states.
     pub load: FlowGraph<Vec<f64>, usize>,
     /// One iteration; returns the whole domain.
-    pub iterate: FlowGraph<(u64, u64), Vec<f64>>,
+    pub iterate: FlowGraph<(u64, u64, u64), Vec<f64>>,
 }
 
 /// Build both graphs on `rt` with `threads` slices.
@@ -223,12 +229,13 @@ pub fn build(rt: &Runtime, threads: usize, fixed: bool) -> Result<Graphs, BuildE
             "Split",
             &main,
             Route::constant(0),
-            move |(iter, jitter_us): (u64, u64), _ctx, out| {
+            move |(iter, jitter_us, local_us): (u64, u64, u64), _ctx, out| {
                 for index in 0..threads {
                     out.post(Step {
                         iter,
                         index,
                         jitter_us,
+                        local_us,
                     });
                 }
             },
@@ -238,6 +245,8 @@ pub fn build(rt: &Runtime, threads: usize, fixed: bool) -> Result<Graphs, BuildE
             Route::by(|s: &Step, n| s.index % n),
             |s: Step, ctx, out| {
                 jitter(s.jitter_us);
+                // The slice's local work before it needs its neighbours' borders.
+                std::thread::sleep(std::time::Duration::from_micros(s.local_us));
                 let (i, n) = (s.index, ctx.threads());
                 let req = |to: usize, side, boundary| BorderRequest {
                     iter: s.iter,
@@ -376,7 +385,7 @@ pub fn run(rt: &Runtime, cfg: &Config) -> Result<Report<Summary>, ScheduleError>
     rt.schedule(&g.load, init.clone())?;
     let mut domain = init.clone();
     for iter in 0..cfg.iters {
-        domain = rt.schedule(&g.iterate, (iter, cfg.jitter_us))?;
+        domain = rt.schedule(&g.iterate, (iter, cfg.jitter_us, cfg.local_us))?;
     }
     let secs = t0.elapsed().as_secs_f64();
     let mut reference = init;

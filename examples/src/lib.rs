@@ -1,5 +1,5 @@
 //! Example Racetrack programs, as library functions so that tests can run them in-process
-//! (with a recording hook) and as binaries (`farm`, `mergesort`, `heat`).
+//! (with a recording hook) and as binaries (`farm`, `mergesort`, `heat`, `search`).
 //!
 //! Every program computes a sequential reference and reports
 //! `{"program", "result", "reference", "matches_reference", ...}` as its last stdout line.
@@ -8,6 +8,7 @@ pub mod args;
 pub mod farm;
 pub mod heat;
 pub mod mergesort;
+pub mod search;
 
 use serde::Serialize;
 use std::time::{Duration, Instant};
@@ -100,7 +101,7 @@ pub fn main_with<R: Serialize>(
 }
 
 /// The example programs by name.
-pub const PROGRAMS: [&str; 3] = ["farm", "mergesort", "heat"];
+pub const PROGRAMS: [&str; 4] = ["farm", "mergesort", "heat", "search"];
 
 /// Run example `name` with command-line `args` (as its binary would); returns the exit
 /// code (2 for bad arguments or an unknown name).
@@ -162,13 +163,14 @@ pub fn run_cli(name: &str, args: Vec<String>) -> i32 {
             };
             let d = heat::Config::default();
             let cfg = (|| -> Result<heat::Config, String> {
-                a.check_known(&["threads", "iters", "cells", "jitter-us"])?;
+                a.check_known(&["threads", "iters", "cells", "jitter-us", "local-us"])?;
                 Ok(heat::Config {
                     threads: a.num("threads", d.threads)?.max(1),
                     iters: a.num("iters", d.iters)?,
                     cells: a.num("cells", d.cells)?,
                     fixed: a.flag("fixed"),
                     jitter_us: a.num("jitter-us", d.jitter_us)?,
+                    local_us: a.num("local-us", d.local_us)?,
                 })
             })();
             match cfg {
@@ -176,9 +178,32 @@ pub fn run_cli(name: &str, args: Vec<String>) -> i32 {
                 Err(e) => fail(e, usage),
             }
         }
+        "search" => {
+            let usage = search::USAGE;
+            let a = match Args::parse(args, &["fixed"]) {
+                Ok(a) => a,
+                Err(e) => return fail(e, usage),
+            };
+            let d = search::Config::default();
+            let cfg = (|| -> Result<search::Config, String> {
+                a.check_known(&["threads", "size", "chunks", "jitter-us", "stagger-us"])?;
+                Ok(search::Config {
+                    threads: a.num("threads", d.threads)?.max(1),
+                    size: a.num("size", d.size)?,
+                    chunks: a.num("chunks", d.chunks)?,
+                    fixed: a.flag("fixed"),
+                    jitter_us: a.num("jitter-us", d.jitter_us)?,
+                    stagger_us: a.num("stagger-us", d.stagger_us)?,
+                })
+            })();
+            match cfg {
+                Ok(cfg) => main_with(|rt| search::run(rt, &cfg)),
+                Err(e) => fail(e, usage),
+            }
+        }
         other => fail(
             format!("unknown example `{other}`"),
-            "examples: farm, mergesort, heat",
+            "examples: farm, mergesort, heat, search",
         ),
     }
 }

@@ -48,6 +48,8 @@ pub struct UiState {
     pub log_filter: String,
     /// Keep the whole graph fitted to the view (off: zoom and pan freely).
     pub fit: bool,
+    /// Operations whose breakpoint rows are folded.
+    pub collapsed: std::collections::BTreeSet<String>,
     /// The last user action and the error the agent answered, shown where the user acted.
     pub action_error: Option<(&'static str, String)>,
     last_action: Option<(&'static str, Instant)>,
@@ -230,11 +232,7 @@ impl App {
         egui::Panel::left("breakpoints")
             .resizable(true)
             .default_size(260.0)
-            .show(ui, |ui| {
-                egui::ScrollArea::vertical()
-                    .id_salt("bp-scroll")
-                    .show(ui, |ui| self.breakpoints_ui(ui));
-            });
+            .show(ui, |ui| self.breakpoints_ui(ui));
         egui::Panel::right("log")
             .resizable(true)
             .default_size(280.0)
@@ -323,6 +321,52 @@ impl App {
         })
     }
 
+    /// One breakpoint slot: break box, trace box, Continue (enabled when hit).
+    fn slot_ui(&mut self, ui: &mut egui::Ui, op: &str, t: &str) {
+        ui.add_space(12.0);
+        let key = (op.to_owned(), t.to_owned());
+        let set = self.model.breakpoints.get(&key).copied();
+        let mut on = set.is_some();
+        if ui.checkbox(&mut on, format!("{op} @ {t}")).changed() {
+            let trace = set.unwrap_or(false);
+            self.act(
+                "break",
+                Command::Break {
+                    op: op.to_owned(),
+                    thread: Some(t.to_owned()),
+                    on,
+                    trace,
+                },
+            );
+        }
+        let mut trace = set.unwrap_or(false);
+        if ui.checkbox(&mut trace, "trace").changed() {
+            self.act(
+                "break",
+                Command::Break {
+                    op: op.to_owned(),
+                    thread: Some(t.to_owned()),
+                    on: true,
+                    trace,
+                },
+            );
+        }
+        let hit = self.held_start_of(op, t);
+        if ui
+            .add_enabled(hit.is_some(), egui::Button::new("Continue"))
+            .clicked()
+        {
+            self.act(
+                "continue",
+                Command::Continue {
+                    thread: None,
+                    event_id: hit,
+                    trace: None,
+                },
+            );
+        }
+    }
+
     fn breakpoints_ui(&mut self, ui: &mut egui::Ui) {
         ui.strong("Operation breakpoints");
         ui.label(
@@ -330,80 +374,66 @@ impl App {
                 .small()
                 .weak(),
         );
-        let ops = self.model.operations.clone();
-        for op in &ops {
-            egui::CollapsingHeader::new(format!("{} ({})", op.name, op.kind))
-                .id_salt(("op", &op.name))
-                .default_open(true)
-                .show(ui, |ui| {
-                    egui::Grid::new(("bp-grid", &op.name))
-                        .num_columns(3)
-                        .show(ui, |ui| {
-                            for t in &op.threads {
-                                let key = (op.name.clone(), t.clone());
-                                let set = self.model.breakpoints.get(&key).copied();
-                                let mut on = set.is_some();
-                                if ui.checkbox(&mut on, format!("{} @ {t}", op.name)).changed() {
-                                    self.act(
-                                        "break",
-                                        Command::Break {
-                                            op: op.name.clone(),
-                                            thread: Some(t.clone()),
-                                            on,
-                                            trace: set.unwrap_or(false),
-                                        },
-                                    );
-                                }
-                                let mut trace = set.unwrap_or(false);
-                                if ui.checkbox(&mut trace, "trace").changed() {
-                                    self.act(
-                                        "break",
-                                        Command::Break {
-                                            op: op.name.clone(),
-                                            thread: Some(t.clone()),
-                                            on: true,
-                                            trace,
-                                        },
-                                    );
-                                }
-                                let hit = self.held_start_of(&op.name, t);
-                                if ui
-                                    .add_enabled(hit.is_some(), egui::Button::new("Continue"))
-                                    .clicked()
-                                {
-                                    self.act(
-                                        "continue",
-                                        Command::Continue {
-                                            thread: None,
-                                            event_id: hit,
-                                            trace: None,
-                                        },
-                                    );
-                                }
-                                ui.end_row();
-                            }
-                        });
-                });
+        // One row per operation header and per (operation, thread) slot; only the rows in
+        // view are built, so thousands of slots cost what a screenful does.
+        let ops = &self.model.operations;
+        let mut rows: Vec<(usize, Option<usize>)> = Vec::new();
+        for (o, op) in ops.iter().enumerate() {
+            rows.push((o, None));
+            if !self.ui.collapsed.contains(&op.name) {
+                rows.extend((0..op.threads.len()).map(|t| (o, Some(t))));
+            }
         }
-        ui.separator();
-        ui.strong("Threads");
-        let colls = self.model.collections.clone();
-        for c in &colls {
-            ui.horizontal_wrapped(|ui| {
-                for t in &c.threads {
-                    let mut paused = self.model.paused.contains(t);
-                    if ui.toggle_value(&mut paused, format!("pause {t}")).changed() {
-                        self.act(
-                            "pause",
-                            Command::Pause {
-                                thread: t.clone(),
-                                on: paused,
-                            },
-                        );
+        let row_h = ui.spacing().interact_size.y + ui.spacing().item_spacing.y;
+        let ops = ops.clone();
+        egui::ScrollArea::vertical()
+            .id_salt("bp-scroll")
+            .max_height(ui.available_height() * 0.7)
+            .show_rows(ui, row_h, rows.len(), |ui, range| {
+                for &(o, slot) in &rows[range] {
+                    let op = &ops[o];
+                    match slot {
+                        None => {
+                            let open = !self.ui.collapsed.contains(&op.name);
+                            let text = format!("{} {} ({})", if open { "-" } else { "+" }, op.name, op.kind);
+                            if ui.selectable_label(false, RichText::new(text).strong()).clicked() {
+                                if open {
+                                    self.ui.collapsed.insert(op.name.clone());
+                                } else {
+                                    self.ui.collapsed.remove(&op.name);
+                                }
+                            }
+                        }
+                        Some(ti) => {
+                            let t = &op.threads[ti];
+                            ui.horizontal(|ui| self.slot_ui(ui, &op.name, t));
+                        }
                     }
                 }
             });
-        }
+        ui.separator();
+        ui.strong("Threads");
+        let colls = self.model.collections.clone();
+        egui::ScrollArea::vertical()
+            .id_salt("threads-scroll")
+            .show(ui, |ui| {
+                for c in &colls {
+                    ui.horizontal_wrapped(|ui| {
+                        for t in &c.threads {
+                            let mut paused = self.model.paused.contains(t);
+                            if ui.toggle_value(&mut paused, format!("pause {t}")).changed() {
+                                self.act(
+                                    "pause",
+                                    Command::Pause {
+                                        thread: t.clone(),
+                                        on: paused,
+                                    },
+                                );
+                            }
+                        }
+                    });
+                }
+            });
         if let Some((what @ ("break" | "pause" | "continue"), e)) = &self.ui.action_error {
             ui.colored_label(Color32::from_rgb(220, 60, 60), format!("{what}: {e}"));
         }
