@@ -98,12 +98,11 @@ pub fn matches(i: u64) -> bool {
     value(i) % MODULUS == 0
 }
 
+/// The search's input: size, chunks, jitter, stagger.
+pub type Job = (u64, u64, u64, u64);
+
 /// Build the graph.
-pub fn build(
-    rt: &Runtime,
-    threads: usize,
-    fixed: bool,
-) -> Result<FlowGraph<(u64, u64, u64, u64), Option<u64>>, BuildError> {
+pub fn build(rt: &Runtime, threads: usize, fixed: bool) -> Result<FlowGraph<Job, Option<u64>>, BuildError> {
     let main = rt.collection::<()>("main", 1);
     let procs = rt.collection::<u64>("proc", threads);
     rt.graph(
