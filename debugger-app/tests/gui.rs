@@ -261,3 +261,66 @@ fn editing_a_held_message_changes_what_the_program_does() {
     pump(&mut h, "the last output", |a| !last_output(a).is_null());
     assert_eq!(last_output(h.state())["matches_reference"], true);
 }
+
+#[test]
+fn provoking_the_heat_race_through_the_widgets_shows_the_mismatch() {
+    let mut h = harness("heat", &["--threads", "4"]);
+    pump(&mut h, "the start hold", |a| !a.model.held.is_empty());
+    h.get_by_role_and_label(Role::CheckBox, "BorderReq @ proc[1]")
+        .click();
+    pump(&mut h, "the breakpoint", |a| !a.model.breakpoints.is_empty());
+    assert!(continue_button(&h, 0));
+    let key = ("BorderReq".to_owned(), "proc[1]".to_owned());
+    pump(
+        &mut h,
+        "proc[1] held with both neighbours' requests queued",
+        |a| {
+            a.model
+                .nodes
+                .get(&key)
+                .is_some_and(|n| n.status == NodeStatus::HeldStart)
+                && a.model
+                    .queues
+                    .get("proc[1]")
+                    .is_some_and(|q| q.iter().filter(|m| m.op == "SendBorder").count() == 2)
+        },
+    );
+    h.state_mut().select_node(key.clone());
+    h.step();
+    // Rows: the split's input (about to start), then the two requests: move the input last.
+    for row in 0..2 {
+        let down = h
+            .get_all_by_role_and_label(Role::Button, "Down")
+            .nth(row)
+            .unwrap();
+        down.scroll_to_me();
+        down.click();
+        h.step();
+    }
+    let order = h.state().ui.order.clone().unwrap().1;
+    assert_eq!(order.last().map(String::as_str), Some("1.1"), "{order:?}");
+    h.get_by_label("Apply order").click();
+    // proc[1] answers its neighbours first; they update while it is held at its split again.
+    pump(&mut h, "both neighbours updated, proc[1] held again", |a| {
+        let updated = |t: &str| {
+            a.model
+                .nodes
+                .get(&("Update".to_owned(), t.to_owned()))
+                .is_some_and(|n| n.steps >= 1 && n.status != NodeStatus::Running)
+        };
+        updated("proc[0]") && updated("proc[2]") && a.model.nodes[&key].status == NodeStatus::HeldStart
+    });
+    h.get_by_role_and_label(Role::CheckBox, "BorderReq @ proc[1]")
+        .click();
+    pump(&mut h, "the breakpoint cleared", |a| {
+        a.model.breakpoints.is_empty()
+    });
+    assert!(continue_button(&h, 0));
+    pump(&mut h, "the program's report", |a| a.result_matches().is_some());
+    h.step();
+    assert!(
+        h.query_by_label("result: differs from reference").is_some(),
+        "the GUI reports the mismatch"
+    );
+    assert_eq!(h.state().result_matches(), Some(false));
+}

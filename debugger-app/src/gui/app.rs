@@ -246,6 +246,14 @@ impl App {
         self.apply();
     }
 
+    /// Whether the program's final report (its last stdout line, JSON with
+    /// `matches_reference`) says its result matches the sequential reference.
+    pub fn result_matches(&self) -> Option<bool> {
+        let line = self.model.log.iter().rev().find(|l| l.level == "stdout")?;
+        let v: Value = serde_json::from_str(&line.text).ok()?;
+        v.get("matches_reference")?.as_bool()
+    }
+
     fn status_text(&self) -> String {
         match (&self.model.exited, self.model.attached) {
             (Some(Some(code)), _) => format!("program exited with code {code}"),
@@ -270,6 +278,14 @@ impl App {
                 Color32::from_rgb(60, 170, 90)
             };
             ui.label(RichText::new(status).color(color).strong());
+            if let Some(matches) = self.result_matches() {
+                let (text, c) = if matches {
+                    ("result: matches reference", Color32::from_rgb(60, 170, 90))
+                } else {
+                    ("result: differs from reference", Color32::from_rgb(220, 60, 60))
+                };
+                ui.label(RichText::new(text).color(c).strong());
+            }
             ui.separator();
             let can_continue = !self.model.held.is_empty() && self.model.exited.is_none();
             if ui
