@@ -397,7 +397,13 @@ impl Model {
 
     fn on_stop(&mut self, s: &StepEv, ev: &Event) {
         self.event_count += 1;
+        let finished = self.exited.is_some();
         let n = self.node(&s.op, &s.thread);
+        if finished {
+            // Late frames after the program's exit do not bring nodes back to life.
+            n.status = NodeStatus::Finished;
+            return;
+        }
         n.status = if s.held {
             NodeStatus::HeldStop
         } else {

@@ -506,7 +506,19 @@ impl Agent {
     }
 
     fn structure_event(&self) -> Event {
+        Self::structure_of(&lock(&self.structure))
+    }
+
+    /// Mark the connection attached and describe the structure in one step, so that a
+    /// collection or graph added meanwhile is either in it or announced afterwards.
+    fn attach_structure(&self) -> Event {
         let st = lock(&self.structure);
+        self.attached.store(true, Relaxed);
+        self.update_hot();
+        Self::structure_of(&st)
+    }
+
+    fn structure_of(st: &Structure) -> Event {
         let coll = |id: usize| st.collections.get(id);
         Event::Structure {
             operations: st
@@ -777,6 +789,9 @@ impl Hook for Agent {
             name: info.name.clone(),
             threads: info.threads.clone(),
         }));
+        if self.attached.load(Relaxed) {
+            self.reply(self.structure_event());
+        }
     }
 
     fn on_graph(&self, info: &GraphInfo) {

@@ -133,7 +133,7 @@ async fn serve(agent: &Arc<Agent>, stream: tokio::net::TcpStream) -> Result<(), 
     }
     let result = async {
         tx.send(send(&agent.hello())).await.map_err(|e| e.to_string())?;
-        tx.send(send(&agent.structure_event())).await.map_err(|e| e.to_string())?;
+        tx.send(send(&agent.attach_structure())).await.map_err(|e| e.to_string())?;
         let snapshot = agent.attach();
         tx.send(send(&snapshot)).await.map_err(|e| e.to_string())?;
         let mut tick = tokio::time::interval(TICK);

@@ -240,7 +240,7 @@ impl App {
         egui::Panel::bottom("details")
             .resizable(true)
             .default_size(260.0)
-            .min_size(200.0)
+            .min_size(250.0)
             .show(ui, |ui| self.details_ui(ui));
         egui::CentralPanel::default().show(ui, |ui| self.graph_ui(ui));
         self.apply();
@@ -476,6 +476,24 @@ impl App {
             );
             ui.toggle_value(&mut self.ui.fit, "Fit");
         });
+        if self.model.nodes.len() < 2 {
+            // The view fits itself to the graph on its first frame: wait for a graph that
+            // has an extent (one node alone would fill the screen).
+            ui.add_space(20.0);
+            ui.label("The unfolded graph appears as the program runs: press Continue.");
+            for (key, n) in &self.model.nodes {
+                ui.label(
+                    RichText::new(format!("{} @ {}: {}", key.0, key.1, status_name(n.status)))
+                        .color(status_color(n.status)),
+                );
+            }
+            if let Some(key) = self.model.nodes.keys().next().cloned() {
+                if self.ui.selected.is_none() {
+                    self.select_node(key);
+                }
+            }
+            return;
+        }
         self.graph.select(self.ui.selected.as_ref());
         let resp = GraphView::<FixedState, FixedLayout>::new()
             .with_interactions(
@@ -486,7 +504,8 @@ impl App {
             .with_navigations(
                 &SettingsNavigation::new()
                     .with_zoom_and_pan_enabled(true)
-                    .with_fit_to_screen_enabled(self.ui.fit),
+                    .with_fit_to_screen_enabled(self.ui.fit)
+                    .with_fit_to_screen_padding(0.3),
             )
             .with_styles(&SettingsStyle::new().with_labels_always(true))
             .show(ui, &mut self.graph.g);
@@ -915,6 +934,17 @@ impl eframe::App for App {
     fn ui(&mut self, ui: &mut egui::Ui, _frame: &mut eframe::Frame) {
         self.frame_ui(ui);
         if let Some(code) = self.quit {
+            if std::env::var("RACETRACK_DEBUG").is_ok() {
+                for (k, n) in &self.model.nodes {
+                    eprintln!(
+                        "node {k:?}: {:?} traced={} processed={:?}",
+                        n.status, n.traced, n.processed
+                    );
+                }
+                for (_, n) in self.graph.g.nodes_iter() {
+                    eprintln!("drawn {:?} label={:?}", n.payload(), n.label());
+                }
+            }
             if code != 0 {
                 eprintln!("racetrack: scripted run failed; log:");
                 for l in self.model.log.iter().rev().take(10) {
