@@ -576,6 +576,9 @@ fn spawn_program_watch(ctl: Arc<Ctl>, mut l: Launched) {
             drop(st);
             let code = status.ok().and_then(|s| s.code());
             ctl.print_exit(code);
+            // `exit` (and a scenario's `outcome`) are the last lines: hold stdout while the
+            // process ends, so a waiter woken by the exit cannot print after them.
+            let _last = ctl.out.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
             ctl.lock().exit_code = Some(code);
             ctl.changed.notify_all();
             std::process::exit(code.unwrap_or(1));
