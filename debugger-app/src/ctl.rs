@@ -62,10 +62,17 @@ impl Ctl {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Print `exit` once, however the session ends.
+    /// Print `exit` once, however the session ends (and a scenario's `outcome` after it).
     fn print_exit(&self, code: Option<i32>) {
+        drop(self.print_exit_and_hold(code));
+    }
+
+    /// Like [`Ctl::print_exit`], returning stdout still locked: the caller ends the process
+    /// without anything printed after these lines.
+    fn print_exit_and_hold(&self, code: Option<i32>) -> MutexGuard<'_, std::io::Stdout> {
+        let mut out = self.out.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if !self.exit_printed.swap(true, std::sync::atomic::Ordering::SeqCst) {
-            self.print(&Event::Exit { code });
+            let _ = writeln!(out, "{}", Event::Exit { code }.to_json());
             if *self
                 .outcome_pending
                 .lock()
@@ -77,9 +84,11 @@ impl Ctl {
                     .unwrap_or_else(std::sync::PoisonError::into_inner)
                     .clone();
                 let result = serde_json::from_str(&last).unwrap_or(Value::String(last));
-                self.print(&Event::Outcome { result });
+                let _ = writeln!(out, "{}", Event::Outcome { result }.to_json());
             }
+            let _ = out.flush();
         }
+        out
     }
 
     fn print_all(&self, evs: &[Event]) {
@@ -575,10 +584,9 @@ fn spawn_program_watch(ctl: Arc<Ctl>, mut l: Launched) {
             }
             drop(st);
             let code = status.ok().and_then(|s| s.code());
-            ctl.print_exit(code);
-            // `exit` (and a scenario's `outcome`) are the last lines: hold stdout while the
-            // process ends, so a waiter woken by the exit cannot print after them.
-            let _last = ctl.out.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            // `exit` (and a scenario's `outcome`) are the last lines: stdout stays locked
+            // while the process ends, so nothing woken by the exit prints after them.
+            let _last = ctl.print_exit_and_hold(code);
             ctl.lock().exit_code = Some(code);
             ctl.changed.notify_all();
             std::process::exit(code.unwrap_or(1));
