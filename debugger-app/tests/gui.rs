@@ -324,3 +324,16 @@ fn provoking_the_heat_race_through_the_widgets_shows_the_mismatch() {
     );
     assert_eq!(h.state().result_matches(), Some(false));
 }
+
+#[test]
+fn an_operation_panic_shows_in_the_event_log() {
+    let mut h = harness("farm", &["--threads", "2", "--tasks", "10", "--panic-at", "3"]);
+    pump(&mut h, "the start hold", |a| !a.model.held.is_empty());
+    assert!(continue_button(&h, 0));
+    pump(&mut h, "exit", |a| a.model.exited.is_some());
+    h.step();
+    assert!(h.query_by_label("program exited with code 1").is_some());
+    // The log line names the operation, thread, message and the panic text.
+    let _ =
+        h.get_by_label_contains("[panic] Work on proc[1] panicked at message 0.3: task 3 failed on purpose");
+}

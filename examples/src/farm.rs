@@ -9,7 +9,8 @@ use serde::{Deserialize, Serialize};
 use std::time::Instant;
 
 /// Usage text.
-pub const USAGE: &str = "usage: farm [--threads N] [--tasks T] [--work-us US] [--iters K] [--jitter-us US]";
+pub const USAGE: &str =
+    "usage: farm [--threads N] [--tasks T] [--work-us US] [--iters K] [--jitter-us US] [--panic-at TASK]";
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -24,6 +25,8 @@ pub struct Config {
     pub iters: u64,
     /// Random sleep (0..US) in each operation, to shake the timing.
     pub jitter_us: u64,
+    /// Make the task with this index panic.
+    pub panic_at: Option<u64>,
 }
 
 impl Default for Config {
@@ -34,6 +37,7 @@ impl Default for Config {
             work_us: 0,
             iters: 1,
             jitter_us: 0,
+            panic_at: None,
         }
     }
 }
@@ -49,6 +53,9 @@ pub struct Job {
     pub work_us: u64,
     /// Jitter per operation.
     pub jitter_us: u64,
+    /// Make the task with this index panic (to show how failures are reported).
+    #[serde(default)]
+    pub panic_at: Option<u64>,
 }
 
 /// One task.
@@ -62,6 +69,9 @@ pub struct Task {
     pub work_us: u64,
     /// Jitter.
     pub jitter_us: u64,
+    /// Panic instead of computing.
+    #[serde(default)]
+    pub panic: bool,
 }
 
 /// Per-worker state: how many tasks this thread ran.
@@ -94,10 +104,12 @@ pub fn build(rt: &Runtime, threads: usize) -> Result<FlowGraph<Job, u64>, BuildE
                     value,
                     work_us: job.work_us,
                     jitter_us: job.jitter_us,
+                    panic: job.panic_at == Some(index as u64),
                 });
             }
         }) >> ops::leaf("Work", &procs, Route::round_robin(), |t: Task, ctx| {
             jitter(t.jitter_us);
+            assert!(!t.panic, "task {} failed on purpose (--panic-at)", t.index);
             busy_work(t.work_us);
             ctx.state.tasks_run += 1;
             f(t.value)
@@ -124,6 +136,7 @@ pub fn run(rt: &Runtime, cfg: &Config) -> Result<Report<u64>, ScheduleError> {
         seed: 42,
         work_us: cfg.work_us,
         jitter_us: cfg.jitter_us,
+        panic_at: cfg.panic_at,
     };
     let t0 = Instant::now();
     let mut result = 0;

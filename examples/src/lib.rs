@@ -120,13 +120,17 @@ pub fn run_cli(name: &str, args: Vec<String>) -> i32 {
             };
             let d = farm::Config::default();
             let cfg = (|| -> Result<farm::Config, String> {
-                a.check_known(&["threads", "tasks", "work-us", "iters", "jitter-us"])?;
+                a.check_known(&["threads", "tasks", "work-us", "iters", "jitter-us", "panic-at"])?;
                 Ok(farm::Config {
                     threads: a.num("threads", d.threads)?.max(1),
                     tasks: a.num("tasks", d.tasks)?,
                     work_us: a.num("work-us", d.work_us)?,
                     iters: a.num("iters", d.iters)?,
                     jitter_us: a.num("jitter-us", d.jitter_us)?,
+                    panic_at: match a.num("panic-at", u64::MAX)? {
+                        u64::MAX => None,
+                        n => Some(n),
+                    },
                 })
             })();
             match cfg {

@@ -75,10 +75,17 @@ impl Session {
         std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines() {
                 let Ok(line) = line else { break };
-                let v: Value = serde_json::from_str(&line)
-                    .unwrap_or_else(|e| panic!("ctl printed non-JSON ({e}): {line}"));
-                if tx.send(v).is_err() {
-                    break;
+                match serde_json::from_str::<Value>(&line) {
+                    Ok(v) => {
+                        if tx.send(v).is_err() {
+                            break;
+                        }
+                    }
+                    // Only a controller killed mid-line prints a partial line: it is the last.
+                    Err(e) => {
+                        eprintln!("ctl printed a non-JSON line ({e}): {line}");
+                        break;
+                    }
                 }
             }
         });
@@ -139,6 +146,12 @@ impl Session {
                 panic!("timed out waiting for {what}; last events:\n{}", self.tail(15));
             }
         }
+    }
+
+    /// Read everything still coming until the controller's output ends (or `limit`).
+    pub fn drain(&mut self, limit: Duration) {
+        let deadline = Instant::now() + limit;
+        while self.pull(deadline) {}
     }
 
     /// Like `expect`, but `None` if the program exits first.

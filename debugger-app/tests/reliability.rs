@@ -1,0 +1,456 @@
+//! The debugger never harms the program it debugs: a controller killed at any moment, bad
+//! frames, operation panics, random command sequences, a chaos soak, and the security
+//! checks of the agent's socket. Real processes, real sockets.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use serde_json::{json, Value};
+use std::io::BufRead;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+use support::{cont, is_held, Session};
+use tokio_tungstenite::tungstenite;
+
+/// A program started with the agent; its stderr is read for the URL, its stdout kept.
+struct Program {
+    child: Child,
+    url: String,
+}
+
+impl Program {
+    fn start(example: &str, args: &[&str], env: &[(&str, &str)]) -> Self {
+        let mut cmd = Command::new(support::example_bin(example));
+        cmd.args(args)
+            .env("RACETRACK_LISTEN", "127.0.0.1:0")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().unwrap();
+        let stderr = child.stderr.take().unwrap();
+        let mut lines = std::io::BufReader::new(stderr).lines();
+        let url = loop {
+            let line = lines.next().expect("listening line").unwrap();
+            if let Some(u) = line.strip_prefix("racetrack: listening on ") {
+                break u.to_owned();
+            }
+        };
+        std::thread::spawn(move || lines.for_each(drop));
+        Self { child, url }
+    }
+
+    /// Wait for the program; returns (seconds waited, its final report).
+    fn finish(mut self, limit: Duration) -> (f64, Value) {
+        let t0 = Instant::now();
+        loop {
+            if let Some(st) = self.child.try_wait().unwrap() {
+                assert!(st.success(), "program failed: {st}");
+                break;
+            }
+            assert!(
+                t0.elapsed() < limit,
+                "the program did not finish within {limit:?}"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let waited = t0.elapsed().as_secs_f64();
+        let mut out = String::new();
+        std::io::Read::read_to_string(self.child.stdout.as_mut().unwrap(), &mut out).unwrap();
+        let last = out.lines().last().expect("a report");
+        (waited, serde_json::from_str(last).unwrap())
+    }
+
+    fn rss_kib(&self) -> Option<u64> {
+        let s = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).ok()?;
+        s.lines()
+            .find(|l| l.starts_with("VmRSS:"))?
+            .split_whitespace()
+            .nth(1)?
+            .parse()
+            .ok()
+    }
+}
+
+fn wait_for_held(s: &mut Session) -> Value {
+    s.expect("a held event", is_held)
+}
+
+#[test]
+fn killing_the_controller_at_a_hold_lets_the_program_finish() {
+    // Breakpoint, global step, and a held send with an edit in progress.
+    type Setup = fn(&mut Session);
+    let setups: [(&str, Setup); 3] = [
+        ("breakpoint", |s| {
+            s.send(json!({"cmd":"break","op":"Sort","on":true}));
+            s.send(cont());
+            s.expect("a breakpoint hit", |v| is_held(v) && v["op"] == "Sort");
+        }),
+        ("step mode", |s| {
+            s.send(json!({"cmd":"step_mode","on":true}));
+            s.send(cont());
+            s.expect("a step hold", |v| is_held(v) && v["reason"] == "step");
+        }),
+        ("mid-edit", |s| {
+            s.send(json!({"cmd":"pause","thread":"main[0]","on":true}));
+            s.send(cont());
+            let h = s.expect("a held send", |v| is_held(v) && v["event"] == "send");
+            let mut content = h["content"].clone();
+            content["target"] = json!(2);
+            s.send(json!({"cmd":"edit","event_id":h["event_id"],"content":content}));
+            s.expect("the edit", |v| v["event"] == "ok");
+        }),
+    ];
+    for (name, setup) in setups {
+        let prog = Program::start(
+            "mergesort",
+            &["--threads", "8", "--size", "20000", "--chunks", "16"],
+            &[("RACETRACK_WAIT", "1")],
+        );
+        let mut s = Session::ctl(&prog.url);
+        s.expect("snapshot", |v| v["event"] == "snapshot");
+        s.send(json!({"cmd":"wait","until":"held"}));
+        s.expect("the start hold", |v| v["event"] == "waited");
+        setup(&mut s);
+        s.child.kill().unwrap(); // SIGKILL: no detach, the socket just dies
+        let (secs, report) = prog.finish(Duration::from_secs(10));
+        println!("{name}: the program finished {secs:.3} s after the controller was killed");
+        assert!(secs < 2.0, "{name}: took {secs} s to resume");
+        assert_eq!(report["matches_reference"], true, "{name}: {report}");
+    }
+}
+
+#[test]
+fn a_new_controller_attaches_mid_run_and_controls_it() {
+    let prog = Program::start(
+        "farm",
+        &["--threads", "2", "--tasks", "3000", "--work-us", "300"],
+        &[("RACETRACK_WAIT", "1")],
+    );
+    let mut first = Session::ctl(&prog.url);
+    first.expect("snapshot", |v| v["event"] == "snapshot");
+    first.send(json!({"cmd":"wait","until":"held"}));
+    first.expect("waited", |v| v["event"] == "waited");
+    first.send(cont());
+    first.expect("a few steps", |v| v["event"] == "stop" && v["op"] == "Work");
+    first.child.kill().unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let mut second = Session::ctl(&prog.url);
+    let snap = second.expect("snapshot", |v| v["event"] == "snapshot");
+    assert!(snap["threads"].as_array().unwrap().len() == 3, "{snap}");
+    second.send(json!({"cmd":"break","op":"Work","thread":"proc[1]","on":true}));
+    let h = wait_for_held(&mut second);
+    assert_eq!(
+        (h["op"].as_str(), h["thread"].as_str()),
+        (Some("Work"), Some("proc[1]"))
+    );
+    assert!(h["event_id"].as_u64().unwrap() >= snap["next_event_id"].as_u64().unwrap());
+    second.send(json!({"cmd":"detach"}));
+    let (_, report) = prog.finish(Duration::from_secs(30));
+    assert_eq!(report["matches_reference"], true);
+}
+
+#[test]
+fn a_frame_above_the_limit_closes_that_connection_not_the_program() {
+    let prog = Program::start(
+        "farm",
+        &["--threads", "2", "--tasks", "2000", "--work-us", "500"],
+        &[("RACETRACK_WAIT", "1")],
+    );
+    let (mut ws, _) = tungstenite::connect(prog.url.as_str()).unwrap();
+    let huge = format!(
+        "{{\"cmd\":\"queue\",\"thread\":\"{}\"}}",
+        "x".repeat(17 * 1024 * 1024)
+    );
+    let _ = ws.send(tungstenite::Message::Text(huge.into()));
+    // The agent drops this connection (and, as for any vanished debugger, releases the
+    // start hold: the program runs free)...
+    let closed = (0..10_000).any(|_| matches!(ws.read(), Err(_) | Ok(tungstenite::Message::Close(_))));
+    assert!(closed, "the oversized frame must close the connection");
+    drop(ws);
+    // ...another debugger can attach to the running program...
+    let mut s = Session::ctl(&prog.url);
+    let snap = s.expect("snapshot", |v| v["event"] == "snapshot");
+    assert!(snap["held"].as_array().unwrap().is_empty(), "{snap}");
+    s.send(json!({"cmd":"detach"}));
+    // ...and the program completes correctly.
+    let (_, report) = prog.finish(Duration::from_secs(30));
+    assert_eq!(report["matches_reference"], true);
+}
+
+#[test]
+fn an_operation_panic_is_reported_and_nothing_hangs() {
+    let mut s = Session::run("farm", &["--threads", "4", "--tasks", "20", "--panic-at", "7"]);
+    support::attached_and_held(&mut s);
+    s.send(cont());
+    let p = s.expect("the panic event", |v| v["event"] == "panic");
+    assert_eq!(
+        (p["op"].as_str(), p["msg"].as_str()),
+        (Some("Work"), Some("0.7")),
+        "{p}"
+    );
+    assert!(p["thread"].as_str().unwrap().starts_with("proc["));
+    assert!(
+        p["message"]
+            .as_str()
+            .unwrap()
+            .contains("task 7 failed on purpose"),
+        "{p}"
+    );
+    let exit = s.expect("exit", |v| v["event"] == "exit");
+    assert_eq!(
+        exit["code"], 1,
+        "the schedule call returned the error and the program said so"
+    );
+    let said = s.all("output");
+    assert!(said.iter().any(|o| o["line"]
+        .as_str()
+        .unwrap()
+        .contains("operation `Work` panicked on thread")));
+}
+
+/// A small deterministic generator (the seed is printed on failure).
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn pick<'a, T>(&mut self, v: &'a [T]) -> &'a T {
+        &v[(self.next() % v.len() as u64) as usize]
+    }
+}
+
+/// A random command, valid or not, for farm / mergesort.
+fn random_command(r: &mut Rng, ops: &[&str], threads: &[&str], last_event: u64) -> Value {
+    let op = *r.pick(ops);
+    let thread = *r.pick(threads);
+    let on = r.next() % 2 == 0;
+    let id = if r.next() % 3 == 0 {
+        r.next() % 100_000
+    } else {
+        last_event.saturating_sub(r.next() % 5)
+    };
+    match r.next() % 14 {
+        0 | 1 | 2 => json!({"cmd":"continue"}),
+        3 => json!({"cmd":"continue","thread":thread}),
+        4 => json!({"cmd":"continue","event_id":id,"trace":on}),
+        5 => json!({"cmd":"step_mode","on":on}),
+        6 => json!({"cmd":"break","op":op,"thread":thread,"on":on,"trace":r.next() % 2 == 0}),
+        7 => json!({"cmd":"pause","thread":thread,"on":on}),
+        8 => json!({"cmd":"queue","thread":thread,"content":on}),
+        9 => json!({"cmd":"reorder","thread":thread,"order":["0.1","0.0","0.3"]}),
+        10 => {
+            json!({"cmd":"edit","event_id":id,"content":{"target":r.next() % 9,"index":0,"data":[],"jitter_us":0}})
+        }
+        11 => json!({"cmd":"state","thread":thread}),
+        12 => json!({"cmd":"set_state","thread":thread,"content":{"bogus":true}}),
+        _ => json!({"cmd":"ack_all","on":false}),
+    }
+}
+
+#[test]
+fn random_command_sequences_never_break_the_program() {
+    let cases: [(&str, &[&str], &[&str], &[&str]); 2] = [
+        (
+            "farm",
+            &["--threads", "4", "--tasks", "300"],
+            &["Split", "Work", "Sum", "Nope"],
+            &["main[0]", "proc[0]", "proc[1]", "proc[3]", "proc[9]"],
+        ),
+        (
+            "mergesort",
+            &["--threads", "4", "--size", "2000", "--chunks", "12"],
+            &["Split", "Sort", "Merge"],
+            &["main[0]", "proc[0]", "proc[2]", "proc[3]"],
+        ),
+    ];
+    let mut iterations = 0;
+    for seed in 1..=4u64 {
+        for (prog, args, ops, threads) in cases {
+            let mut r = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+            let mut s = Session::run(prog, args);
+            support::attached_and_held(&mut s);
+            let mut last_event = 0;
+            for _ in 0..40 {
+                let cmd = random_command(&mut r, ops, threads, last_event);
+                s.send(cmd);
+                std::thread::sleep(Duration::from_millis(r.next() % 4));
+                if let Some(id) = s.seen.iter().rev().find_map(|v| v["event_id"].as_u64()) {
+                    last_event = id;
+                }
+                iterations += 1;
+            }
+            s.close(); // detach: whatever was held is released
+            let (code, report) = s.finish();
+            assert_eq!(code, Some(0), "{prog} seed {seed}");
+            // An accepted edit may change where a chunk is sorted, never the result.
+            assert_eq!(report["matches_reference"], true, "{prog} seed {seed}: {report}");
+        }
+    }
+    println!("{iterations} random commands against live programs");
+}
+
+#[test]
+fn chaos_soak_with_detach_and_reattach() {
+    for (prog_name, args) in [
+        (
+            "farm",
+            &["--threads", "8", "--tasks", "40000", "--work-us", "100"][..],
+        ),
+        (
+            "mergesort",
+            &[
+                "--threads",
+                "8",
+                "--size",
+                "400000",
+                "--chunks",
+                "1000",
+                "--jitter-us",
+                "10000",
+            ][..],
+        ),
+    ] {
+        let prog = Program::start(prog_name, args, &[("RACETRACK_WAIT", "1")]);
+        let mut r = Rng(0xDEAD_BEEF);
+        let mut events = 0usize;
+        let mut peak_kib = 0;
+        let mut rounds = 0;
+        let threads: Vec<String> = (0..8)
+            .map(|i| format!("proc[{i}]"))
+            .chain(["main[0]".to_owned()])
+            .collect();
+        let threads: Vec<&str> = threads.iter().map(String::as_str).collect();
+        let ops: &[&str] = if prog_name == "farm" {
+            &["Split", "Work", "Sum"]
+        } else {
+            &["Split", "Sort", "Merge"]
+        };
+        let t0 = Instant::now();
+        while prog_alive(&prog) && t0.elapsed() < Duration::from_secs(60) {
+            let mut s = Session::ctl(&prog.url);
+            if s.next_or_exit(|v| v["event"] == "snapshot").is_none() {
+                break;
+            }
+            for _ in 0..30 {
+                let cmd = random_command(&mut r, ops, &threads, 0);
+                s.send(cmd);
+                s.send(cont());
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            peak_kib = peak_kib.max(prog.rss_kib().unwrap_or(0));
+            // End the round by detaching politely or by killing the controller.
+            if r.next() % 2 == 0 {
+                s.send(json!({"cmd":"detach"}));
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            let _ = s.child.kill();
+            let _ = s.child.wait();
+            // Count what this controller received.
+            s.drain(Duration::from_secs(5));
+            events += s.seen.iter().filter(|v| v.get("event_id").is_some()).count();
+            rounds += 1;
+        }
+        let (_, report) = prog.finish(Duration::from_secs(60));
+        println!(
+            "{prog_name}: {rounds} attach rounds, {events} events received, agent peak RSS {peak_kib} KiB"
+        );
+        assert_eq!(report["matches_reference"], true, "{prog_name}: {report}");
+        assert!(rounds >= 2, "the soak must attach more than once");
+        assert!(
+            peak_kib < 512 * 1024,
+            "agent memory stays bounded: {peak_kib} KiB"
+        );
+    }
+}
+
+fn prog_alive(p: &Program) -> bool {
+    std::path::Path::new(&format!("/proc/{}", p.child.id())).exists()
+        && !std::fs::read_to_string(format!("/proc/{}/status", p.child.id()))
+            .unwrap_or_default()
+            .contains("State:\tZ")
+}
+
+// ---- security ----
+
+fn handshake(url: &str, headers: &[(&str, &str)]) -> Result<(), String> {
+    use tungstenite::client::IntoClientRequest;
+    let mut req = url.into_client_request().unwrap();
+    for (k, v) in headers {
+        req.headers_mut().insert(
+            tungstenite::http::HeaderName::from_bytes(k.as_bytes()).unwrap(),
+            v.parse().unwrap(),
+        );
+    }
+    match tungstenite::connect(req) {
+        Ok((mut ws, _)) => {
+            let first = ws.read().map_err(|e| e.to_string())?;
+            let v: Value = serde_json::from_str(first.to_text().unwrap()).unwrap();
+            if v["event"] == "hello" {
+                Ok(())
+            } else {
+                Err(v.to_string())
+            }
+        }
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+#[test]
+fn non_loopback_listening_needs_a_token() {
+    let out = Command::new(support::example_bin("farm"))
+        .args(["--tasks", "50"])
+        .env("RACETRACK_LISTEN", "0.0.0.0:0")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("not a loopback address") && err.contains("RACETRACK_TOKEN"),
+        "{err}"
+    );
+    assert!(!err.contains("listening on"), "{err}");
+    assert!(out.status.success(), "the program runs without the agent");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("\"matches_reference\":true"));
+}
+
+#[test]
+fn tokens_origins_and_hosts_are_checked() {
+    let prog = Program::start(
+        "farm",
+        &["--tasks", "50"],
+        &[("RACETRACK_WAIT", "1"), ("RACETRACK_TOKEN", "s3cret")],
+    );
+    let e = handshake(&prog.url, &[]).unwrap_err();
+    assert!(e.contains("403"), "no token: {e}");
+    let e = handshake(&format!("{}/?token=wrong", prog.url), &[]).unwrap_err();
+    assert!(e.contains("403"), "wrong token: {e}");
+    handshake(&format!("{}/?token=s3cret", prog.url), &[]).expect("the token in the URL");
+    handshake(&prog.url, &[("authorization", "Bearer s3cret")]).expect("the token in a header");
+    drop(prog);
+
+    let prog = Program::start(
+        "farm",
+        &["--tasks", "50"],
+        &[
+            ("RACETRACK_WAIT", "1"),
+            ("RACETRACK_ALLOW_ORIGIN", "http://ok.example"),
+        ],
+    );
+    let e = handshake(&prog.url, &[("origin", "http://evil.example")]).unwrap_err();
+    assert!(e.contains("403"), "a browser origin: {e}");
+    let e = handshake(&prog.url, &[("host", "evil.example:80")]).unwrap_err();
+    assert!(e.contains("403"), "DNS rebinding host: {e}");
+    handshake(&prog.url, &[("origin", "http://ok.example")]).expect("an allowed origin");
+    handshake(&prog.url, &[]).expect("a plain loopback client");
+}
+
+impl Drop for Program {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
