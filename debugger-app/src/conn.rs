@@ -29,6 +29,9 @@ pub struct Connection {
 
 type Waker = Box<dyn Fn() + Send>;
 
+/// Events buffered between the connection thread and the consumer.
+const EVENTS_CAP: usize = 65_536;
+
 impl Connection {
     /// Connect to `url` (e.g. `ws://127.0.0.1:4000`), waiting up to `timeout` for the
     /// handshake.
@@ -39,7 +42,9 @@ impl Connection {
     /// Like [`Connection::connect`]; `waker` is called after events arrive (a GUI asks
     /// for a repaint there).
     pub fn connect_with_waker(url: &str, timeout: Duration, waker: Waker) -> Result<Self, String> {
-        let (ev_tx, ev_rx) = mpsc::channel();
+        // Bounded: a consumer that falls behind stops this thread reading the socket, which
+        // makes the agent slow the program down (backpressure) instead of memory growing here.
+        let (ev_tx, ev_rx) = mpsc::sync_channel(EVENTS_CAP);
         let (cmd_tx, cmd_rx) = tokio::sync::mpsc::unbounded_channel();
         let (ready_tx, ready_rx) = mpsc::channel();
         let url = url.to_owned();
@@ -93,7 +98,7 @@ impl CommandSender {
 
 async fn run(
     url: String,
-    events: mpsc::Sender<ConnEvent>,
+    events: mpsc::SyncSender<ConnEvent>,
     mut cmds: tokio::sync::mpsc::UnboundedReceiver<Command>,
     ready: mpsc::Sender<Result<(), String>>,
     waker: Waker,

@@ -252,7 +252,10 @@ fn reorder_at_a_held_start_puts_the_message_back_and_starts_the_new_head() {
     // An extra id, and a duplicate, are refused the same way.
     s.send(json!({"cmd":"reorder","thread":"proc[0]","order":["0.4","0.0","0.2","0.6","0.8","0.9"]}));
     let e = s.expect("error", |v| v["event"] == "error");
-    assert!(e["message"].as_str().unwrap().contains("`0.9` is not pending"), "{e}");
+    assert!(
+        e["message"].as_str().unwrap().contains("`0.9` is not pending"),
+        "{e}"
+    );
     s.send(json!({"cmd":"reorder","thread":"proc[0]","order":["0.4","0.4","0.0","0.2","0.6","0.8"]}));
     let e = s.expect("error", |v| v["event"] == "error");
     assert!(e["message"].as_str().unwrap().contains("twice"), "{e}");

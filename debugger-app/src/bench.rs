@@ -1,0 +1,444 @@
+//! `racetrack bench`: what the debugger costs, measured side by side in one invocation.
+//!
+//! Every workload runs (as `racetrack example …`, a real process) under five
+//! configurations, several repetitions each; the table gives medians and the ratio of run
+//! time to configuration 0:
+//!
+//! 0. no agent (`RACETRACK_LISTEN` unset);
+//! 1. agent listening, no debugger;
+//! 2. `racetrack ctl` attached, free run (events streamed, printed by the controller);
+//! 3. `racetrack ctl` attached in "ack every event" mode (every send/start/stop waits for
+//!    the controller's acknowledgment: the thesis' design);
+//! 4. the GUI's model attached (`racetrack model-sink`: the GUI's connection and ingest path,
+//!    without drawing).
+//!
+//! It also checks that streaming is lossless (event numbers received are contiguous), shows
+//! the agent's memory with a debugger that lags behind, and compares the runtime with a
+//! hand-written farm on std channels. Nothing here asserts: it prints what it measured.
+
+use crate::conn::{ConnEvent, Connection};
+use crate::model::Model;
+use racetrack_protocol::{Command, Event};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::process::{Child, Command as Proc, Stdio};
+use std::time::{Duration, Instant};
+
+struct Workload {
+    name: &'static str,
+    program: &'static str,
+    args: &'static [&'static str],
+}
+
+const WORKLOADS: &[Workload] = &[
+    Workload {
+        name: "farm, 1 µs leaves",
+        program: "farm",
+        args: &["--threads", "4", "--tasks", "20000", "--work-us", "1"],
+    },
+    Workload {
+        name: "farm, 10 µs leaves",
+        program: "farm",
+        args: &["--threads", "4", "--tasks", "10000", "--work-us", "10"],
+    },
+    Workload {
+        name: "farm, 100 µs leaves",
+        program: "farm",
+        args: &["--threads", "4", "--tasks", "3000", "--work-us", "100"],
+    },
+    Workload {
+        name: "mergesort",
+        program: "mergesort",
+        args: &["--threads", "4", "--size", "1000000", "--chunks", "256"],
+    },
+    Workload {
+        name: "heat",
+        program: "heat",
+        args: &[
+            "--threads",
+            "4",
+            "--iters",
+            "100",
+            "--cells",
+            "65536",
+            "--local-us",
+            "0",
+        ],
+    },
+];
+
+const CONFIGS: [&str; 5] = [
+    "no agent",
+    "listening",
+    "ctl attached",
+    "ack every event",
+    "GUI model attached",
+];
+
+/// One measured run.
+struct Run {
+    elapsed_ms: f64,
+    events: Option<u64>,
+    lossless: Option<bool>,
+    peak_rss_kib: u64,
+}
+
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))?
+                .split_whitespace()
+                .nth(1)?
+                .parse()
+                .ok()
+        })
+        .unwrap_or(0)
+}
+
+fn read_url(child: &mut Child) -> Result<String, String> {
+    let stderr = child.stderr.take().ok_or("no stderr")?;
+    let mut lines = BufReader::new(stderr).lines();
+    let url = loop {
+        match lines.next() {
+            Some(Ok(l)) => {
+                if let Some(u) = l.strip_prefix("racetrack: listening on ") {
+                    break u.to_owned();
+                }
+            }
+            _ => return Err("the program ended before listening".into()),
+        }
+    };
+    std::thread::spawn(move || lines.for_each(drop));
+    Ok(url)
+}
+
+/// Run `w` once under configuration `config` (`slow_us`: a model sink that lags).
+fn run_once(exe: &str, w: &Workload, config: usize, slow_us: u64) -> Result<Run, String> {
+    let mut cmd = Proc::new(exe);
+    cmd.arg("example")
+        .arg(w.program)
+        .args(w.args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    if config >= 1 {
+        cmd.env("RACETRACK_LISTEN", "127.0.0.1:0");
+    }
+    if config >= 2 {
+        cmd.env("RACETRACK_WAIT", "1");
+    }
+    let mut prog = cmd.spawn().map_err(|e| e.to_string())?;
+    let mut controller: Option<Child> = None;
+    let mut counter: Option<std::thread::JoinHandle<(u64, bool)>> = None;
+    if config >= 1 {
+        let url = read_url(&mut prog)?;
+        if config == 2 || config == 3 {
+            let mut c = Proc::new(exe)
+                .args(["ctl", &url])
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null())
+                .spawn()
+                .map_err(|e| e.to_string())?;
+            let mut stdin = c.stdin.take().ok_or("no stdin")?;
+            if config == 3 {
+                writeln!(stdin, r#"{{"cmd":"ack_all","on":true}}"#).map_err(|e| e.to_string())?;
+            }
+            writeln!(stdin, r#"{{"cmd":"wait","until":"held"}}"#).map_err(|e| e.to_string())?;
+            writeln!(stdin, r#"{{"cmd":"continue"}}"#).map_err(|e| e.to_string())?;
+            let stdout = c.stdout.take().ok_or("no stdout")?;
+            // Count the numbered events the controller printed; check they are contiguous.
+            counter = Some(std::thread::spawn(move || {
+                let (mut n, mut min, mut max) = (0u64, u64::MAX, 0u64);
+                for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                    let numbered = ["send", "recv", "start", "stop"]
+                        .iter()
+                        .any(|k| line.starts_with(&format!("{{\"event\":\"{k}\"")));
+                    if !numbered {
+                        continue;
+                    }
+                    if let Some(i) = line.find("\"event_id\":") {
+                        let rest = &line[i + 11..];
+                        let end = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
+                        if let Ok(id) = rest[..end].parse::<u64>() {
+                            n += 1;
+                            min = min.min(id);
+                            max = max.max(id);
+                        }
+                    }
+                }
+                drop(stdin);
+                (n, n > 0 && max - min + 1 == n)
+            }));
+            controller = Some(c);
+        } else if config == 4 {
+            let c = Proc::new(exe)
+                .args(["model-sink", &url, "--slow-us", &slow_us.to_string()])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null())
+                .spawn()
+                .map_err(|e| e.to_string())?;
+            controller = Some(c);
+        }
+    }
+    let pid = prog.id();
+    let mut peak = 0;
+    while prog.try_wait().map_err(|e| e.to_string())?.is_none() {
+        peak = peak.max(rss_kib(pid));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut out = String::new();
+    prog.stdout
+        .take()
+        .ok_or("no stdout")?
+        .read_to_string(&mut out)
+        .map_err(|e| e.to_string())?;
+    let report: serde_json::Value =
+        serde_json::from_str(out.lines().last().unwrap_or("{}")).map_err(|e| e.to_string())?;
+    let elapsed_ms = report["elapsed_ms"]
+        .as_f64()
+        .ok_or("no elapsed_ms in the report")?;
+    let (mut events, mut lossless) = (None, None);
+    if let Some(t) = counter {
+        let (n, ok) = t.join().map_err(|_| "counter thread")?;
+        events = Some(n);
+        lossless = Some(ok);
+    }
+    if let Some(mut c) = controller {
+        if config == 4 {
+            let mut s = String::new();
+            c.stdout
+                .take()
+                .ok_or("no stdout")?
+                .read_to_string(&mut s)
+                .map_err(|e| e.to_string())?;
+            let v: serde_json::Value = serde_json::from_str(s.trim()).unwrap_or_default();
+            events = v["events"].as_u64();
+            lossless = v["contiguous"].as_bool();
+        }
+        let _ = c.wait();
+    }
+    Ok(Run {
+        elapsed_ms,
+        events,
+        lossless,
+        peak_rss_kib: peak,
+    })
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// A farm on std channels doing the work of `farm --tasks n --work-us 0`: tasks per second.
+fn baseline_farm(threads: usize, tasks: u64) -> f64 {
+    use std::sync::mpsc;
+    let t0 = Instant::now();
+    let (res_tx, res_rx) = mpsc::channel::<u64>();
+    let mut workers = Vec::new();
+    let mut senders = Vec::new();
+    for _ in 0..threads {
+        let (tx, rx) = mpsc::channel::<u64>();
+        let res_tx = res_tx.clone();
+        senders.push(tx);
+        workers.push(std::thread::spawn(move || {
+            for v in rx {
+                let _ = res_tx.send(racetrack_examples::farm::f(v));
+            }
+        }));
+    }
+    drop(res_tx);
+    let mut rng = racetrack_examples::Lcg::new(42);
+    for i in 0..tasks {
+        let _ = senders[(i % threads as u64) as usize].send(rng.next_u64() % 1_000_000);
+    }
+    drop(senders);
+    let sum = res_rx.iter().take(tasks as usize).fold(0u64, u64::wrapping_add);
+    std::hint::black_box(sum);
+    for w in workers {
+        let _ = w.join();
+    }
+    tasks as f64 / t0.elapsed().as_secs_f64()
+}
+
+/// `racetrack bench [--reps N]`.
+pub fn main(args: &[String]) -> i32 {
+    let reps: usize = args
+        .iter()
+        .position(|a| a == "--reps")
+        .and_then(|i| args.get(i + 1))
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(3);
+    let exe = match std::env::current_exe() {
+        Ok(p) => p.display().to_string(),
+        Err(e) => {
+            eprintln!("racetrack bench: {e}");
+            return 2;
+        }
+    };
+    println!("# racetrack bench: {reps} repetitions, medians; ratio = run time / no agent");
+    println!(
+        "| workload | configuration | median ms | ratio | events received/s | lossless | peak RSS MiB |"
+    );
+    println!("|---|---|---:|---:|---:|---|---:|");
+    for w in WORKLOADS {
+        let mut base = None;
+        for (c, cname) in CONFIGS.iter().enumerate() {
+            let mut runs = Vec::new();
+            for _ in 0..reps {
+                match run_once(&exe, w, c, 0) {
+                    Ok(r) => runs.push(r),
+                    Err(e) => eprintln!("{} / {cname}: {e}", w.name),
+                }
+            }
+            if runs.is_empty() {
+                continue;
+            }
+            let ms = median(runs.iter().map(|r| r.elapsed_ms).collect());
+            let base_ms = *base.get_or_insert(ms);
+            let rate = runs
+                .iter()
+                .filter_map(|r| r.events.map(|e| e as f64 / (r.elapsed_ms / 1e3)))
+                .collect::<Vec<_>>();
+            let rate = if rate.is_empty() {
+                "-".to_owned()
+            } else {
+                format!("{:.0}", median(rate))
+            };
+            let lossless = match runs.iter().filter_map(|r| r.lossless).collect::<Vec<_>>() {
+                v if v.is_empty() => "-".to_owned(),
+                v => format!("{}/{}", v.iter().filter(|x| **x).count(), v.len()),
+            };
+            let rss = runs.iter().map(|r| r.peak_rss_kib).max().unwrap_or(0) as f64 / 1024.0;
+            println!(
+                "| {} | {c}. {cname} | {ms:.1} | {:.2} | {rate} | {lossless} | {rss:.1} |",
+                w.name,
+                ms / base_ms
+            );
+        }
+    }
+    // A debugger that lags behind: the agent's memory stays bounded, the program slows down.
+    println!();
+    println!(
+        "## a lagging debugger (GUI model sink sleeping for every event it receives; farm, 100,000 tasks)"
+    );
+    println!("| sink delay per event | run ms | peak RSS MiB | events | lossless |");
+    println!("|---:|---:|---:|---:|---|");
+    // Long enough that the events outnumber every buffer on the way (agent, socket, sink).
+    let w = &Workload {
+        name: "farm, 1 µs leaves, 100,000 tasks",
+        program: "farm",
+        args: &["--threads", "4", "--tasks", "100000", "--work-us", "1"],
+    };
+    for slow in [0, 5] {
+        match run_once(&exe, w, 4, slow) {
+            Ok(r) => println!(
+                "| {} µs | {:.1} | {:.1} | {} | {} |",
+                slow,
+                r.elapsed_ms,
+                r.peak_rss_kib as f64 / 1024.0,
+                r.events.unwrap_or(0),
+                r.lossless.map_or("-", |b| if b { "yes" } else { "NO" })
+            ),
+            Err(e) => eprintln!("lagging sink {slow}: {e}"),
+        }
+    }
+    // The runtime against a hand-written farm on std channels.
+    println!();
+    println!("## runtime baseline: farm with trivial leaves (4 workers, 200,000 tasks)");
+    let mut ours = Vec::new();
+    let mut theirs = Vec::new();
+    let base_w = Workload {
+        name: "farm, trivial leaves",
+        program: "farm",
+        args: &["--threads", "4", "--tasks", "200000"],
+    };
+    for _ in 0..reps {
+        if let Ok(r) = run_once(&exe, &base_w, 0, 0) {
+            ours.push(200_000.0 / (r.elapsed_ms / 1e3));
+        }
+        theirs.push(baseline_farm(4, 200_000));
+    }
+    if !ours.is_empty() {
+        let (o, t) = (median(ours), median(theirs));
+        println!("| runtime (config 0) | std channels | ratio |");
+        println!("|---:|---:|---:|");
+        println!("| {o:.0} tasks/s | {t:.0} tasks/s | {:.2} |", o / t);
+    }
+    0
+}
+
+/// `racetrack model-sink URL [--slow-us N]`: the GUI's connection and model ingest without
+/// drawing (benchmark configuration 4); `--slow-us` sleeps that long per event received. Continues the start hold, ingests everything,
+/// prints `{"events":N,"contiguous":bool}` when the program ends.
+pub fn model_sink(args: &[String]) -> i32 {
+    let Some(url) = args.first() else {
+        eprintln!("model-sink needs a URL");
+        return 2;
+    };
+    let slow_us: u64 = args
+        .iter()
+        .position(|a| a == "--slow-us")
+        .and_then(|i| args.get(i + 1))
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let conn = match Connection::connect(url, Duration::from_secs(10)) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("{e}");
+            return 2;
+        }
+    };
+    let (tx, rx) = conn.split();
+    let mut model = Model::default();
+    let (mut n, mut min, mut max, mut continued) = (0u64, u64::MAX, 0u64, false);
+    loop {
+        let Ok(first) = rx.recv() else { break };
+        let mut batch = vec![first];
+        batch.extend(rx.try_iter().take(4095));
+        let mut closed = false;
+        for ce in batch {
+            if slow_us > 0 {
+                std::thread::sleep(Duration::from_micros(slow_us));
+            }
+            match ce {
+                ConnEvent::Event(ev) => {
+                    if let Some(id) = ev.event_id() {
+                        n += 1;
+                        min = min.min(id);
+                        max = max.max(id);
+                    }
+                    model.ingest(&ev);
+                    if !continued && !model.held.is_empty() {
+                        tx.send(Command::Continue {
+                            thread: None,
+                            event_id: None,
+                            trace: None,
+                        });
+                        continued = true;
+                    }
+                    if let Event::Snapshot { held, .. } = &ev {
+                        if !held.is_empty() && !continued {
+                            tx.send(Command::Continue {
+                                thread: None,
+                                event_id: None,
+                                trace: None,
+                            });
+                            continued = true;
+                        }
+                    }
+                }
+                ConnEvent::Closed(_) => closed = true,
+            }
+        }
+        if closed {
+            break;
+        }
+    }
+    println!(
+        "{{\"events\":{n},\"contiguous\":{}}}",
+        n > 0 && max - min + 1 == n
+    );
+    0
+}
