@@ -393,8 +393,7 @@ pub fn model_sink(args: &[String]) -> i32 {
     let (tx, rx) = conn.split();
     let mut model = Model::default();
     let (mut n, mut min, mut max, mut continued) = (0u64, u64::MAX, 0u64, false);
-    loop {
-        let Ok(first) = rx.recv() else { break };
+    while let Ok(first) = rx.recv() {
         let mut batch = vec![first];
         batch.extend(rx.try_iter().take(4095));
         let mut closed = false;
