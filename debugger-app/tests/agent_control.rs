@@ -386,31 +386,14 @@ fn state_get_and_set_on_a_suspended_heat_thread() {
     assert!(got > want + 3000.0, "{got} vs {want}");
 }
 
-/// Start a program with the agent listening but not waiting; returns it and its URL.
-fn start_free(example: &str, args: &[&str]) -> (std::process::Child, String) {
-    use std::io::BufRead;
-    let mut child = std::process::Command::new(support::example_bin(example))
-        .args(args)
-        .env("RACETRACK_LISTEN", "127.0.0.1:0")
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let mut lines = std::io::BufReader::new(stderr).lines();
-    let url = loop {
-        let line = lines.next().expect("listening line").unwrap();
-        if let Some(u) = line.strip_prefix("racetrack: listening on ") {
-            break u.to_owned();
-        }
-    };
-    std::thread::spawn(move || lines.for_each(drop));
-    (child, url)
-}
-
 #[test]
 fn late_attach_gets_a_consistent_snapshot() {
-    let (prog, url) = start_free("farm", &["--threads", "2", "--tasks", "4000", "--work-us", "300"]);
+    let prog = support::Program::start(
+        "farm",
+        &["--threads", "2", "--tasks", "4000", "--work-us", "300"],
+        &[],
+    );
+    let url = prog.url.clone();
     std::thread::sleep(Duration::from_millis(200));
     let mut s = Session::ctl(&url);
     let snap = s.expect("snapshot", |v| v["event"] == "snapshot");
@@ -487,9 +470,7 @@ fn late_attach_gets_a_consistent_snapshot() {
     s.close();
     let exit = s.expect("exit", |v| v["event"] == "exit");
     assert!(exit.get("code").is_none() || exit["code"].is_null() || exit["code"] == 0);
-    let out = prog.wait_with_output().unwrap();
-    let last: Value =
-        serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().last().unwrap()).unwrap();
+    let (_, last) = prog.finish(Duration::from_secs(30));
     assert_eq!(last["matches_reference"], true, "{last}");
 }
 

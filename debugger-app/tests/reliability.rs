@@ -6,72 +6,10 @@
 mod support;
 
 use serde_json::{json, Value};
-use std::io::BufRead;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
-use support::{cont, is_held, Session};
+use support::{cont, is_held, Program, Session};
 use tokio_tungstenite::tungstenite;
-
-/// A program started with the agent; its stderr is read for the URL, its stdout kept.
-struct Program {
-    child: Child,
-    url: String,
-}
-
-impl Program {
-    fn start(example: &str, args: &[&str], env: &[(&str, &str)]) -> Self {
-        let mut cmd = Command::new(support::example_bin(example));
-        cmd.args(args)
-            .env("RACETRACK_LISTEN", "127.0.0.1:0")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
-        let mut child = cmd.spawn().unwrap();
-        let stderr = child.stderr.take().unwrap();
-        let mut lines = std::io::BufReader::new(stderr).lines();
-        let url = loop {
-            let line = lines.next().expect("listening line").unwrap();
-            if let Some(u) = line.strip_prefix("racetrack: listening on ") {
-                break u.to_owned();
-            }
-        };
-        std::thread::spawn(move || lines.for_each(drop));
-        Self { child, url }
-    }
-
-    /// Wait for the program; returns (seconds waited, its final report).
-    fn finish(mut self, limit: Duration) -> (f64, Value) {
-        let t0 = Instant::now();
-        loop {
-            if let Some(st) = self.child.try_wait().unwrap() {
-                assert!(st.success(), "program failed: {st}");
-                break;
-            }
-            assert!(
-                t0.elapsed() < limit,
-                "the program did not finish within {limit:?}"
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        let waited = t0.elapsed().as_secs_f64();
-        let mut out = String::new();
-        std::io::Read::read_to_string(self.child.stdout.as_mut().unwrap(), &mut out).unwrap();
-        let last = out.lines().last().expect("a report");
-        (waited, serde_json::from_str(last).unwrap())
-    }
-
-    fn rss_kib(&self) -> Option<u64> {
-        let s = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).ok()?;
-        s.lines()
-            .find(|l| l.starts_with("VmRSS:"))?
-            .split_whitespace()
-            .nth(1)?
-            .parse()
-            .ok()
-    }
-}
 
 fn wait_for_held(s: &mut Session) -> Value {
     s.expect("a held event", is_held)
@@ -333,7 +271,10 @@ fn chaos_soak_with_detach_and_reattach() {
         let t0 = Instant::now();
         while prog_alive(&prog) && t0.elapsed() < Duration::from_secs(60) {
             let mut s = Session::ctl(&prog.url);
-            if s.next_or_exit(|v| v["event"] == "snapshot").is_none() {
+            // The program may finish between the check above and this attach.
+            if s.try_expect(Duration::from_secs(10), |v| v["event"] == "snapshot")
+                .is_none()
+            {
                 break;
             }
             for _ in 0..30 {
@@ -378,6 +319,18 @@ fn prog_alive(p: &Program) -> bool {
 // ---- security ----
 
 fn handshake(url: &str, headers: &[(&str, &str)]) -> Result<(), String> {
+    // The previous test client's close may not have been processed yet: the slot frees
+    // up within milliseconds.
+    for _ in 0..100 {
+        match handshake_once(url, headers) {
+            Err(e) if e.contains("already attached") => std::thread::sleep(Duration::from_millis(20)),
+            other => return other,
+        }
+    }
+    Err("the controller slot never freed up".into())
+}
+
+fn handshake_once(url: &str, headers: &[(&str, &str)]) -> Result<(), String> {
     use tungstenite::client::IntoClientRequest;
     let mut req = url.into_client_request().unwrap();
     for (k, v) in headers {
@@ -417,11 +370,15 @@ fn non_loopback_listening_needs_a_token() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("\"matches_reference\":true"));
 }
 
+/// Long enough to outlive the checks: an accepted client detaches when it is dropped, which
+/// releases the start hold and lets the program run.
+const LONG: [&str; 6] = ["--threads", "2", "--tasks", "1000", "--work-us", "5000"];
+
 #[test]
 fn tokens_origins_and_hosts_are_checked() {
     let prog = Program::start(
         "farm",
-        &["--tasks", "50"],
+        &LONG,
         &[("RACETRACK_WAIT", "1"), ("RACETRACK_TOKEN", "s3cret")],
     );
     let e = handshake(&prog.url, &[]).unwrap_err();
@@ -434,7 +391,7 @@ fn tokens_origins_and_hosts_are_checked() {
 
     let prog = Program::start(
         "farm",
-        &["--tasks", "50"],
+        &LONG,
         &[
             ("RACETRACK_WAIT", "1"),
             ("RACETRACK_ALLOW_ORIGIN", "http://ok.example"),
@@ -446,11 +403,4 @@ fn tokens_origins_and_hosts_are_checked() {
     assert!(e.contains("403"), "DNS rebinding host: {e}");
     handshake(&prog.url, &[("origin", "http://ok.example")]).expect("an allowed origin");
     handshake(&prog.url, &[]).expect("a plain loopback client");
-}
-
-impl Drop for Program {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }

@@ -125,12 +125,7 @@ pub fn build(rt: &Runtime, threads: usize) -> Result<FlowGraph<Job, u64>, BuildE
 
 /// Run `cfg.iters` schedule calls and report the last result against the reference.
 pub fn run(rt: &Runtime, cfg: &Config) -> Result<Report<u64>, ScheduleError> {
-    let graph = build(rt, cfg.threads).map_err(|e| ScheduleError::Operation {
-        op: "(build)".into(),
-        thread: "main".into(),
-        msg: "-".into(),
-        message: e.to_string(),
-    })?;
+    let graph = build(rt, cfg.threads).map_err(crate::setup_error)?;
     let job = Job {
         tasks: cfg.tasks,
         seed: 42,

@@ -367,12 +367,7 @@ fn summary(iters: u64, v: &[f64], threads: usize) -> Summary {
 
 /// Run the iterations and compare with the sequential reference.
 pub fn run(rt: &Runtime, cfg: &Config) -> Result<Report<Summary>, ScheduleError> {
-    let err = |message: String| ScheduleError::Operation {
-        op: "(setup)".into(),
-        thread: "main".into(),
-        msg: "-".into(),
-        message,
-    };
+    let err = crate::setup_error;
     if cfg.cells < cfg.threads {
         return Err(err(format!(
             "--cells {} must be at least --threads {}",

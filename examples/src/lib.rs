@@ -40,6 +40,17 @@ impl<R: Serialize> Report<R> {
     }
 }
 
+/// A problem before the first schedule call (a graph that does not build, bad options),
+/// reported like a failed schedule call.
+pub fn setup_error(message: impl ToString) -> racetrack_agent::ScheduleError {
+    racetrack_agent::ScheduleError::Operation {
+        op: "(setup)".into(),
+        thread: "main".into(),
+        msg: "-".into(),
+        message: message.to_string(),
+    }
+}
+
 /// Spin (not sleep) for `us` microseconds: per-operation busy work.
 pub fn busy_work(us: u64) {
     if us == 0 {

@@ -188,12 +188,7 @@ pub fn build(rt: &Runtime, threads: usize) -> Result<FlowGraph<Input, Vec<i64>>,
 
 /// Sort the deterministic input and report against a sequential sort.
 pub fn run(rt: &Runtime, cfg: &Config) -> Result<Report<Summary>, ScheduleError> {
-    let graph = build(rt, cfg.threads).map_err(|e| ScheduleError::Operation {
-        op: "(build)".into(),
-        thread: "main".into(),
-        msg: "-".into(),
-        message: e.to_string(),
-    })?;
+    let graph = build(rt, cfg.threads).map_err(crate::setup_error)?;
     let data = input(cfg.size);
     let chunks = if cfg.chunks == 0 {
         cfg.threads * 4

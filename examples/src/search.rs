@@ -166,12 +166,7 @@ pub fn build(rt: &Runtime, threads: usize, fixed: bool) -> Result<FlowGraph<Job,
 
 /// Search and compare with a sequential scan.
 pub fn run(rt: &Runtime, cfg: &Config) -> Result<Report<Option<u64>>, ScheduleError> {
-    let g = build(rt, cfg.threads, cfg.fixed).map_err(|e| ScheduleError::Operation {
-        op: "(build)".into(),
-        thread: "main".into(),
-        msg: "-".into(),
-        message: e.to_string(),
-    })?;
+    let g = build(rt, cfg.threads, cfg.fixed).map_err(crate::setup_error)?;
     let chunks = if cfg.chunks == 0 {
         cfg.threads as u64 * 4
     } else {

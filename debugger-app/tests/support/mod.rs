@@ -148,6 +148,24 @@ impl Session {
         }
     }
 
+    /// The next event satisfying `pred`, or `None` if the controller's output ends first
+    /// (for controllers that may legitimately fail to attach, e.g. to a finished program).
+    pub fn try_expect(&mut self, limit: Duration, pred: impl Fn(&Value) -> bool) -> Option<Value> {
+        let deadline = Instant::now() + limit;
+        loop {
+            while self.cursor < self.seen.len() {
+                let v = &self.seen[self.cursor];
+                self.cursor += 1;
+                if pred(v) {
+                    return Some(v.clone());
+                }
+            }
+            if !self.pull(deadline) {
+                return None;
+            }
+        }
+    }
+
     /// Read everything still coming until the controller's output ends (or `limit`).
     pub fn drain(&mut self, limit: Duration) {
         let deadline = Instant::now() + limit;
@@ -220,4 +238,72 @@ pub fn cont() -> Value {
 
 pub fn is_held(v: &Value) -> bool {
     v["held"] == true
+}
+
+/// A program started with the agent; its stderr is read for the URL, its stdout kept.
+pub struct Program {
+    pub child: Child,
+    pub url: String,
+}
+
+impl Program {
+    pub fn start(example: &str, args: &[&str], env: &[(&str, &str)]) -> Self {
+        let mut cmd = Command::new(example_bin(example));
+        cmd.args(args)
+            .env("RACETRACK_LISTEN", "127.0.0.1:0")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().unwrap();
+        let stderr = child.stderr.take().unwrap();
+        let mut lines = std::io::BufReader::new(stderr).lines();
+        let url = loop {
+            let line = lines.next().expect("listening line").unwrap();
+            if let Some(u) = line.strip_prefix("racetrack: listening on ") {
+                break u.to_owned();
+            }
+        };
+        std::thread::spawn(move || lines.for_each(drop));
+        Self { child, url }
+    }
+
+    /// Wait for the program; returns (seconds waited, its final report).
+    pub fn finish(mut self, limit: Duration) -> (f64, Value) {
+        let t0 = Instant::now();
+        loop {
+            if let Some(st) = self.child.try_wait().unwrap() {
+                assert!(st.success(), "program failed: {st}");
+                break;
+            }
+            assert!(
+                t0.elapsed() < limit,
+                "the program did not finish within {limit:?}"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let waited = t0.elapsed().as_secs_f64();
+        let mut out = String::new();
+        std::io::Read::read_to_string(self.child.stdout.as_mut().unwrap(), &mut out).unwrap();
+        let last = out.lines().last().expect("a report");
+        (waited, serde_json::from_str(last).unwrap())
+    }
+
+    pub fn rss_kib(&self) -> Option<u64> {
+        let s = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).ok()?;
+        s.lines()
+            .find(|l| l.starts_with("VmRSS:"))?
+            .split_whitespace()
+            .nth(1)?
+            .parse()
+            .ok()
+    }
+}
+
+impl Drop for Program {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
