@@ -76,6 +76,7 @@ pub fn start(listen: &str, wait: bool, token: Option<String>) -> Result<Arc<Agen
     let listener = std::net::TcpListener::bind(addr).map_err(|e| AgentError::Bind(addr, e))?;
     let local = listener.local_addr().map_err(|e| AgentError::Bind(addr, e))?;
     let agent = Arc::new(Agent::new(wait, token));
+    let _ = agent.url.set(format!("ws://{local}"));
     server::spawn(agent.clone(), listener);
     eprintln!("racetrack: listening on ws://{local}");
     Ok(agent)
@@ -145,6 +146,7 @@ pub struct Agent {
     finished: (Mutex<bool>, Condvar),
     view: OnceLock<RuntimeView>,
     structure: Mutex<Structure>,
+    url: OnceLock<String>,
 }
 
 /// Where a held thread applies the debugger's commands.
@@ -272,7 +274,18 @@ impl Agent {
             finished: (Mutex::new(false), Condvar::new()),
             view: OnceLock::new(),
             structure: Mutex::new(Structure::default()),
+            url: OnceLock::new(),
         }
+    }
+
+    /// The URL the agent listens on (`ws://HOST:PORT`).
+    pub fn local_url(&self) -> String {
+        self.url.get().cloned().unwrap_or_default()
+    }
+
+    /// Whether a debugger is attached.
+    pub fn is_attached(&self) -> bool {
+        self.attached.load(Relaxed)
     }
 
     fn update_hot(&self) {
@@ -779,6 +792,10 @@ fn unhold(ev: &mut Event) {
 }
 
 impl Hook for Agent {
+    fn active(&self) -> bool {
+        self.hot.load(Relaxed)
+    }
+
     fn on_runtime(&self, view: RuntimeView) {
         let _ = self.view.set(view);
     }

@@ -103,7 +103,8 @@ impl<S: ThreadState> Exec<'_, S> {
 
     /// Emit a step start. Returns `None` when the hook put the message back into the queue.
     fn start(&mut self, env: Envelope, step: StepKind, instance: &MsgId) -> Option<(Envelope, bool)> {
-        let Some(hook) = self.sh.hook.clone() else {
+        let sh = self.sh;
+        let Some(hook) = sh.hook.as_deref().filter(|h| h.active()) else {
             let traced = env.traced;
             return Some((env, traced));
         };
@@ -140,7 +141,8 @@ impl<S: ThreadState> Exec<'_, S> {
         traced: bool,
         start: bool,
     ) -> bool {
-        let Some(hook) = self.sh.hook.clone() else {
+        let sh = self.sh;
+        let Some(hook) = sh.hook.as_deref().filter(|h| h.active()) else {
             return traced;
         };
         let mut ev = StepEvent {
@@ -529,7 +531,7 @@ pub(crate) fn deliver(
         }
     };
     let mut to = route(&*payload)?;
-    if let Some(hook) = sh.hook.as_deref() {
+    if let Some(hook) = sh.hook.as_deref().filter(|h| h.active()) {
         let mut ev = SendEvent {
             thread: from.map(|(_, t)| &t.info),
             from_op: from.map(|(n, _)| &graph.nodes[n].info),

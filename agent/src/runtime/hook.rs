@@ -277,6 +277,12 @@ pub struct StepEvent<'a> {
 
 /// Observer and controller of every event of a runtime. All methods default to nothing.
 pub trait Hook: Send + Sync + 'static {
+    /// Whether the hook wants events now. When it answers `false` the runtime builds no
+    /// event at all (the fast path of an agent with no debugger attached). Called once per
+    /// event; must be cheap.
+    fn active(&self) -> bool {
+        true
+    }
     /// A collection was added (its threads exist and wait for messages).
     fn on_collection(&self, _info: &CollectionInfo) {}
     /// A flow graph was registered.

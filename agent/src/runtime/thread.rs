@@ -190,7 +190,7 @@ impl ThreadShared {
     /// receive is recorded before any step can consume the message.
     pub(crate) fn push(&self, env: Envelope, hook: Option<&dyn Hook>) {
         let mut q = lock(&self.queue);
-        if let Some(hook) = hook {
+        if let Some(hook) = hook.filter(|h| h.active()) {
             hook.on_recv(&RecvEvent {
                 thread: &self.info,
                 op: env.dest_op(),
