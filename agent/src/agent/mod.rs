@@ -210,6 +210,21 @@ fn step_of(k: StepKind) -> proto::Step {
     }
 }
 
+/// A step event as the protocol shows it (numbered when it is recorded).
+fn step_ev(ev: &StepEvent<'_>, traced: bool, reason: Option<HoldReason>) -> proto::StepEv {
+    proto::StepEv {
+        event_id: 0,
+        thread: ev.thread.name.to_string(),
+        op: ev.op.name.to_string(),
+        msg: ev.msg_id.to_string(),
+        instance: ev.instance.to_string(),
+        step: step_of(ev.step),
+        traced,
+        held: reason.is_some(),
+        reason,
+    }
+}
+
 fn set_event_id(ev: &mut Event, id: u64) {
     match ev {
         Event::Send(e) => e.event_id = id,
@@ -886,17 +901,7 @@ impl Hook for Agent {
         } else {
             self.start_reason(ev)
         };
-        let sev = proto::StepEv {
-            event_id: 0,
-            thread: ev.thread.name.to_string(),
-            op: ev.op.name.to_string(),
-            msg: ev.msg_id.to_string(),
-            instance: ev.instance.to_string(),
-            step: step_of(ev.step),
-            traced: ev.input_traced,
-            held: reason.is_some(),
-            reason: reason.map(|r| r.0),
-        };
+        let sev = step_ev(ev, ev.input_traced, reason.map(|r| r.0));
         match reason {
             None => self.emit(Event::Start(sev), true),
             Some((r, trace_break)) => {
@@ -924,17 +929,7 @@ impl Hook for Agent {
             return;
         }
         let reason = self.other_reason(ev.thread.global);
-        let sev = proto::StepEv {
-            event_id: 0,
-            thread: ev.thread.name.to_string(),
-            op: ev.op.name.to_string(),
-            msg: ev.msg_id.to_string(),
-            instance: ev.instance.to_string(),
-            step: step_of(ev.step),
-            traced: ev.trace_outputs,
-            held: reason.is_some(),
-            reason,
-        };
+        let sev = step_ev(ev, ev.trace_outputs, reason);
         match reason {
             None => self.emit(Event::Stop(sev), true),
             Some(r) => {
