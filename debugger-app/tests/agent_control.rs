@@ -78,12 +78,7 @@ fn global_step_releases_one_event_per_thread_in_consistent_order() {
         continues += 1;
         assert!(continues < 1000, "stepping does not end");
     }
-    let (code, last) = s.finish();
-    assert_eq!(
-        (code, &last["matches_reference"]),
-        (Some(0), &json!(true)),
-        "{last}"
-    );
+    s.finish_correctly();
     assert!(continues > 20, "only {continues} steps");
     // Per thread: recv before the start consuming it; start and stop alternate. What the
     // snapshot showed (queued or already taken) needs no recv; a step already taken when
@@ -181,12 +176,7 @@ fn breakpoint_holds_only_its_operation_and_thread() {
         s.send(json!({"cmd":"continue","event_id":h["event_id"]}));
     }
     assert_eq!(hits, 4, "chunks 2, 6, 10 and 14 are sorted on proc[2]");
-    let (code, last) = s.finish();
-    assert_eq!(
-        (code, &last["matches_reference"]),
-        (Some(0), &json!(true)),
-        "{last}"
-    );
+    s.finish_correctly();
 }
 
 #[test]
@@ -205,12 +195,7 @@ fn tracing_from_the_first_split_holds_every_consumer() {
         ));
         s.send(json!({"cmd":"continue","event_id":h["event_id"]}));
     }
-    let (code, last) = s.finish();
-    assert_eq!(
-        (code, &last["matches_reference"]),
-        (Some(0), &json!(true)),
-        "{last}"
-    );
+    s.finish_correctly();
     traced_holds.sort();
     assert_eq!(
         traced_holds,
@@ -282,12 +267,7 @@ fn reorder_at_a_held_start_puts_the_message_back_and_starts_the_new_head() {
     );
     s.send(json!({"cmd":"break","op":"Work","thread":"proc[0]","on":false}));
     s.send(cont());
-    let (code, last) = s.finish();
-    assert_eq!(
-        (code, &last["matches_reference"]),
-        (Some(0), &json!(true)),
-        "{last}"
-    );
+    s.finish_correctly();
     let order: Vec<String> = s
         .all("start")
         .iter()
@@ -328,12 +308,7 @@ fn edit_changes_where_a_message_goes_and_bad_edits_are_refused() {
         v["event"] == "recv" && v["msg"] == "0.0" && v["op"] == "Sort"
     });
     assert_eq!(r["thread"], "proc[3]", "the edited target routes it to proc[3]");
-    let (code, last) = s.finish();
-    assert_eq!(
-        (code, &last["matches_reference"]),
-        (Some(0), &json!(true)),
-        "{last}"
-    );
+    s.finish_correctly();
 }
 
 #[test]
@@ -480,12 +455,7 @@ fn ack_every_event_mode_round_trips_each_event_and_stays_correct() {
     attached_and_held(&mut s);
     s.send(json!({"cmd":"ack_all","on":true}));
     s.send(cont());
-    let (code, last) = s.finish();
-    assert_eq!(
-        (code, &last["matches_reference"]),
-        (Some(0), &json!(true)),
-        "{last}"
-    );
+    s.finish_correctly();
     let held: Vec<Value> = s
         .seen
         .iter()
@@ -520,12 +490,7 @@ fn detach_releases_every_hold_and_the_program_runs_free() {
     s.send(cont());
     s.expect("a held Sort", |v| is_held(v) && v["op"] == "Sort");
     s.send(json!({"cmd":"detach"}));
-    let (code, last) = s.finish();
-    assert_eq!(
-        (code, &last["matches_reference"]),
-        (Some(0), &json!(true)),
-        "{last}"
-    );
+    s.finish_correctly();
 }
 
 #[test]
@@ -572,10 +537,5 @@ fn bad_commands_get_errors_and_change_nothing() {
     }
     // The start hold is still there and the program still completes correctly.
     s.send(cont());
-    let (code, last) = s.finish();
-    assert_eq!(
-        (code, &last["matches_reference"]),
-        (Some(0), &json!(true)),
-        "{last}"
-    );
+    s.finish_correctly();
 }

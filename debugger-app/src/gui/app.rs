@@ -632,19 +632,19 @@ impl App {
 
     fn rows_ui(&mut self, ui: &mut egui::Ui, rows: &[QueueEntry]) {
         for m in rows {
-            let text = format!(
-                "{}  {}  {} -> {}",
-                m.id,
-                m.type_name,
-                m.from.as_deref().unwrap_or("(input)"),
-                m.to
-            );
-            if ui
-                .selectable_label(self.is_selected_msg(&m.id, &m.op), text)
-                .clicked()
-            {
-                self.ui.selected_msg = Some((m.id.clone(), m.op.clone(), m.content.clone()));
-            }
+            self.message_row_ui(ui, m);
+        }
+    }
+
+    /// One pending message (type, source, destination); clicking it selects it.
+    fn message_row_ui(&mut self, ui: &mut egui::Ui, m: &QueueEntry) {
+        let from = m.from.as_deref().unwrap_or("(input)");
+        let text = format!("{}  {}  {from} -> {}", m.id, m.type_name, m.to);
+        if ui
+            .selectable_label(self.is_selected_msg(&m.id, &m.op), text)
+            .clicked()
+        {
+            self.ui.selected_msg = Some((m.id.clone(), m.op.clone(), m.content.clone()));
         }
     }
 
@@ -713,19 +713,7 @@ impl App {
                     {
                         swap = Some((i, i + 1));
                     }
-                    let text = format!(
-                        "{}  {}  {} -> {}",
-                        m.id,
-                        m.type_name,
-                        m.from.as_deref().unwrap_or("(input)"),
-                        m.to
-                    );
-                    if ui
-                        .selectable_label(self.is_selected_msg(&m.id, &m.op), text)
-                        .clicked()
-                    {
-                        self.ui.selected_msg = Some((m.id.clone(), m.op.clone(), m.content.clone()));
-                    }
+                    self.message_row_ui(ui, m);
                     ui.end_row();
                 }
             });

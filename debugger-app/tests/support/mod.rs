@@ -206,6 +206,16 @@ impl Session {
         (exit["code"].as_i64(), last)
     }
 
+    /// Wait for the end and check the program exited 0 with a result matching its reference.
+    pub fn finish_correctly(&mut self) {
+        let (code, last) = self.finish();
+        assert_eq!(
+            (code, &last["matches_reference"]),
+            (Some(0), &json!(true)),
+            "{last}"
+        );
+    }
+
     /// Events of a kind seen so far.
     pub fn all(&self, event: &str) -> Vec<Value> {
         self.seen
