@@ -319,7 +319,10 @@ fn handle_line(ctl: &Ctl, conn: &CommandSender, line: &str) -> Result<(), String
     let v: Value = serde_json::from_str(line).map_err(|e| format!("malformed JSON: {e}"))?;
     let cmd = match v.get("cmd").and_then(Value::as_str) {
         Some("wait") => return wait(ctl, &v),
-        Some("move") => move_cmd(&ctl.lock().model, &v)?,
+        Some("move") => match move_cmd(&ctl.lock().model, &v)? {
+            Some(cmd) => cmd,
+            None => return Ok(()), // `"optional": true` and nothing to move
+        },
         Some("edit_field") => edit_field(&ctl.lock().model, &v)?,
         _ => Command::parse(line)?,
     };
@@ -357,7 +360,7 @@ fn handle_line(ctl: &Ctl, conn: &CommandSender, line: &str) -> Result<(), String
 
 /// `{"cmd":"move","thread":T,"op":OP|"msg":ID,"to":"front"|"back"}`: a reorder of a held
 /// thread's pending messages (plus the one it is about to start) computed from the model.
-fn move_cmd(model: &Model, v: &Value) -> Result<Command, String> {
+fn move_cmd(model: &Model, v: &Value) -> Result<Option<Command>, String> {
     let thread = v
         .get("thread")
         .and_then(Value::as_str)
@@ -396,6 +399,9 @@ fn move_cmd(model: &Model, v: &Value) -> Result<Command, String> {
     let picked = |r: &(String, String)| op.is_some_and(|o| r.1 == o) || msg.is_some_and(|m| r.0 == m);
     let (sel, rest): (Vec<_>, Vec<_>) = rows.iter().partition(|r| picked(r));
     if sel.is_empty() {
+        if v.get("optional").and_then(Value::as_bool) == Some(true) {
+            return Ok(None);
+        }
         return Err(format!("no message pending on {thread} matches"));
     }
     let order: Vec<String> = match to {
@@ -403,10 +409,10 @@ fn move_cmd(model: &Model, v: &Value) -> Result<Command, String> {
         "back" => rest.iter().chain(sel.iter()).map(|r| key(r)).collect(),
         other => return Err(format!("move: `to` must be front or back, not {other}")),
     };
-    Ok(Command::Reorder {
+    Ok(Some(Command::Reorder {
         thread: thread.to_owned(),
         order,
-    })
+    }))
 }
 
 /// `{"cmd":"edit_field","thread":T,"field":F,"value":V}`: edit one top-level field of the
