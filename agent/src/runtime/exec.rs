@@ -168,10 +168,8 @@ impl<S: ThreadState> Exec<'_, S> {
     }
 
     fn on_message(&mut self, env: Envelope) {
-        let graph = env.graph.clone();
         let node = env.node;
-        let n = &graph.nodes[node];
-        let is_instance = matches!(n.op, OpFn::Merge { .. } | OpFn::Stream { .. });
+        let is_instance = matches!(env.graph.nodes[node].op, OpFn::Merge { .. } | OpFn::Stream { .. });
         let (step, instance) = if is_instance {
             let prefix = env
                 .frame
@@ -184,13 +182,17 @@ impl<S: ThreadState> Exec<'_, S> {
         let Some((env, trace)) = self.start(env, step, &instance) else {
             return; // put back: the loop pops the new head
         };
+        // The envelope's handles are moved, not cloned: every clone and drop of these
+        // shared reference counts is a cache line bouncing between cores.
         let Envelope {
             id,
+            graph,
             payload,
             frame,
             sched,
             ..
         } = env;
+        let n = &graph.nodes[node];
         let threads = n.threads.len();
         let mut completion = None;
         let result = match &n.op {
@@ -228,7 +230,7 @@ impl<S: ThreadState> Exec<'_, S> {
                         node,
                         &sched,
                         IdMode::Same(id.clone()),
-                        frame.clone(),
+                        frame,
                         trace,
                     );
                     poster.post(out);
@@ -481,9 +483,10 @@ impl PostSink for Poster<'_> {
         if self.error.is_some() {
             return;
         }
-        let id = match &self.ids {
-            IdMode::Same(id) => id.clone(),
-            IdMode::Child(base) => base.child(self.count),
+        // A single-output step hands its frame over; a split shares it among its outputs.
+        let (id, frame) = match &self.ids {
+            IdMode::Same(id) => (id.clone(), self.frame.take()),
+            IdMode::Child(base) => (base.child(self.count), self.frame.clone()),
         };
         self.count += 1;
         let next = self.node + 1;
@@ -496,7 +499,7 @@ impl PostSink for Poster<'_> {
             dest,
             id,
             payload,
-            self.frame.clone(),
+            frame,
             self.sched,
             self.traced,
         ) {
@@ -563,7 +566,7 @@ pub(crate) fn deliver(
                 payload,
                 frame,
                 sched: sched.clone(),
-                from: from.map(|(n, t)| (graph.nodes[n].info.clone(), t.info.clone())),
+                from: from.map(|(n, t)| (n, t.info.index)),
                 traced,
             };
             n.threads[t].push(env, sh.hook.as_deref());

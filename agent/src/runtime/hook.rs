@@ -111,7 +111,7 @@ impl QueuedMsg {
             id: env.id.clone(),
             op: env.dest_op().clone(),
             type_name: env.payload.type_name(),
-            from: env.from.clone(),
+            from: env.sender(),
             traced: env.traced,
         }
     }

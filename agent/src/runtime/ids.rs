@@ -9,37 +9,109 @@ use std::fmt;
 use std::str::FromStr;
 
 /// A dotted message identifier such as `0.3.1`.
-#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Debug)]
-pub struct MsgId(Vec<u64>);
+///
+/// Ids of up to [`INLINE`] components (every id of a graph nested up to two splits deep)
+/// live inline: creating and cloning them allocates nothing, which matters because the
+/// runtime makes several per message.
+#[derive(Clone)]
+pub struct MsgId(Repr);
+
+/// Components stored without allocating.
+const INLINE: usize = 3;
+
+#[derive(Clone)]
+enum Repr {
+    Inline { len: u8, parts: [u64; INLINE] },
+    Heap(Box<[u64]>),
+}
 
 impl MsgId {
+    fn from_slice(parts: &[u64]) -> Self {
+        if parts.len() <= INLINE {
+            let mut inline = [0; INLINE];
+            inline[..parts.len()].copy_from_slice(parts);
+            Self(Repr::Inline {
+                len: parts.len() as u8,
+                parts: inline,
+            })
+        } else {
+            Self(Repr::Heap(parts.into()))
+        }
+    }
+
     /// The id of the root message of schedule call number `call`.
     pub fn root(call: u64) -> Self {
-        Self(vec![call])
+        Self::from_slice(&[call])
     }
 
     /// The id of output number `index` of a split (or stream) whose base id is `self`.
     pub fn child(&self, index: u64) -> Self {
-        let mut v = Vec::with_capacity(self.0.len() + 1);
-        v.extend_from_slice(&self.0);
+        let parts = self.components();
+        if parts.len() < INLINE {
+            let mut inline = [0; INLINE];
+            inline[..parts.len()].copy_from_slice(parts);
+            inline[parts.len()] = index;
+            return Self(Repr::Inline {
+                len: parts.len() as u8 + 1,
+                parts: inline,
+            });
+        }
+        let mut v = Vec::with_capacity(parts.len() + 1);
+        v.extend_from_slice(parts);
         v.push(index);
-        Self(v)
+        Self(Repr::Heap(v.into()))
     }
 
     /// The id with the last component dropped (what a merge outputs), `None` for a root.
     pub fn parent(&self) -> Option<Self> {
-        (self.0.len() > 1).then(|| Self(self.0[..self.0.len() - 1].to_vec()))
+        let parts = self.components();
+        (parts.len() > 1).then(|| Self::from_slice(&parts[..parts.len() - 1]))
     }
 
     /// The components, outermost first.
     pub fn components(&self) -> &[u64] {
-        &self.0
+        match &self.0 {
+            Repr::Inline { len, parts } => &parts[..usize::from(*len)],
+            Repr::Heap(parts) => parts,
+        }
+    }
+}
+
+impl PartialEq for MsgId {
+    fn eq(&self, other: &Self) -> bool {
+        self.components() == other.components()
+    }
+}
+
+impl Eq for MsgId {}
+
+impl std::hash::Hash for MsgId {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.components().hash(state);
+    }
+}
+
+impl PartialOrd for MsgId {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for MsgId {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.components().cmp(other.components())
+    }
+}
+
+impl fmt::Debug for MsgId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "MsgId({self})")
     }
 }
 
 impl fmt::Display for MsgId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (i, c) in self.0.iter().enumerate() {
+        for (i, c) in self.components().iter().enumerate() {
             if i > 0 {
                 f.write_str(".")?;
             }
@@ -59,7 +131,7 @@ impl FromStr for MsgId {
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let parts: Result<Vec<u64>, _> = s.split('.').map(str::parse).collect();
         match parts {
-            Ok(v) if !v.is_empty() => Ok(Self(v)),
+            Ok(v) if !v.is_empty() => Ok(Self::from_slice(&v)),
             _ => Err(ParseMsgIdError(s.to_owned())),
         }
     }
@@ -80,5 +152,11 @@ mod tests {
         assert!("0..1".parse::<MsgId>().is_err());
         assert!("".parse::<MsgId>().is_err());
         assert!("a".parse::<MsgId>().is_err());
+        // Past the inline size, ids spill to the heap and still compare by value.
+        let deep = c.child(7).child(9);
+        assert_eq!(deep.to_string(), "0.3.1.7.9");
+        assert_eq!("0.3.1.7.9".parse::<MsgId>(), Ok(deep.clone()));
+        assert_eq!(deep.parent().and_then(|p| p.parent()), Some(c.clone()));
+        assert!(c < deep && root < c);
     }
 }

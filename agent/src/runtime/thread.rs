@@ -11,6 +11,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::SyncSender;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
+/// Back-off steps of an idle thread: spin `2^step` times up to this step...
+const BACKOFF_SPIN_LIMIT: u32 = 6;
+/// ...then yield the CPU up to this step, then sleep on the condition variable.
+const BACKOFF_YIELD_LIMIT: u32 = 10;
+
 /// Lock a mutex, ignoring poisoning: no user code runs while our locks are held.
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -117,13 +122,22 @@ pub(crate) struct Envelope {
     pub(crate) payload: Box<dyn Payload>,
     pub(crate) frame: Option<Arc<Frame>>,
     pub(crate) sched: Arc<Sched>,
-    pub(crate) from: Option<(Arc<OpInfo>, Arc<ThreadInfo>)>,
+    /// The sending node of `graph` and the index of the sending thread in its collection
+    /// (indexes rather than shared handles: no reference count to touch per message).
+    pub(crate) from: Option<(usize, usize)>,
     pub(crate) traced: bool,
 }
 
 impl Envelope {
     pub(crate) fn dest_op(&self) -> &Arc<OpInfo> {
         &self.graph.nodes[self.node].info
+    }
+
+    /// The operation and thread that sent this message.
+    pub(crate) fn sender(&self) -> Option<(Arc<OpInfo>, Arc<ThreadInfo>)> {
+        let (node, thread) = self.from?;
+        let n = self.graph.nodes.get(node)?;
+        Some((n.info.clone(), n.threads.get(thread)?.info.clone()))
     }
 }
 
@@ -231,9 +245,34 @@ impl ThreadShared {
                 }
                 return Some(item);
             }
-            q.sleeping = true;
-            q = self.cv.wait(q).unwrap_or_else(std::sync::PoisonError::into_inner);
+            // Nothing yet: spin, then yield, before sleeping. A producer usually posts
+            // again within microseconds, and a futex sleep and wake-up costs more than that
+            // on both sides (the same back-off std's channels use).
+            drop(q);
+            q = self.wait_a_little();
+            if q.items.is_empty() && !q.shutdown {
+                q.sleeping = true;
+                q = self.cv.wait(q).unwrap_or_else(std::sync::PoisonError::into_inner);
+            }
         }
+    }
+
+    /// Back off for a few microseconds, or until an item arrives; returns the queue locked.
+    fn wait_a_little(&self) -> MutexGuard<'_, Queue> {
+        for step in 0..=BACKOFF_YIELD_LIMIT {
+            if step <= BACKOFF_SPIN_LIMIT {
+                for _ in 0..1u32 << step {
+                    std::hint::spin_loop();
+                }
+            } else {
+                std::thread::yield_now();
+            }
+            let q = lock(&self.queue);
+            if !q.items.is_empty() || q.shutdown {
+                return q;
+            }
+        }
+        lock(&self.queue)
     }
 
     /// Record the running step (for snapshots).
