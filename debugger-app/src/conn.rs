@@ -4,7 +4,7 @@
 //! UI: a waker is called whenever events arrive.
 
 use futures_util::{SinkExt, StreamExt};
-use racetrack_protocol::{Command, Event, MAX_FRAME_BYTES, PROTOCOL_VERSION};
+use racetrack_protocol::{Command, Decoder, Event, MAX_FRAME_BYTES, PROTOCOL_VERSION};
 use std::sync::mpsc;
 use std::time::Duration;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
@@ -115,21 +115,18 @@ async fn run(
     };
     let _ = ready.send(Ok(()));
     let (mut tx, mut rx) = ws.split();
-    let deliver = |ev: Event| -> bool {
-        match ev {
-            Event::Batch { events: evs } => evs.into_iter().all(|e| events.send(ConnEvent::Event(e)).is_ok()),
-            other => events.send(ConnEvent::Event(other)).is_ok(),
-        }
-    };
+    let mut decoder = Decoder::default();
     let reason = loop {
         tokio::select! {
             m = rx.next() => match m {
-                Some(Ok(Message::Text(t))) => match serde_json::from_str::<Event>(&t) {
-                    Ok(Event::Hello { protocol, .. }) if protocol != PROTOCOL_VERSION => {
-                        break Some(format!("the agent speaks protocol {protocol}; this debugger speaks {PROTOCOL_VERSION}"));
-                    }
-                    Ok(ev) => {
-                        if !deliver(ev) {
+                Some(Ok(Message::Text(t))) => match decoder.decode(&t) {
+                    Ok(evs) => {
+                        if let Some(Event::Hello { protocol, .. }) = evs.first() {
+                            if *protocol != PROTOCOL_VERSION {
+                                break Some(format!("the agent speaks protocol {protocol}; this debugger speaks {PROTOCOL_VERSION}"));
+                            }
+                        }
+                        if !evs.into_iter().all(|e| events.send(ConnEvent::Event(e)).is_ok()) {
                             break None;
                         }
                         waker();

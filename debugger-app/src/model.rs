@@ -3,7 +3,9 @@
 //! that ran, edges for messages with counts), per-thread queues, per-node processed and
 //! sent lists, held events, the policy the user set, and a log.
 
-use racetrack_protocol::{CollectionDesc, Command, Event, OperationDesc, QueueEntry, RecvEv, SendEv, StepEv};
+use racetrack_protocol::{
+    CollectionDesc, Command, Decoder, Event, OperationDesc, QueueEntry, RecvEv, SendEv, StepEv,
+};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
@@ -114,6 +116,10 @@ pub struct Model {
     pub log: VecDeque<LogLine>,
     /// Messages whose send was seen but not yet their receive: (id, to_op) → info.
     in_flight: HashMap<(String, String), MsgInfo>,
+    /// A reusable key for lookups.
+    key: NodeKey,
+    /// Names that `packed` events refer to (normally expanded by the connection already).
+    names: Decoder,
 }
 
 const LOG_MAX: usize = 10_000;
@@ -184,7 +190,25 @@ impl Model {
             .unwrap_or_default()
     }
 
+    /// Fill the scratch key with (a, b): lookups then allocate nothing.
+    fn scratch(scratch: &mut NodeKey, a: &str, b: &str) {
+        scratch.0.clear();
+        scratch.0.push_str(a);
+        scratch.1.clear();
+        scratch.1.push_str(b);
+    }
+
     fn node(&mut self, op: &str, thread: &str) -> &mut Node {
+        Self::scratch(&mut self.key, op, thread);
+        // Looked up first with the scratch key: the common case (the node exists) then
+        // allocates nothing.
+        if !self.nodes.contains_key(&self.key) {
+            self.insert_node(op, thread);
+        }
+        self.nodes.get_mut(&self.key).expect("the node was just inserted")
+    }
+
+    fn insert_node(&mut self, op: &str, thread: &str) {
         let order = self.nodes.len();
         let kind = self.kind_of(op);
         self.nodes
@@ -198,7 +222,7 @@ impl Model {
                 processed: Vec::new(),
                 sent: Vec::new(),
                 order,
-            })
+            });
     }
 
     fn log(&mut self, level: &'static str, text: String) {
@@ -221,6 +245,7 @@ impl Model {
                 collections,
                 edges,
             } => {
+                self.names.observe(ev);
                 self.operations = operations.clone();
                 self.collections = collections.clone();
                 self.op_edges = edges.clone();
@@ -247,6 +272,14 @@ impl Model {
                 }
             }
             Event::Batch { events } => events.iter().for_each(|e| self.ingest(e)),
+            Event::Packed { events } => {
+                for p in events {
+                    match self.names.expand(p.clone()) {
+                        Ok(e) => self.ingest(&e),
+                        Err(e) => self.log("error", e),
+                    }
+                }
+            }
             Event::Send(s) => self.on_send(s, ev),
             Event::Recv(r) => self.on_recv(r),
             Event::Start(s) => self.on_start(s, ev),
@@ -344,7 +377,8 @@ impl Model {
 
     fn on_recv(&mut self, r: &RecvEv) {
         self.event_count += 1;
-        let info = self.in_flight.remove(&(r.msg.clone(), r.op.clone()));
+        Self::scratch(&mut self.key, &r.msg, &r.op);
+        let info = self.in_flight.remove(&self.key);
         let from = info.as_ref().and_then(|i| i.from.clone());
         let entry = QueueEntry {
             id: r.msg.clone(),
@@ -359,10 +393,9 @@ impl Model {
         let pos = r.position.min(q.len());
         q.insert(pos, entry);
         if let Some(from) = from {
-            *self
-                .edges
-                .entry((from, (r.op.clone(), r.thread.clone())))
-                .or_insert(0) += 1;
+            Self::scratch(&mut self.key, &r.op, &r.thread);
+            let edge = (from, std::mem::take(&mut self.key));
+            *self.edges.entry(edge).or_insert(0) += 1;
         }
     }
 

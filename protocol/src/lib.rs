@@ -228,6 +228,13 @@ pub enum Event {
         /// The events.
         events: Vec<Event>,
     },
+    /// Several streamed `send` / `recv` / `start` / `stop` events in compact form (names
+    /// as indexes into the latest `structure`); [`Decoder`] expands them. The agent packs
+    /// the events that are not held and carry no content.
+    Packed {
+        /// The events, in order.
+        events: Vec<PackedEv>,
+    },
     /// A message is sent (before delivery).
     Send(SendEv),
     /// A message is enqueued.
@@ -427,6 +434,173 @@ impl Command {
             None => return Err("missing `cmd` field".to_owned()),
         };
         serde_json::from_value(v).map_err(|e| format!("bad `{name}` command: {e}"))
+    }
+}
+
+/// One streamed event in compact form, a JSON array
+/// `[kind, event_id, thread, op, msg, a, b, traced, text]`:
+///
+/// | kind | event | `thread`, `op` | `a` | `b` | `text` |
+/// |---|---|---|---|---|---|
+/// | 0 | `send` | sending thread and operation (-1: none) | destination op (-1: none) | destination thread (-1: none) | Rust type name |
+/// | 1 | `recv` | receiving thread, operation | queue position | 0 | `""` |
+/// | 2, 3 | `start`, `stop` | thread, operation | step: 0 run, 1 absorb, 2 final | 0 | instance (`""`: same as `msg`) |
+///
+/// Threads are numbered across the `structure`'s collections in order (the first
+/// collection's threads first), operations by their position in `operations`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PackedEv(
+    /// Kind: 0 send, 1 recv, 2 start, 3 stop.
+    pub u8,
+    /// Event number.
+    pub u64,
+    /// Thread index (-1: none).
+    pub i64,
+    /// Operation index (-1: none).
+    pub i64,
+    /// Message id.
+    pub String,
+    /// Kind-specific number.
+    pub i64,
+    /// Kind-specific number.
+    pub i64,
+    /// Whether the message (start: the consumed one; stop: the outputs) is traced.
+    pub bool,
+    /// Kind-specific text.
+    pub String,
+);
+
+/// Turns frames from the agent into [`Event`]s: expands `batch` and `packed` frames (the
+/// latter with the names of the latest `structure`, which it remembers).
+#[derive(Debug, Default, Clone)]
+pub struct Decoder {
+    ops: Vec<String>,
+    threads: Vec<String>,
+}
+
+#[derive(Deserialize)]
+struct PackedFrame {
+    events: Vec<PackedEv>,
+}
+
+impl Decoder {
+    /// Decode one text frame into the events it carries, in order.
+    pub fn decode(&mut self, text: &str) -> Result<Vec<Event>, String> {
+        // Fast path: a packed frame is parsed as plain arrays, without buffering the
+        // whole frame first as an internally tagged enum would.
+        if text.starts_with(r#"{"event":"packed","#) {
+            let frame: PackedFrame = serde_json::from_str(text).map_err(|e| e.to_string())?;
+            return frame.events.into_iter().map(|p| self.expand(p)).collect();
+        }
+        let ev: Event = serde_json::from_str(text).map_err(|e| e.to_string())?;
+        let mut out = Vec::new();
+        self.push(ev, &mut out)?;
+        Ok(out)
+    }
+
+    fn push(&mut self, ev: Event, out: &mut Vec<Event>) -> Result<(), String> {
+        match ev {
+            Event::Batch { events } => {
+                for e in events {
+                    self.push(e, out)?;
+                }
+            }
+            Event::Packed { events } => {
+                for p in events {
+                    out.push(self.expand(p)?);
+                }
+            }
+            other => {
+                self.observe(&other);
+                out.push(other);
+            }
+        }
+        Ok(())
+    }
+
+    /// Learn the names that packed events refer to from a `structure` event (other events
+    /// are ignored).
+    pub fn observe(&mut self, ev: &Event) {
+        if let Event::Structure {
+            operations,
+            collections,
+            ..
+        } = ev
+        {
+            self.ops = operations.iter().map(|o| o.name.clone()).collect();
+            self.threads = collections
+                .iter()
+                .flat_map(|c| c.threads.iter().cloned())
+                .collect();
+        }
+    }
+
+    fn name(list: &[String], i: i64, what: &str) -> Result<Option<String>, String> {
+        if i < 0 {
+            return Ok(None);
+        }
+        usize::try_from(i)
+            .ok()
+            .and_then(|i| list.get(i))
+            .map(|n| Some(n.clone()))
+            .ok_or_else(|| format!("packed event names {what} #{i}, which the structure does not have"))
+    }
+
+    /// Expand one packed event.
+    pub fn expand(&self, p: PackedEv) -> Result<Event, String> {
+        let PackedEv(kind, event_id, thread, op, msg, a, b, traced, text) = p;
+        let thread = Self::name(&self.threads, thread, "thread")?;
+        let op = Self::name(&self.ops, op, "operation")?;
+        let required =
+            |n: Option<String>, what: &str| n.ok_or_else(|| format!("packed event {event_id} has no {what}"));
+        Ok(match kind {
+            0 => Event::Send(SendEv {
+                event_id,
+                thread,
+                op,
+                msg,
+                to_op: Self::name(&self.ops, a, "operation")?,
+                to_thread: Self::name(&self.threads, b, "thread")?,
+                type_name: text,
+                traced,
+                held: false,
+                reason: None,
+                content: None,
+            }),
+            1 => Event::Recv(RecvEv {
+                event_id,
+                thread: required(thread, "thread")?,
+                op: required(op, "operation")?,
+                msg,
+                position: usize::try_from(a).unwrap_or_default(),
+                traced,
+            }),
+            2 | 3 => {
+                let step = match a {
+                    0 => Step::Run,
+                    1 => Step::Absorb,
+                    2 => Step::Final,
+                    _ => return Err(format!("packed event {event_id} has unknown step {a}")),
+                };
+                let ev = StepEv {
+                    event_id,
+                    thread: required(thread, "thread")?,
+                    op: required(op, "operation")?,
+                    instance: if text.is_empty() { msg.clone() } else { text },
+                    msg,
+                    step,
+                    traced,
+                    held: false,
+                    reason: None,
+                };
+                if kind == 2 {
+                    Event::Start(ev)
+                } else {
+                    Event::Stop(ev)
+                }
+            }
+            _ => return Err(format!("packed event {event_id} has unknown kind {kind}")),
+        })
     }
 }
 

@@ -145,6 +145,15 @@ fn events() {
         r#"{"event":"batch","events":[{"event":"stop","event_id":18,"thread":"proc[1]","op":"Sort","msg":"0.3","instance":"0.3","step":"run","traced":false,"held":false}]}"#,
     );
     golden_event(
+        Event::Packed {
+            events: vec![
+                PackedEv(0, 12, 0, 0, "0.5".into(), 1, 3, false, "Task".into()),
+                PackedEv(1, 13, 3, 1, "0.5".into(), 0, 0, false, String::new()),
+            ],
+        },
+        r#"{"event":"packed","events":[[0,12,0,0,"0.5",1,3,false,"Task"],[1,13,3,1,"0.5",0,0,false,""]]}"#,
+    );
+    golden_event(
         Event::Released {
             event_id: 17,
             thread: "proc[1]".into(),

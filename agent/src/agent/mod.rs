@@ -12,7 +12,10 @@
 //!   (backpressure on sends, starts and stops) instead of growing memory.
 //! - Detaching (or the connection dropping) releases every hold and returns to free run.
 
+mod record;
 mod server;
+
+use record::{Fast, Rec, Text};
 
 use crate::runtime::hook::{
     CollectionInfo, GraphInfo, Hook, OpInfo, QueuedMsg, RecvEvent, SendEvent, StepEvent, StepKind, ThreadInfo,
@@ -102,7 +105,7 @@ struct Held {
 #[derive(Default)]
 struct Stream {
     next_id: u64,
-    buf: Vec<Event>,
+    buf: Vec<Rec>,
     held: BTreeMap<u64, Held>,
 }
 
@@ -225,6 +228,25 @@ fn step_ev(ev: &StepEvent<'_>, traced: bool, reason: Option<HoldReason>) -> prot
     }
 }
 
+/// A step event that is streamed, not held, in compact form.
+fn fast_step(kind: u8, ev: &StepEvent<'_>, traced: bool) -> Fast {
+    Fast {
+        kind,
+        event_id: 0,
+        thread: record::thread_index(Some(ev.thread)),
+        op: record::op_index(Some(ev.op)),
+        msg: ev.msg_id.clone(),
+        a: record::step_code(ev.step),
+        b: 0,
+        traced,
+        text: if ev.instance == ev.msg_id {
+            Text::None
+        } else {
+            Text::Instance(ev.instance.clone())
+        },
+    }
+}
+
 fn set_event_id(ev: &mut Event, id: u64) {
     match ev {
         Event::Send(e) => e.event_id = id,
@@ -311,7 +333,12 @@ impl Agent {
     // ---- the event stream ------------------------------------------------------------
 
     /// Append a streamed event (with the next event number if it has one).
-    fn emit(&self, mut ev: Event, backpressure: bool) {
+    fn emit(&self, ev: Event, backpressure: bool) {
+        self.record(Rec::Full(ev), backpressure);
+    }
+
+    /// Append a streamed record (see [`emit`](Self::emit)).
+    fn record(&self, mut ev: Rec, backpressure: bool) {
         let mut s = lock(&self.stream);
         if !self.attached.load(Relaxed) {
             return;
@@ -324,8 +351,8 @@ impl Agent {
                     .unwrap_or_else(std::sync::PoisonError::into_inner);
             }
         }
-        if ev.event_id().is_some() {
-            set_event_id(&mut ev, s.next_id);
+        if ev.is_numbered() {
+            ev.set_event_id(s.next_id);
             s.next_id += 1;
         }
         s.buf.push(ev);
@@ -343,7 +370,7 @@ impl Agent {
             if !self.attached.load(Relaxed) {
                 return;
             }
-            s.buf.push(ev);
+            s.buf.push(Rec::Full(ev));
         }
         self.wake.notify_one();
     }
@@ -353,7 +380,7 @@ impl Agent {
     }
 
     /// Take what is buffered (the server's side).
-    fn drain(&self) -> Vec<Event> {
+    fn drain(&self) -> Vec<Rec> {
         let out = std::mem::take(&mut lock(&self.stream).buf);
         self.space.notify_all();
         out
@@ -396,7 +423,7 @@ impl Agent {
             s.next_id += 1;
             set_event_id(&mut ev, id);
             if attached {
-                s.buf.push(ev.clone());
+                s.buf.push(Rec::Full(ev.clone()));
             }
             let is_send = matches!(ev, Event::Send(_));
             s.held.insert(
@@ -426,7 +453,7 @@ impl Agent {
                             // starts the new head (a new start event).
                             let mut s = lock(&self.stream);
                             if s.held.remove(&id).is_some() && self.attached.load(Relaxed) {
-                                s.buf.push(Event::Released { event_id: id, thread: name.to_string() });
+                                s.buf.push(Rec::Full(Event::Released { event_id: id, thread: name.to_string() }));
                             }
                             drop(s);
                             self.wake.notify_one();
@@ -465,10 +492,10 @@ impl Agent {
         for id in &ids {
             if let Some(h) = s.held.remove(id) {
                 if self.attached.load(Relaxed) {
-                    s.buf.push(Event::Released {
+                    s.buf.push(Rec::Full(Event::Released {
                         event_id: *id,
                         thread: h.thread_name.to_string(),
-                    });
+                    }));
                 }
                 let _ = h.tx.send(HeldCmd::Release { trace });
             }
@@ -841,8 +868,23 @@ impl Hook for Agent {
         if !self.hot.load(Relaxed) || !self.attached.load(Relaxed) {
             return;
         }
+        let reason = ev.thread.and_then(|t| self.other_reason(t.global));
+        if reason.is_none() && !self.content.load(Relaxed) {
+            let fast = Fast {
+                kind: record::SEND,
+                event_id: 0,
+                thread: record::thread_index(ev.thread.map(|t| &**t)),
+                op: record::op_index(ev.from_op.map(|o| &**o)),
+                msg: ev.msg_id.clone(),
+                a: record::op_index(ev.to_op.map(|o| &**o)),
+                b: record::thread_index(ev.to_thread.map(|t| &**t)),
+                traced: ev.traced,
+                text: Text::Type(ev.type_name()),
+            };
+            self.record(Rec::Fast(fast), thread_is_program(ev));
+            return;
+        }
         let thread = ev.thread.cloned();
-        let reason = thread.as_ref().and_then(|t| self.other_reason(t.global));
         let content = (reason.is_some() || self.content.load(Relaxed)).then(|| {
             ev.content_json()
                 .unwrap_or_else(|e| serde_json::json!({ "$unserializable": e }))
@@ -873,17 +915,18 @@ impl Hook for Agent {
             return;
         }
         // Never blocks: called with the destination queue locked.
-        self.emit(
-            Event::Recv(proto::RecvEv {
-                event_id: 0,
-                thread: ev.thread.name.to_string(),
-                op: ev.op.name.to_string(),
-                msg: ev.msg_id.to_string(),
-                position: ev.position,
-                traced: ev.traced,
-            }),
-            false,
-        );
+        let fast = Fast {
+            kind: record::RECV,
+            event_id: 0,
+            thread: record::thread_index(Some(ev.thread)),
+            op: record::op_index(Some(ev.op)),
+            msg: ev.msg_id.clone(),
+            a: ev.position as i64,
+            b: 0,
+            traced: ev.traced,
+            text: Text::None,
+        };
+        self.record(Rec::Fast(fast), false);
     }
 
     fn on_start(&self, ev: &mut StepEvent<'_>) {
@@ -901,10 +944,10 @@ impl Hook for Agent {
         } else {
             self.start_reason(ev)
         };
-        let sev = step_ev(ev, ev.input_traced, reason.map(|r| r.0));
         match reason {
-            None => self.emit(Event::Start(sev), true),
+            None => self.record(Rec::Fast(fast_step(record::START, ev, ev.input_traced)), true),
             Some((r, trace_break)) => {
+                let sev = step_ev(ev, ev.input_traced, Some(r));
                 if trace_break {
                     ev.trace_outputs = true;
                 }
@@ -928,11 +971,10 @@ impl Hook for Agent {
         if !self.hot.load(Relaxed) || !self.attached.load(Relaxed) {
             return;
         }
-        let reason = self.other_reason(ev.thread.global);
-        let sev = step_ev(ev, ev.trace_outputs, reason);
-        match reason {
-            None => self.emit(Event::Stop(sev), true),
+        match self.other_reason(ev.thread.global) {
+            None => self.record(Rec::Fast(fast_step(record::STOP, ev, ev.trace_outputs)), true),
             Some(r) => {
+                let sev = step_ev(ev, ev.trace_outputs, Some(r));
                 let thread = ev.thread.clone();
                 self.hold(Event::Stop(sev), &thread, r, ev);
             }

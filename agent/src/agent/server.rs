@@ -3,7 +3,7 @@
 //! the event buffer in `batch` frames (at once when woken, else every tick) and applies
 //! the commands it receives. One controlling debugger at a time.
 
-use super::Agent;
+use super::{record, Agent};
 use futures_util::{SinkExt, StreamExt};
 use racetrack_protocol::{Command, Event, MAX_FRAME_BYTES};
 use std::sync::atomic::Ordering::Relaxed;
@@ -154,12 +154,10 @@ async fn serve(agent: &Arc<Agent>, stream: tokio::net::TcpStream) -> Result<(), 
                 () = agent.wake.notified() => {}
                 _ = tick.tick() => {}
             }
-            let events = agent.drain();
-            for chunk in events.chunks(BATCH_MAX) {
-                let batch = Event::Batch { events: chunk.to_vec() };
-                tx.send(send(&batch)).await.map_err(|e| format!("send: {e}"))?;
+            for (frame, n) in record::frames(agent.drain(), BATCH_MAX) {
+                tx.send(Message::Text(frame.into())).await.map_err(|e| format!("send: {e}"))?;
                 agent.sent.fetch_add(1, Relaxed);
-                agent.sent_events.fetch_add(chunk.len() as u64, Relaxed);
+                agent.sent_events.fetch_add(n as u64, Relaxed);
             }
             if close {
                 let _ = tx.close().await;

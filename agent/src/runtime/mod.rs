@@ -247,10 +247,12 @@ impl Runtime {
             threads: infos,
         });
         colls.push(info.clone());
-        drop((colls, all));
+        // Announced under the registration locks, so the hook sees collections (and
+        // threads) in the order of their numbers.
         if let Some(h) = &sh.hook {
             h.on_collection(&info);
         }
+        drop((colls, all));
         Collection {
             runtime: sh.id,
             id,
@@ -291,11 +293,13 @@ impl Runtime {
                 threads: n.collection.threads,
             });
         }
-        drop(ops);
         let inner = Arc::new(GraphInner { nodes });
+        // Announced under the registration lock, so the hook sees operations in the order
+        // of their ids.
         if let Some(h) = &sh.hook {
             h.on_graph(&graph::graph_info(&inner));
         }
+        drop(ops);
         Ok(FlowGraph::new(inner))
     }
 

@@ -1,0 +1,253 @@
+//! What the agent buffers between the program's threads and its network thread.
+//!
+//! The common streamed events (a `send`, `recv`, `start` or `stop` that is not held and
+//! carries no content) are recorded as [`Fast`] records: indexes, inline message ids and
+//! static type names, so recording one allocates nothing on the program's thread. The
+//! agent's thread turns runs of them into `packed` frames ([`racetrack_protocol::PackedEv`]); every
+//! other event is buffered as the protocol [`Event`] it is.
+
+use crate::runtime::hook::{OpInfo, StepKind, ThreadInfo};
+use crate::runtime::ids::MsgId;
+use racetrack_protocol::Event;
+use serde::ser::{Serialize, SerializeTuple, Serializer};
+
+/// One buffered event.
+pub(crate) enum Rec {
+    /// A streamed event in compact form.
+    Fast(Fast),
+    /// Anything else.
+    Full(Event),
+}
+
+/// The kind-specific text of a [`Fast`] record.
+pub(crate) enum Text {
+    None,
+    /// `send`: the Rust type name.
+    Type(&'static str),
+    /// `start` / `stop`: the instance, when it differs from the message id.
+    Instance(MsgId),
+}
+
+/// A `send`, `recv`, `start` or `stop` event; the fields mean what [`racetrack_protocol::PackedEv`]'s do.
+pub(crate) struct Fast {
+    pub(crate) kind: u8,
+    pub(crate) event_id: u64,
+    pub(crate) thread: i64,
+    pub(crate) op: i64,
+    pub(crate) msg: MsgId,
+    pub(crate) a: i64,
+    pub(crate) b: i64,
+    pub(crate) traced: bool,
+    pub(crate) text: Text,
+}
+
+pub(crate) const SEND: u8 = 0;
+pub(crate) const RECV: u8 = 1;
+pub(crate) const START: u8 = 2;
+pub(crate) const STOP: u8 = 3;
+
+/// The index of a thread in the `structure` (its global number).
+pub(crate) fn thread_index(t: Option<&ThreadInfo>) -> i64 {
+    t.map_or(-1, |t| t.global as i64)
+}
+
+/// The index of an operation in the `structure` (its id).
+pub(crate) fn op_index(o: Option<&OpInfo>) -> i64 {
+    o.map_or(-1, |o| o.id as i64)
+}
+
+/// A step's number in a packed event.
+pub(crate) fn step_code(k: StepKind) -> i64 {
+    match k {
+        StepKind::Run => 0,
+        StepKind::Absorb => 1,
+        StepKind::Final => 2,
+    }
+}
+
+impl Rec {
+    /// Whether the record takes an event number.
+    pub(crate) fn is_numbered(&self) -> bool {
+        match self {
+            Rec::Fast(_) => true,
+            Rec::Full(ev) => ev.event_id().is_some(),
+        }
+    }
+
+    pub(crate) fn set_event_id(&mut self, id: u64) {
+        match self {
+            Rec::Fast(f) => f.event_id = id,
+            Rec::Full(Event::Send(e)) => e.event_id = id,
+            Rec::Full(Event::Recv(e)) => e.event_id = id,
+            Rec::Full(Event::Start(e) | Event::Stop(e)) => e.event_id = id,
+            Rec::Full(_) => {}
+        }
+    }
+}
+
+impl Serialize for Fast {
+    /// The wire form, [`racetrack_protocol::PackedEv`]'s array, written without building one: the id
+    /// and names go straight into the frame.
+    fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        let mut t = ser.serialize_tuple(9)?;
+        t.serialize_element(&self.kind)?;
+        t.serialize_element(&self.event_id)?;
+        t.serialize_element(&self.thread)?;
+        t.serialize_element(&self.op)?;
+        t.serialize_element(&Shown(&self.msg))?;
+        t.serialize_element(&self.a)?;
+        t.serialize_element(&self.b)?;
+        t.serialize_element(&self.traced)?;
+        match &self.text {
+            Text::None => t.serialize_element("")?,
+            Text::Type(n) => t.serialize_element(n)?,
+            Text::Instance(i) => t.serialize_element(&Shown(i))?,
+        }
+        t.end()
+    }
+}
+
+/// Serializes a value as the string its `Display` gives, without allocating it.
+struct Shown<'a, T>(&'a T);
+
+impl<T: std::fmt::Display> Serialize for Shown<'_, T> {
+    fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        ser.collect_str(self.0)
+    }
+}
+
+/// Text frames for drained records, in order, with the number of events in each: runs of
+/// fast records become `packed` frames, runs of the others `batch` frames, each of at most
+/// `max` events.
+pub(crate) fn frames(recs: Vec<Rec>, max: usize) -> Vec<(String, usize)> {
+    let mut out = Vec::new();
+    let mut packed: Vec<u8> = Vec::new();
+    let mut n_packed = 0;
+    let mut full = Vec::new();
+    let flush_packed = |packed: &mut Vec<u8>, n: &mut usize, out: &mut Vec<(String, usize)>| {
+        if *n > 0 {
+            packed.extend_from_slice(b"]}");
+            // serde_json writes UTF-8 only.
+            let text = String::from_utf8(std::mem::take(packed)).unwrap_or_default();
+            out.push((text, std::mem::take(n)));
+        }
+    };
+    let flush_full = |full: &mut Vec<Event>, out: &mut Vec<(String, usize)>| {
+        if !full.is_empty() {
+            let n = full.len();
+            out.push((
+                Event::Batch {
+                    events: std::mem::take(full),
+                }
+                .to_json(),
+                n,
+            ));
+        }
+    };
+    for r in recs {
+        match r {
+            Rec::Fast(f) => {
+                flush_full(&mut full, &mut out);
+                packed.extend_from_slice(if n_packed == 0 { PACKED_HEAD } else { b"," });
+                // Writing into a Vec cannot fail, and `Fast` has no map keys to reject.
+                let _ = serde_json::to_writer(&mut packed, &f);
+                n_packed += 1;
+                if n_packed >= max {
+                    flush_packed(&mut packed, &mut n_packed, &mut out);
+                }
+            }
+            Rec::Full(ev) => {
+                flush_packed(&mut packed, &mut n_packed, &mut out);
+                full.push(ev);
+                if full.len() >= max {
+                    flush_full(&mut full, &mut out);
+                }
+            }
+        }
+    }
+    flush_packed(&mut packed, &mut n_packed, &mut out);
+    flush_full(&mut full, &mut out);
+    out
+}
+
+/// How a `packed` frame begins (what [`racetrack_protocol::Decoder`] recognizes).
+const PACKED_HEAD: &[u8] = br#"{"event":"packed","events":["#;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use racetrack_protocol as proto;
+    use racetrack_protocol::Decoder;
+
+    #[test]
+    fn packed_frames_decode_to_the_events_they_record() {
+        let fast = |kind, msg: &str, a, text| {
+            Rec::Fast(Fast {
+                kind,
+                event_id: 7,
+                thread: 1,
+                op: 0,
+                msg: msg.parse().expect("id"),
+                a,
+                b: -1,
+                traced: true,
+                text,
+            })
+        };
+        let recs = vec![
+            fast(SEND, "0.3", -1, Text::Type("Task")),
+            Rec::Full(Event::Error { message: "x".into() }),
+            fast(STOP, "0.3.1", 2, Text::Instance("0.3".parse().expect("id"))),
+            fast(RECV, "0", 2, Text::None),
+        ];
+        let frames = frames(recs, 1);
+        assert_eq!(frames.iter().map(|f| f.1).collect::<Vec<_>>(), [1, 1, 1, 1]);
+        let mut d = Decoder::default();
+        d.observe(&Event::Structure {
+            operations: vec![proto::OperationDesc {
+                name: "Work".into(),
+                kind: "leaf".into(),
+                collection: "proc".into(),
+                threads: vec!["proc[0]".into(), "proc[1]".into()],
+            }],
+            collections: vec![proto::CollectionDesc {
+                name: "proc".into(),
+                threads: vec!["proc[0]".into(), "proc[1]".into()],
+            }],
+            edges: vec![],
+        });
+        let evs: Vec<Event> = frames
+            .iter()
+            .flat_map(|(text, _)| d.decode(text).expect("decodes"))
+            .collect();
+        let Event::Send(s) = &evs[0] else {
+            panic!("{:?}", evs[0])
+        };
+        assert_eq!(
+            (
+                s.thread.as_deref(),
+                s.op.as_deref(),
+                s.msg.as_str(),
+                s.to_op.as_deref(),
+                s.to_thread.as_deref()
+            ),
+            (Some("proc[1]"), Some("Work"), "0.3", None, None)
+        );
+        assert_eq!((s.type_name.as_str(), s.traced, s.held), ("Task", true, false));
+        assert!(matches!(&evs[1], Event::Error { message } if message == "x"));
+        let Event::Stop(st) = &evs[2] else {
+            panic!("{:?}", evs[2])
+        };
+        assert_eq!(
+            (st.msg.as_str(), st.instance.as_str(), st.step),
+            ("0.3.1", "0.3", proto::Step::Final)
+        );
+        let Event::Recv(r) = &evs[3] else {
+            panic!("{:?}", evs[3])
+        };
+        assert_eq!((r.thread.as_str(), r.position, r.event_id), ("proc[1]", 2, 7));
+        // A packed event naming a thread the structure lacks is an error, not a panic.
+        let bad = r#"{"event":"packed","events":[[1,1,9,0,"0",0,0,false,""]]}"#;
+        assert!(d.decode(bad).unwrap_err().contains("thread #9"));
+    }
+}
