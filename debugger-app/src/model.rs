@@ -89,10 +89,11 @@ pub struct Model {
     pub collections: Vec<CollectionDesc>,
     /// Flow-graph edges between operations.
     pub op_edges: Vec<[String; 2]>,
-    /// Unfolded nodes.
-    pub nodes: BTreeMap<NodeKey, Node>,
+    /// Unfolded nodes (hashed: every event looks one up; [`Node::order`] gives the order
+    /// of appearance).
+    pub nodes: HashMap<NodeKey, Node>,
     /// Unfolded edges with message counts.
-    pub edges: BTreeMap<(NodeKey, NodeKey), u64>,
+    pub edges: HashMap<(NodeKey, NodeKey), u64>,
     /// Pending messages per thread (a deque: queues can grow long and are consumed at
     /// the front).
     pub queues: BTreeMap<String, VecDeque<QueueEntry>>,

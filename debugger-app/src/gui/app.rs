@@ -469,11 +469,12 @@ impl App {
                 ui.painter().circle_filled(rect.center(), 5.0, status_color(s));
                 ui.label(RichText::new(status_name(s)).small());
             }
-            ui.label(
-                RichText::new("* traced · edge labels: message counts · scroll to zoom, drag to pan")
-                    .small()
-                    .weak(),
-            );
+            let labels = if self.model.nodes.len() <= LABELS_MAX {
+                "* traced · edge labels: message counts · scroll to zoom, drag to pan"
+            } else {
+                "* traced · large graph: a node's label shows on hover or selection · scroll to zoom, drag to pan"
+            };
+            ui.label(RichText::new(labels).small().weak());
             ui.toggle_value(&mut self.ui.fit, "Fit");
         });
         if self.model.nodes.len() < 2 {
@@ -487,7 +488,13 @@ impl App {
                         .color(status_color(n.status)),
                 );
             }
-            if let Some(key) = self.model.nodes.keys().next().cloned() {
+            if let Some(key) = self
+                .model
+                .nodes
+                .values()
+                .min_by_key(|n| n.order)
+                .map(|n| n.key.clone())
+            {
                 if self.ui.selected.is_none() {
                     self.select_node(key);
                 }
@@ -507,7 +514,10 @@ impl App {
                     .with_fit_to_screen_enabled(self.ui.fit)
                     .with_fit_to_screen_padding(0.3),
             )
-            .with_styles(&SettingsStyle::new().with_labels_always(true))
+            // Past LABELS_MAX nodes, labels show for the hovered and selected node only:
+            // laying out thousands of labels every frame costs more than the graph itself,
+            // and fitted to the window they would not be readable anyway.
+            .with_styles(&SettingsStyle::new().with_labels_always(self.model.nodes.len() <= LABELS_MAX))
             .show(ui, &mut self.graph.g);
         let _ = resp;
         if let Some(&idx) = self.graph.g.selected_nodes().first() {
@@ -584,9 +594,9 @@ impl App {
                             .model
                             .nodes
                             .get(&(op.clone(), thread.clone()))
-                            .map(|n| n.processed.clone())
+                            .map(|n| n.processed.iter().rev().take(500).cloned().collect::<Vec<_>>())
                             .unwrap_or_default();
-                        for id in ids.iter().rev().take(500) {
+                        for id in &ids {
                             if ui
                                 .selectable_label(
                                     self.is_selected_msg(id, &op),
@@ -603,9 +613,9 @@ impl App {
                             .model
                             .nodes
                             .get(&(op.clone(), thread.clone()))
-                            .map(|n| n.sent.clone())
+                            .map(|n| n.sent.iter().rev().take(500).cloned().collect::<Vec<_>>())
                             .unwrap_or_default();
-                        for m in sent.iter().rev().take(500) {
+                        for m in &sent {
                             let text = format!("{}  {}  -> {}@{}", m.id, m.type_name, m.to.0, m.to.1);
                             if ui
                                 .selectable_label(self.is_selected_msg(&m.id, &m.to.0), text)
@@ -917,6 +927,9 @@ fn node_ui(ui: &mut egui::Ui, salt: &str, key: &str, v: &Value) {
         }
     }
 }
+
+/// Largest unfolded graph whose node labels are always drawn.
+pub const LABELS_MAX: usize = 1000;
 
 impl eframe::App for App {
     fn ui(&mut self, ui: &mut egui::Ui, _frame: &mut eframe::Frame) {

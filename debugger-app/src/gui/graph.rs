@@ -73,8 +73,10 @@ pub fn status_name(s: NodeStatus) -> &'static str {
 pub struct GraphSync {
     /// The drawable graph.
     pub g: Graph<NodeKey, u64>,
-    nodes: HashMap<NodeKey, NodeIndex>,
-    edges: HashMap<(NodeKey, NodeKey), (EdgeIndex, u64)>,
+    /// Drawn node of each model node, with the (status, traced) it was drawn with.
+    nodes: HashMap<NodeKey, (NodeIndex, Option<(NodeStatus, bool)>)>,
+    /// Drawn edges by their ends, with the count shown.
+    edges: HashMap<(NodeIndex, NodeIndex), (EdgeIndex, u64)>,
 }
 
 /// Where `key` goes: row = operation order, column = thread index centred in its collection.
@@ -99,20 +101,27 @@ pub fn position(model: &Model, key: &NodeKey) -> Pos2 {
 
 impl GraphSync {
     /// Bring the drawable graph up to date with `model` (adds, recolours, relabels).
+    ///
+    /// Runs every frame over every node and edge, so it touches the drawing (and formats
+    /// labels) only for what changed since the last frame.
     pub fn sync(&mut self, model: &Model) {
         for (key, node) in &model.nodes {
-            let idx = match self.nodes.get(key) {
-                Some(i) => *i,
+            let (idx, drawn) = match self.nodes.get_mut(key) {
+                Some(entry) => entry,
                 None => {
                     let label = format!("{} @ {}", key.0, key.1);
                     let i = self
                         .g
                         .add_node_with_label_and_location(key.clone(), label, position(model, key));
-                    self.nodes.insert(key.clone(), i);
-                    i
+                    self.nodes.entry(key.clone()).or_insert((i, None))
                 }
             };
-            if let Some(n) = self.g.node_mut(idx) {
+            let now = (node.status, node.traced);
+            if *drawn == Some(now) {
+                continue;
+            }
+            *drawn = Some(now);
+            if let Some(n) = self.g.node_mut(*idx) {
                 n.set_color(status_color(node.status));
                 let label = format!("{}{} @ {}", if node.traced { "* " } else { "" }, key.0, key.1);
                 if n.label() != label {
@@ -121,10 +130,10 @@ impl GraphSync {
             }
         }
         for ((a, b), count) in &model.edges {
-            let (Some(&ia), Some(&ib)) = (self.nodes.get(a), self.nodes.get(b)) else {
+            let (Some(&(ia, _)), Some(&(ib, _))) = (self.nodes.get(a), self.nodes.get(b)) else {
                 continue;
             };
-            match self.edges.get_mut(&(a.clone(), b.clone())) {
+            match self.edges.get_mut(&(ia, ib)) {
                 Some((e, shown)) => {
                     if shown != count {
                         *shown = *count;
@@ -135,7 +144,7 @@ impl GraphSync {
                 }
                 None => {
                     let e = self.g.add_edge_with_label(ia, ib, *count, count.to_string());
-                    self.edges.insert((a.clone(), b.clone()), (e, *count));
+                    self.edges.insert((ia, ib), (e, *count));
                 }
             }
         }
@@ -148,7 +157,7 @@ impl GraphSync {
 
     /// Mark `key` as the selected node in the drawing.
     pub fn select(&mut self, key: Option<&NodeKey>) {
-        let want = key.and_then(|k| self.nodes.get(k)).copied();
+        let want = key.and_then(|k| self.nodes.get(k)).map(|(i, _)| *i);
         let current: Vec<NodeIndex> = self.g.selected_nodes().to_vec();
         if current.first().copied() == want && current.len() <= 1 {
             return;
