@@ -119,22 +119,29 @@ async fn run(
     let reason = loop {
         tokio::select! {
             m = rx.next() => match m {
-                Some(Ok(Message::Text(t))) => match decoder.decode(&t) {
-                    Ok(evs) => {
-                        if let Some(Event::Hello { protocol, .. }) = evs.first() {
+                Some(Ok(Message::Text(t))) => {
+                    let (mut refused, mut gone) = (None, false);
+                    let decoded = decoder.decode_each(&t, |e| {
+                        if let Event::Hello { protocol, .. } = &e {
                             if *protocol != PROTOCOL_VERSION {
-                                break Some(format!("the agent speaks protocol {protocol}; this debugger speaks {PROTOCOL_VERSION}"));
+                                refused = Some(format!("the agent speaks protocol {protocol}; this debugger speaks {PROTOCOL_VERSION}"));
+                                return false;
                             }
                         }
-                        if !evs.into_iter().all(|e| events.send(ConnEvent::Event(e)).is_ok()) {
-                            break None;
-                        }
-                        waker();
+                        gone = events.send(ConnEvent::Event(e)).is_err();
+                        !gone
+                    });
+                    if refused.is_some() {
+                        break refused;
                     }
-                    Err(e) => {
+                    if gone {
+                        break None;
+                    }
+                    waker();
+                    if let Err(e) = decoded {
                         let _ = events.send(ConnEvent::Event(Event::Error { message: format!("unreadable frame from the agent: {e}") }));
                     }
-                },
+                }
                 Some(Ok(Message::Close(_))) | None => break None,
                 Some(Ok(_)) => {}
                 Some(Err(e)) => break Some(format!("connection lost: {e}")),

@@ -154,7 +154,10 @@ pub fn run_with(conn: Connection, launched: Option<Launched>, input: Input) -> i
         exit_printed: Default::default(),
         outcome_pending: Mutex::new(false),
         last_stdout: Mutex::new(String::new()),
-        state: Mutex::new(State::default()),
+        state: Mutex::new(State {
+            model: Model::lean(),
+            ..State::default()
+        }),
         changed: Condvar::new(),
         out: Mutex::new(std::io::stdout()),
     });

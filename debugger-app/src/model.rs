@@ -119,6 +119,8 @@ pub struct Model {
     in_flight: HashMap<(String, String), MsgInfo>,
     /// A reusable key for lookups.
     key: NodeKey,
+    /// Queues and holds only: no unfolded graph (see [`Model::lean`]).
+    lean: bool,
     /// Names that `packed` events refer to (normally expanded by the connection already).
     names: Decoder,
 }
@@ -126,6 +128,16 @@ pub struct Model {
 const LOG_MAX: usize = 10_000;
 
 impl Model {
+    /// A model that keeps what a headless controller needs — queues, held events, the
+    /// policy, the log — and not the unfolded graph (nodes, edges, per-node history),
+    /// which costs most of the ingest and which only the GUI draws.
+    pub fn lean() -> Self {
+        Self {
+            lean: true,
+            ..Self::default()
+        }
+    }
+
     /// Every (operation, thread) pair where a breakpoint can be set.
     pub fn breakpoint_slots(&self) -> Vec<NodeKey> {
         self.operations
@@ -352,7 +364,7 @@ impl Model {
             content: s.content.clone(),
             traced: s.traced,
         };
-        if let Some((op, t)) = &from {
+        if let Some((op, t)) = from.as_ref().filter(|_| !self.lean) {
             let n = self.node(op, t);
             n.sent.push(info.clone());
             if s.held {
@@ -393,7 +405,7 @@ impl Model {
         let q = self.queues.entry(r.thread.clone()).or_default();
         let pos = r.position.min(q.len());
         q.insert(pos, entry);
-        if let Some(from) = from {
+        if let Some(from) = from.filter(|_| !self.lean) {
             Self::scratch(&mut self.key, &r.op, &r.thread);
             let edge = (from, std::mem::take(&mut self.key));
             *self.edges.entry(edge).or_insert(0) += 1;
@@ -406,6 +418,12 @@ impl Model {
             if let Some(i) = q.iter().position(|m| m.id == s.msg && m.op == s.op) {
                 q.remove(i);
             }
+        }
+        if self.lean {
+            if s.held {
+                self.held.insert(s.event_id, ev.clone());
+            }
+            return;
         }
         let n = self.node(&s.op, &s.thread);
         n.steps += 1;
@@ -431,6 +449,12 @@ impl Model {
 
     fn on_stop(&mut self, s: &StepEv, ev: &Event) {
         self.event_count += 1;
+        if self.lean {
+            if s.held {
+                self.held.insert(s.event_id, ev.clone());
+            }
+            return;
+        }
         let finished = self.exited.is_some();
         let n = self.node(&s.op, &s.thread);
         if finished {
@@ -481,9 +505,8 @@ mod tests {
         }
     }
 
-    #[test]
-    fn unfolds_graph_tracks_queue_and_holds() {
-        let mut m = Model::default();
+    /// A send from Split@main[0] to Sort@proc[1] and its receive.
+    fn send_and_recv(m: &mut Model) {
         m.ingest(&Event::Send(SendEv {
             event_id: 1,
             thread: Some("main[0]".into()),
@@ -505,6 +528,25 @@ mod tests {
             position: 0,
             traced: false,
         }));
+    }
+
+    #[test]
+    fn lean_model_tracks_queues_and_holds_only() {
+        let mut m = Model::lean();
+        send_and_recv(&mut m);
+        assert_eq!(m.queues["proc[1]"][0].from.as_deref(), Some("Split@main[0]"));
+        m.ingest(&Event::Start(step(3, "Sort", "proc[1]", "0.0", true)));
+        assert!(m.queues["proc[1]"].is_empty());
+        assert_eq!(m.held_of("proc[1]").map(|(id, _)| *id), Some(3));
+        m.ingest(&Event::Stop(step(4, "Sort", "proc[1]", "0.0", false)));
+        assert!(m.nodes.is_empty() && m.edges.is_empty());
+        assert_eq!(m.event_count, 4);
+    }
+
+    #[test]
+    fn unfolds_graph_tracks_queue_and_holds() {
+        let mut m = Model::default();
+        send_and_recv(&mut m);
         assert_eq!(m.queues["proc[1]"].len(), 1);
         assert_eq!(m.queues["proc[1]"][0].from.as_deref(), Some("Split@main[0]"));
         let e = Event::Start(step(3, "Sort", "proc[1]", "0.0", true));

@@ -486,16 +486,38 @@ struct PackedFrame {
 impl Decoder {
     /// Decode one text frame into the events it carries, in order.
     pub fn decode(&mut self, text: &str) -> Result<Vec<Event>, String> {
+        let mut out = Vec::new();
+        self.decode_each(text, |e| {
+            out.push(e);
+            true
+        })?;
+        Ok(out)
+    }
+
+    /// Decode one text frame and hand its events to `each` in order, until it returns
+    /// false. A packed event that names an unknown thread or operation stops the frame
+    /// with an error (the events before it were handed over).
+    pub fn decode_each(&mut self, text: &str, mut each: impl FnMut(Event) -> bool) -> Result<(), String> {
         // Fast path: a packed frame is parsed as plain arrays, without buffering the
         // whole frame first as an internally tagged enum would.
         if text.starts_with(r#"{"event":"packed","#) {
             let frame: PackedFrame = serde_json::from_str(text).map_err(|e| e.to_string())?;
-            return frame.events.into_iter().map(|p| self.expand(p)).collect();
+            for p in frame.events {
+                if !each(self.expand(p)?) {
+                    break;
+                }
+            }
+            return Ok(());
         }
         let ev: Event = serde_json::from_str(text).map_err(|e| e.to_string())?;
         let mut out = Vec::new();
         self.push(ev, &mut out)?;
-        Ok(out)
+        for e in out {
+            if !each(e) {
+                break;
+            }
+        }
+        Ok(())
     }
 
     fn push(&mut self, ev: Event, out: &mut Vec<Event>) -> Result<(), String> {

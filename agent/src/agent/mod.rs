@@ -141,6 +141,8 @@ pub struct Agent {
     /// Frames sent to the debugger so far (progress of a final flush).
     sent: std::sync::atomic::AtomicU64,
     sent_events: std::sync::atomic::AtomicU64,
+    /// Times a program thread waited for room in the buffer (backpressure).
+    waits: std::sync::atomic::AtomicU64,
     token: Option<String>,
     policy: Mutex<Policy>,
     stream: Mutex<Stream>,
@@ -303,6 +305,7 @@ impl Agent {
             has_policy: AtomicBool::new(false),
             sent: std::sync::atomic::AtomicU64::new(0),
             sent_events: std::sync::atomic::AtomicU64::new(0),
+            waits: std::sync::atomic::AtomicU64::new(0),
             token,
             policy: Mutex::new(Policy::default()),
             stream: Mutex::new(Stream::default()),
@@ -345,6 +348,7 @@ impl Agent {
         }
         if backpressure {
             while s.buf.len() >= BUFFER_CAP && self.attached.load(Relaxed) && !self.closing.load(Relaxed) {
+                self.waits.fetch_add(1, Relaxed);
                 s = self
                     .space
                     .wait(s)
@@ -1050,10 +1054,11 @@ impl Hook for Agent {
                 (s.buf.len(), s.next_id)
             };
             eprintln!(
-                "racetrack: finished={} with {buffered} events buffered, {} frames and {} events sent, next id {next_id}",
+                "racetrack: finished={} with {buffered} events buffered, {} frames and {} events sent, next id {next_id}, {} waits for room",
                 *guard,
                 self.sent.load(Relaxed),
-                self.sent_events.load(Relaxed)
+                self.sent_events.load(Relaxed),
+                self.waits.load(Relaxed)
             );
         }
     }
