@@ -408,7 +408,7 @@ pub fn model_sink(args: &[String]) -> i32 {
     let (mut n, mut min, mut max, mut continued) = (0u64, u64::MAX, 0u64, false);
     while let Ok(first) = rx.recv() {
         let mut batch = vec![first];
-        batch.extend(rx.try_iter().take(4095));
+        batch.extend(rx.try_iter().take(63));
         let mut closed = false;
         for ce in batch {
             if slow_us > 0 {
@@ -439,6 +439,17 @@ pub fn model_sink(args: &[String]) -> i32 {
                             });
                             continued = true;
                         }
+                    }
+                }
+                ConnEvent::Packed(names, ps) => {
+                    for (i, p) in ps.iter().enumerate() {
+                        if slow_us > 0 && i > 0 {
+                            std::thread::sleep(Duration::from_micros(slow_us));
+                        }
+                        n += 1;
+                        min = min.min(p.1);
+                        max = max.max(p.1);
+                        model.ingest_packed(&names, p);
                     }
                 }
                 ConnEvent::Closed(_) => closed = true,

@@ -4,8 +4,11 @@
 //! UI: a waker is called whenever events arrive.
 
 use futures_util::{SinkExt, StreamExt};
-use racetrack_protocol::{Command, Decoder, Event, MAX_FRAME_BYTES, PROTOCOL_VERSION};
+use racetrack_protocol::{
+    Command, Decoded, Decoder, Event, Names, PackedEv, MAX_FRAME_BYTES, PROTOCOL_VERSION,
+};
 use std::sync::mpsc;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::tungstenite::Message;
@@ -15,6 +18,9 @@ use tokio_tungstenite::tungstenite::Message;
 pub enum ConnEvent {
     /// An event from the agent.
     Event(Event),
+    /// A frame of streamed events in compact form (see [`racetrack_protocol::Decoded`]),
+    /// checked against the names they use.
+    Packed(Arc<Names>, Vec<PackedEv>),
     /// The connection closed (with the reason if it was an error).
     Closed(Option<String>),
 }
@@ -29,8 +35,11 @@ pub struct Connection {
 
 type Waker = Box<dyn Fn() + Send>;
 
-/// Events buffered between the connection thread and the consumer.
-const EVENTS_CAP: usize = 65_536;
+/// Items buffered between the connection thread and the consumer: single events, or
+/// packed frames of up to 4,096 events (the agent's batch size), so at most about a
+/// million events, and usually far fewer (a consumer that lags behind mostly has packed
+/// frames waiting).
+const EVENTS_CAP: usize = 256;
 
 impl Connection {
     /// Connect to `url` (e.g. `ws://127.0.0.1:4000`), waiting up to `timeout` for the
@@ -119,29 +128,29 @@ async fn run(
     let reason = loop {
         tokio::select! {
             m = rx.next() => match m {
-                Some(Ok(Message::Text(t))) => {
-                    let (mut refused, mut gone) = (None, false);
-                    let decoded = decoder.decode_each(&t, |e| {
-                        if let Event::Hello { protocol, .. } = &e {
+                Some(Ok(Message::Text(t))) => match decoder.decode_frame(&t) {
+                    Ok(Decoded::Packed(names, ps)) => {
+                        // One channel operation for the whole frame.
+                        if events.send(ConnEvent::Packed(names, ps)).is_err() {
+                            break None;
+                        }
+                        waker();
+                    }
+                    Ok(Decoded::Events(evs)) => {
+                        if let Some(Event::Hello { protocol, .. }) = evs.first() {
                             if *protocol != PROTOCOL_VERSION {
-                                refused = Some(format!("the agent speaks protocol {protocol}; this debugger speaks {PROTOCOL_VERSION}"));
-                                return false;
+                                break Some(format!("the agent speaks protocol {protocol}; this debugger speaks {PROTOCOL_VERSION}"));
                             }
                         }
-                        gone = events.send(ConnEvent::Event(e)).is_err();
-                        !gone
-                    });
-                    if refused.is_some() {
-                        break refused;
+                        if !evs.into_iter().all(|e| events.send(ConnEvent::Event(e)).is_ok()) {
+                            break None;
+                        }
+                        waker();
                     }
-                    if gone {
-                        break None;
-                    }
-                    waker();
-                    if let Err(e) = decoded {
+                    Err(e) => {
                         let _ = events.send(ConnEvent::Event(Event::Error { message: format!("unreadable frame from the agent: {e}") }));
                     }
-                }
+                },
                 Some(Ok(Message::Close(_))) | None => break None,
                 Some(Ok(_)) => {}
                 Some(Err(e)) => break Some(format!("connection lost: {e}")),

@@ -15,7 +15,7 @@
 use crate::conn::{CommandSender, ConnEvent, Connection};
 use crate::launch::Launched;
 use crate::model::Model;
-use racetrack_protocol::{Command, Event, HoldReason};
+use racetrack_protocol::{Command, Event, HoldReason, Names, PackedEv};
 use serde_json::Value;
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Write};
@@ -23,14 +23,31 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 const RECENT_MAX: usize = 200_000;
-/// Events the printer takes at once.
-const CHUNK: usize = 4096;
+/// Items (single events, or packed frames of up to 4,096) the printer takes at once.
+const CHUNK: usize = 64;
+
+/// A recent event as it arrived (packed ones are expanded only when a `wait` matches
+/// against them).
+enum Recent {
+    /// Boxed: most recent events are packed, and these slots stay small.
+    Event(Box<Event>),
+    Packed(Arc<Names>, PackedEv),
+}
+
+impl Recent {
+    fn matches(&self, pattern: &Value) -> bool {
+        match self {
+            Recent::Event(e) => matches(e, pattern),
+            Recent::Packed(names, p) => names.expand(p.clone()).is_ok_and(|e| matches(&e, pattern)),
+        }
+    }
+}
 
 #[derive(Default)]
 struct State {
     model: Model,
     /// Recent events, with their arrival index.
-    recent: VecDeque<(u64, Event)>,
+    recent: VecDeque<(u64, Recent)>,
     received: u64,
     /// Arrival index when the last command was sent.
     mark: u64,
@@ -91,12 +108,25 @@ impl Ctl {
         out
     }
 
-    fn print_all(&self, evs: &[Event]) {
+    /// Print what arrived, up to the connection's end, with one flush.
+    fn print_all(&self, items: &[ConnEvent]) {
         let mut out = self.out.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let mut w = std::io::BufWriter::with_capacity(1 << 16, &mut *out);
-        for ev in evs {
-            let _ = serde_json::to_writer(&mut w, ev);
-            let _ = w.write_all(b"\n");
+        for item in items {
+            match item {
+                ConnEvent::Event(ev) => {
+                    let _ = serde_json::to_writer(&mut w, ev);
+                    let _ = w.write_all(b"\n");
+                }
+                // Printed from the compact form, exactly as the expanded events would be.
+                ConnEvent::Packed(names, ps) => {
+                    for p in ps {
+                        let _ = p.write_json(names, &mut w);
+                        let _ = w.write_all(b"\n");
+                    }
+                }
+                ConnEvent::Closed(_) => break,
+            }
         }
         let _ = w.flush();
     }
@@ -183,11 +213,10 @@ pub fn run_with(conn: Connection, launched: Option<Launched>, input: Input) -> i
                         }
                     }
                     let mut closed = None;
-                    let mut events = Vec::with_capacity(chunk.len());
-                    for ce in chunk.drain(..) {
+                    for ce in &chunk {
                         match ce {
                             ConnEvent::Event(ev) => {
-                                if let (Some(id), true) = (ev.event_id(), is_ack_all(&ev)) {
+                                if let (Some(id), true) = (ev.event_id(), is_ack_all(ev)) {
                                     // The thesis' design: acknowledge every event over the network.
                                     conn.send(Command::Continue {
                                         thread: None,
@@ -195,21 +224,33 @@ pub fn run_with(conn: Connection, launched: Option<Launched>, input: Input) -> i
                                         trace: None,
                                     });
                                 }
-                                events.push(ev);
                             }
-                            ConnEvent::Closed(reason) => {
-                                closed = Some(reason);
-                                break;
-                            }
+                            // Packed events are never held: nothing to acknowledge.
+                            ConnEvent::Packed(..) => {}
+                            ConnEvent::Closed(reason) => closed = Some(reason.clone()),
                         }
                     }
-                    ctl.print_all(&events);
+                    ctl.print_all(&chunk);
                     let mut st = ctl.lock();
-                    for ev in events {
-                        st.model.ingest(&ev);
+                    let push = |st: &mut State, item: Recent| {
                         st.received += 1;
                         let n = st.received;
-                        st.recent.push_back((n, ev));
+                        st.recent.push_back((n, item));
+                    };
+                    for ce in chunk.drain(..) {
+                        match ce {
+                            ConnEvent::Event(ev) => {
+                                st.model.ingest(&ev);
+                                push(&mut st, Recent::Event(Box::new(ev)));
+                            }
+                            ConnEvent::Packed(names, ps) => {
+                                for p in ps {
+                                    st.model.ingest_packed(&names, &p);
+                                    push(&mut st, Recent::Packed(names.clone(), p));
+                                }
+                            }
+                            ConnEvent::Closed(_) => break,
+                        }
                     }
                     while st.recent.len() > RECENT_MAX {
                         st.recent.pop_front();
@@ -514,7 +555,7 @@ fn wait(ctl: &Ctl, v: &Value) -> Result<(), String> {
                 let p = pattern.as_ref().unwrap_or(&Value::Null);
                 st.recent
                     .iter()
-                    .filter(|(i, e)| *i > mark && matches(e, p))
+                    .filter(|(i, e)| *i > mark && e.matches(p))
                     .count()
                     >= count
             }

@@ -4,7 +4,8 @@
 //! sent lists, held events, the policy the user set, and a log.
 
 use racetrack_protocol::{
-    CollectionDesc, Command, Decoder, Event, OperationDesc, QueueEntry, RecvEv, SendEv, StepEv,
+    CollectionDesc, Command, Decoder, Event, Names, OperationDesc, PackedEv, QueueEntry, RecvEv, SendEv,
+    StepEv,
 };
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
@@ -243,6 +244,67 @@ impl Model {
             self.log.pop_front();
         }
         self.log.push_back(LogLine { level, text });
+    }
+
+    /// Ingest one packed event (see [`racetrack_protocol::PackedEv`]) whose indexes
+    /// `names` passed [`Names::check`] for. A lean model takes what it needs straight from
+    /// the compact form; a full one ingests the expanded event.
+    pub fn ingest_packed(&mut self, names: &Names, p: &PackedEv) {
+        if !self.lean {
+            match names.expand(p.clone()) {
+                Ok(e) => self.ingest(&e),
+                Err(e) => self.log("error", e),
+            }
+            return;
+        }
+        fn name(r: Result<Option<&str>, String>) -> &str {
+            r.ok().flatten().unwrap_or_default()
+        }
+        let (thread, op, msg) = (name(names.thread(p.2)), name(names.op(p.3)), p.4.as_str());
+        self.event_count += 1;
+        match p.0 {
+            0 => {
+                let Ok(Some(to_op)) = names.op(p.5) else { return };
+                let info = MsgInfo {
+                    id: msg.to_owned(),
+                    type_name: p.8.clone(),
+                    from: (p.2 >= 0 && p.3 >= 0).then(|| (op.to_owned(), thread.to_owned())),
+                    // Not kept by a lean model (only the GUI's Sent tab shows it).
+                    to: NodeKey::default(),
+                    content: None,
+                    traced: p.7,
+                };
+                self.in_flight.insert((msg.to_owned(), to_op.to_owned()), info);
+            }
+            1 => {
+                Self::scratch(&mut self.key, msg, op);
+                let info = self.in_flight.remove(&self.key);
+                let (type_name, from) = info.map(|i| (i.type_name, i.from)).unwrap_or_default();
+                let entry = QueueEntry {
+                    id: msg.to_owned(),
+                    type_name,
+                    from: from.map(|(o, t)| format!("{o}@{t}")),
+                    to: format!("{op}@{thread}"),
+                    op: op.to_owned(),
+                    traced: p.7,
+                    content: None,
+                };
+                let q = match self.queues.get_mut(thread) {
+                    Some(q) => q,
+                    None => self.queues.entry(thread.to_owned()).or_default(),
+                };
+                let pos = usize::try_from(p.5).unwrap_or_default().min(q.len());
+                q.insert(pos, entry);
+            }
+            2 => {
+                if let Some(q) = self.queues.get_mut(thread) {
+                    if let Some(i) = q.iter().position(|m| m.id == msg && m.op == op) {
+                        q.remove(i);
+                    }
+                }
+            }
+            _ => {}
+        }
     }
 
     /// Ingest one event.

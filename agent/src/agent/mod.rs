@@ -105,7 +105,7 @@ struct Held {
 #[derive(Default)]
 struct Stream {
     next_id: u64,
-    buf: Vec<Rec>,
+    buf: record::Chunks,
     held: BTreeMap<u64, Held>,
 }
 
@@ -337,7 +337,7 @@ impl Agent {
 
     /// Append a streamed event (with the next event number if it has one).
     fn emit(&self, ev: Event, backpressure: bool) {
-        self.record(Rec::Full(ev), backpressure);
+        self.record(Rec::Full(Box::new(ev)), backpressure);
     }
 
     /// Append a streamed record (see [`emit`](Self::emit)).
@@ -374,7 +374,7 @@ impl Agent {
             if !self.attached.load(Relaxed) {
                 return;
             }
-            s.buf.push(Rec::Full(ev));
+            s.buf.push(Rec::Full(Box::new(ev)));
         }
         self.wake.notify_one();
     }
@@ -384,8 +384,8 @@ impl Agent {
     }
 
     /// Take what is buffered (the server's side).
-    fn drain(&self) -> Vec<Rec> {
-        let out = std::mem::take(&mut lock(&self.stream).buf);
+    fn drain(&self) -> Vec<Vec<Rec>> {
+        let out = lock(&self.stream).buf.take();
         self.space.notify_all();
         out
     }
@@ -427,7 +427,7 @@ impl Agent {
             s.next_id += 1;
             set_event_id(&mut ev, id);
             if attached {
-                s.buf.push(Rec::Full(ev.clone()));
+                s.buf.push(Rec::Full(Box::new(ev.clone())));
             }
             let is_send = matches!(ev, Event::Send(_));
             s.held.insert(
@@ -457,7 +457,7 @@ impl Agent {
                             // starts the new head (a new start event).
                             let mut s = lock(&self.stream);
                             if s.held.remove(&id).is_some() && self.attached.load(Relaxed) {
-                                s.buf.push(Rec::Full(Event::Released { event_id: id, thread: name.to_string() }));
+                                s.buf.push(Rec::Full(Box::new(Event::Released { event_id: id, thread: name.to_string() })));
                             }
                             drop(s);
                             self.wake.notify_one();
@@ -496,10 +496,10 @@ impl Agent {
         for id in &ids {
             if let Some(h) = s.held.remove(id) {
                 if self.attached.load(Relaxed) {
-                    s.buf.push(Rec::Full(Event::Released {
+                    s.buf.push(Rec::Full(Box::new(Event::Released {
                         event_id: *id,
                         thread: h.thread_name.to_string(),
-                    }));
+                    })));
                 }
                 let _ = h.tx.send(HeldCmd::Release { trace });
             }

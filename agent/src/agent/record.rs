@@ -9,14 +9,13 @@
 use crate::runtime::hook::{OpInfo, StepKind, ThreadInfo};
 use crate::runtime::ids::MsgId;
 use racetrack_protocol::Event;
-use serde::ser::{Serialize, SerializeTuple, Serializer};
 
 /// One buffered event.
 pub(crate) enum Rec {
     /// A streamed event in compact form.
     Fast(Fast),
-    /// Anything else.
-    Full(Event),
+    /// Anything else (boxed: these are rare, and the records stay small).
+    Full(Box<Event>),
 }
 
 /// The kind-specific text of a [`Fast`] record.
@@ -39,6 +38,50 @@ pub(crate) struct Fast {
     pub(crate) b: i64,
     pub(crate) traced: bool,
     pub(crate) text: Text,
+}
+
+/// The agent's buffer: records in fixed-size chunks, so that appending never moves what
+/// is already there (a growing vector would copy every record, on the program's threads
+/// and under the buffer's lock, each time it doubles).
+#[derive(Default)]
+pub(crate) struct Chunks {
+    chunks: Vec<Vec<Rec>>,
+    len: usize,
+}
+
+/// Records per chunk.
+const CHUNK: usize = 1024;
+
+impl Chunks {
+    pub(crate) fn push(&mut self, r: Rec) {
+        match self.chunks.last_mut() {
+            Some(c) if c.len() < CHUNK => c.push(r),
+            _ => {
+                let mut c = Vec::with_capacity(CHUNK);
+                c.push(r);
+                self.chunks.push(c);
+            }
+        }
+        self.len += 1;
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub(crate) fn clear(&mut self) {
+        self.take();
+    }
+
+    /// Everything buffered, oldest first.
+    pub(crate) fn take(&mut self) -> Vec<Vec<Rec>> {
+        self.len = 0;
+        std::mem::take(&mut self.chunks)
+    }
 }
 
 pub(crate) const SEND: u8 = 0;
@@ -77,58 +120,96 @@ impl Rec {
     pub(crate) fn set_event_id(&mut self, id: u64) {
         match self {
             Rec::Fast(f) => f.event_id = id,
-            Rec::Full(Event::Send(e)) => e.event_id = id,
-            Rec::Full(Event::Recv(e)) => e.event_id = id,
-            Rec::Full(Event::Start(e) | Event::Stop(e)) => e.event_id = id,
-            Rec::Full(_) => {}
+            Rec::Full(ev) => match ev.as_mut() {
+                Event::Send(e) => e.event_id = id,
+                Event::Recv(e) => e.event_id = id,
+                Event::Start(e) | Event::Stop(e) => e.event_id = id,
+                _ => {}
+            },
         }
     }
 }
 
-impl Serialize for Fast {
-    /// The wire form, [`racetrack_protocol::PackedEv`]'s array, written without building one: the id
-    /// and names go straight into the frame.
-    fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
-        let mut t = ser.serialize_tuple(9)?;
-        t.serialize_element(&self.kind)?;
-        t.serialize_element(&self.event_id)?;
-        t.serialize_element(&self.thread)?;
-        t.serialize_element(&self.op)?;
-        t.serialize_element(&Shown(&self.msg))?;
-        t.serialize_element(&self.a)?;
-        t.serialize_element(&self.b)?;
-        t.serialize_element(&self.traced)?;
+/// Append `n` in decimal.
+fn push_u64(out: &mut Vec<u8>, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[i..]);
+}
+
+fn push_i64(out: &mut Vec<u8>, n: i64) {
+    if n < 0 {
+        out.push(b'-');
+    }
+    push_u64(out, n.unsigned_abs());
+}
+
+/// Append a message id as a JSON string (digits and dots: nothing to escape).
+fn push_id(out: &mut Vec<u8>, id: &MsgId) {
+    out.push(b'"');
+    for (i, c) in id.components().iter().enumerate() {
+        if i > 0 {
+            out.push(b'.');
+        }
+        push_u64(out, *c);
+    }
+    out.push(b'"');
+}
+
+impl Fast {
+    /// Append the wire form, [`racetrack_protocol::PackedEv`]'s array. Written by hand:
+    /// this runs for every streamed event, on the agent's thread.
+    fn write_json(&self, out: &mut Vec<u8>) {
+        out.push(b'[');
+        push_u64(out, u64::from(self.kind));
+        out.push(b',');
+        push_u64(out, self.event_id);
+        for n in [self.thread, self.op] {
+            out.push(b',');
+            push_i64(out, n);
+        }
+        out.push(b',');
+        push_id(out, &self.msg);
+        for n in [self.a, self.b] {
+            out.push(b',');
+            push_i64(out, n);
+        }
+        out.extend_from_slice(if self.traced { b",true," } else { b",false," });
         match &self.text {
-            Text::None => t.serialize_element("")?,
-            Text::Type(n) => t.serialize_element(n)?,
-            Text::Instance(i) => t.serialize_element(&Shown(i))?,
+            Text::None => out.extend_from_slice(b"\"\""),
+            // Type names are escaped like any string.
+            Text::Type(t) => {
+                let _ = serde_json::to_writer(&mut *out, t);
+            }
+            Text::Instance(i) => push_id(out, i),
         }
-        t.end()
-    }
-}
-
-/// Serializes a value as the string its `Display` gives, without allocating it.
-struct Shown<'a, T>(&'a T);
-
-impl<T: std::fmt::Display> Serialize for Shown<'_, T> {
-    fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
-        ser.collect_str(self.0)
+        out.push(b']');
     }
 }
 
 /// Text frames for drained records, in order, with the number of events in each: runs of
 /// fast records become `packed` frames, runs of the others `batch` frames, each of at most
 /// `max` events.
-pub(crate) fn frames(recs: Vec<Rec>, max: usize) -> Vec<(String, usize)> {
+pub(crate) fn frames(recs: impl IntoIterator<Item = Rec>, max: usize) -> Vec<(String, usize)> {
     let mut out = Vec::new();
-    let mut packed: Vec<u8> = Vec::new();
+    let mut packed: Vec<u8> = Vec::with_capacity(64 * max);
     let mut n_packed = 0;
     let mut full = Vec::new();
     let flush_packed = |packed: &mut Vec<u8>, n: &mut usize, out: &mut Vec<(String, usize)>| {
         if *n > 0 {
             packed.extend_from_slice(b"]}");
             // serde_json writes UTF-8 only.
-            let text = String::from_utf8(std::mem::take(packed)).unwrap_or_default();
+            let cap = packed.capacity();
+            let text =
+                String::from_utf8(std::mem::replace(packed, Vec::with_capacity(cap))).unwrap_or_default();
             out.push((text, std::mem::take(n)));
         }
     };
@@ -149,8 +230,7 @@ pub(crate) fn frames(recs: Vec<Rec>, max: usize) -> Vec<(String, usize)> {
             Rec::Fast(f) => {
                 flush_full(&mut full, &mut out);
                 packed.extend_from_slice(if n_packed == 0 { PACKED_HEAD } else { b"," });
-                // Writing into a Vec cannot fail, and `Fast` has no map keys to reject.
-                let _ = serde_json::to_writer(&mut packed, &f);
+                f.write_json(&mut packed);
                 n_packed += 1;
                 if n_packed >= max {
                     flush_packed(&mut packed, &mut n_packed, &mut out);
@@ -158,7 +238,7 @@ pub(crate) fn frames(recs: Vec<Rec>, max: usize) -> Vec<(String, usize)> {
             }
             Rec::Full(ev) => {
                 flush_packed(&mut packed, &mut n_packed, &mut out);
-                full.push(ev);
+                full.push(*ev);
                 if full.len() >= max {
                     flush_full(&mut full, &mut out);
                 }
@@ -196,7 +276,7 @@ mod tests {
         };
         let recs = vec![
             fast(SEND, "0.3", -1, Text::Type("Task")),
-            Rec::Full(Event::Error { message: "x".into() }),
+            Rec::Full(Box::new(Event::Error { message: "x".into() })),
             fast(STOP, "0.3.1", 2, Text::Instance("0.3".parse().expect("id"))),
             fast(RECV, "0", 2, Text::None),
         ];

@@ -149,6 +149,11 @@ impl App {
                     }
                     self.model.ingest(&ev);
                 }
+                Ok(ConnEvent::Packed(names, ps)) => {
+                    for p in &ps {
+                        self.model.ingest_packed(&names, p);
+                    }
+                }
                 Ok(ConnEvent::Closed(reason)) => {
                     if let Some(r) = reason {
                         self.model.ingest(&Event::Error { message: r });

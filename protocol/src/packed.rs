@@ -1,0 +1,436 @@
+//! `packed` frames: the common streamed events (`send`, `recv`, `start`, `stop` that are not
+//! held and carry no content) in compact form, and the [`Decoder`] that expands them with
+//! the names of the latest `structure`.
+//!
+//! A consumer that only prints or counts events can stay compact: [`Decoder::decode_frame`]
+//! hands over a packed frame as [`Decoded::Packed`], [`PackedEv::write_json`] prints one
+//! event exactly as the expanded [`Event`] serializes, without building it.
+
+use crate::{Event, RecvEv, SendEv, Step, StepEv};
+use serde::{Deserialize, Serialize};
+use std::io::{self, Write};
+use std::sync::Arc;
+
+/// One streamed event in compact form, a JSON array
+/// `[kind, event_id, thread, op, msg, a, b, traced, text]`:
+///
+/// | kind | event | `thread`, `op` | `a` | `b` | `text` |
+/// |---|---|---|---|---|---|
+/// | 0 | `send` | sending thread and operation (-1: none) | destination op (-1: none) | destination thread (-1: none) | Rust type name |
+/// | 1 | `recv` | receiving thread, operation | queue position | 0 | `""` |
+/// | 2, 3 | `start`, `stop` | thread, operation | step: 0 run, 1 absorb, 2 final | 0 | instance (`""`: same as `msg`) |
+///
+/// Threads are numbered across the `structure`'s collections in order (the first
+/// collection's threads first), operations by their position in `operations`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PackedEv(
+    /// Kind: 0 send, 1 recv, 2 start, 3 stop.
+    pub u8,
+    /// Event number.
+    pub u64,
+    /// Thread index (-1: none).
+    pub i64,
+    /// Operation index (-1: none).
+    pub i64,
+    /// Message id.
+    pub String,
+    /// Kind-specific number.
+    pub i64,
+    /// Kind-specific number.
+    pub i64,
+    /// Whether the message (start: the consumed one; stop: the outputs) is traced.
+    pub bool,
+    /// Kind-specific text.
+    pub String,
+);
+
+/// The names packed events refer to, from a `structure` event.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Names {
+    /// Operation names by index.
+    pub ops: Vec<String>,
+    /// Thread names by index.
+    pub threads: Vec<String>,
+}
+
+impl Names {
+    /// The names a `structure` event defines (`None` for other events).
+    pub fn of(ev: &Event) -> Option<Self> {
+        match ev {
+            Event::Structure {
+                operations,
+                collections,
+                ..
+            } => Some(Self {
+                ops: operations.iter().map(|o| o.name.clone()).collect(),
+                threads: collections
+                    .iter()
+                    .flat_map(|c| c.threads.iter().cloned())
+                    .collect(),
+            }),
+            _ => None,
+        }
+    }
+
+    fn get<'a>(list: &'a [String], i: i64, what: &str) -> Result<Option<&'a str>, String> {
+        if i < 0 {
+            return Ok(None);
+        }
+        usize::try_from(i)
+            .ok()
+            .and_then(|i| list.get(i))
+            .map(|n| Some(n.as_str()))
+            .ok_or_else(|| format!("packed event names {what} #{i}, which the structure does not have"))
+    }
+
+    /// Operation number `i` (`None` for -1).
+    pub fn op(&self, i: i64) -> Result<Option<&str>, String> {
+        Self::get(&self.ops, i, "operation")
+    }
+
+    /// Thread number `i` (`None` for -1).
+    pub fn thread(&self, i: i64) -> Result<Option<&str>, String> {
+        Self::get(&self.threads, i, "thread")
+    }
+
+    /// Check that every index `p` uses exists (then [`PackedEv::write_json`] and
+    /// [`Names::expand`] succeed).
+    pub fn check(&self, p: &PackedEv) -> Result<(), String> {
+        self.thread(p.2)?;
+        self.op(p.3)?;
+        match p.0 {
+            0 => {
+                self.op(p.5)?;
+                self.thread(p.6)?;
+            }
+            1 => {}
+            2 | 3 if (0..=2).contains(&p.5) => {}
+            2 | 3 => return Err(format!("packed event {} has unknown step {}", p.1, p.5)),
+            k => return Err(format!("packed event {} has unknown kind {k}", p.1)),
+        }
+        if p.0 != 0 && (p.2 < 0 || p.3 < 0) {
+            return Err(format!("packed event {} has no thread or operation", p.1));
+        }
+        Ok(())
+    }
+
+    /// The ordinary event `p` stands for.
+    pub fn expand(&self, p: PackedEv) -> Result<Event, String> {
+        self.check(&p)?;
+        let PackedEv(kind, event_id, thread, op, msg, a, b, traced, text) = p;
+        let owned = |n: Result<Option<&str>, String>| n.ok().flatten().map(str::to_owned);
+        let thread = owned(self.thread(thread));
+        let op = owned(self.op(op));
+        Ok(match kind {
+            0 => Event::Send(SendEv {
+                event_id,
+                thread,
+                op,
+                msg,
+                to_op: owned(self.op(a)),
+                to_thread: owned(self.thread(b)),
+                type_name: text,
+                traced,
+                held: false,
+                reason: None,
+                content: None,
+            }),
+            1 => Event::Recv(RecvEv {
+                event_id,
+                thread: thread.unwrap_or_default(),
+                op: op.unwrap_or_default(),
+                msg,
+                position: usize::try_from(a).unwrap_or_default(),
+                traced,
+            }),
+            _ => {
+                let ev = StepEv {
+                    event_id,
+                    thread: thread.unwrap_or_default(),
+                    op: op.unwrap_or_default(),
+                    instance: if text.is_empty() { msg.clone() } else { text },
+                    msg,
+                    step: step_of(a),
+                    traced,
+                    held: false,
+                    reason: None,
+                };
+                if kind == 2 {
+                    Event::Start(ev)
+                } else {
+                    Event::Stop(ev)
+                }
+            }
+        })
+    }
+}
+
+fn step_of(a: i64) -> Step {
+    match a {
+        0 => Step::Run,
+        1 => Step::Absorb,
+        _ => Step::Final,
+    }
+}
+
+impl PackedEv {
+    /// The kind's event name.
+    pub fn kind_name(&self) -> &'static str {
+        match self.0 {
+            0 => "send",
+            1 => "recv",
+            2 => "start",
+            _ => "stop",
+        }
+    }
+
+    /// Write the expanded event as one JSON object, byte for byte what serializing
+    /// [`Names::expand`]'s result gives, without building it. `names` must pass
+    /// [`Names::check`] for this event (unknown indexes are written as absent names).
+    pub fn write_json(&self, names: &Names, w: &mut impl Write) -> io::Result<()> {
+        let PackedEv(kind, event_id, thread, op, msg, a, b, traced, text) = self;
+        fn name(r: Result<Option<&str>, String>) -> Option<&str> {
+            r.ok().flatten()
+        }
+        // serde_json's writers (escaping, itoa) rather than `write!`: this runs per event.
+        let s = |w: &mut dyn Write, v: &str| serde_json::to_writer(w, v).map_err(io::Error::from);
+        let n = |w: &mut dyn Write, v: u64| serde_json::to_writer(w, &v).map_err(io::Error::from);
+        let flag = |w: &mut dyn Write, key: &[u8], v: bool| {
+            w.write_all(key)?;
+            w.write_all(if v { b"true" } else { b"false" })
+        };
+        w.write_all(br#"{"event":""#)?;
+        w.write_all(self.kind_name().as_bytes())?;
+        w.write_all(br#"","event_id":"#)?;
+        n(w, *event_id)?;
+        let (thread, op) = (name(names.thread(*thread)), name(names.op(*op)));
+        match kind {
+            0 => {
+                for (key, v) in [(&br#","thread":"#[..], thread), (br#","op":"#, op)] {
+                    if let Some(v) = v {
+                        w.write_all(key)?;
+                        s(w, v)?;
+                    }
+                }
+                w.write_all(br#","msg":"#)?;
+                s(w, msg)?;
+                for (key, v) in [
+                    (&br#","to_op":"#[..], name(names.op(*a))),
+                    (br#","to_thread":"#, name(names.thread(*b))),
+                ] {
+                    if let Some(v) = v {
+                        w.write_all(key)?;
+                        s(w, v)?;
+                    }
+                }
+                w.write_all(br#","type":"#)?;
+                s(w, text)?;
+                flag(w, br#","traced":"#, *traced)?;
+                w.write_all(br#","held":false}"#)
+            }
+            1 => {
+                w.write_all(br#","thread":"#)?;
+                s(w, thread.unwrap_or_default())?;
+                w.write_all(br#","op":"#)?;
+                s(w, op.unwrap_or_default())?;
+                w.write_all(br#","msg":"#)?;
+                s(w, msg)?;
+                w.write_all(br#","position":"#)?;
+                n(w, u64::try_from(*a).unwrap_or_default())?;
+                flag(w, br#","traced":"#, *traced)?;
+                w.write_all(b"}")
+            }
+            _ => {
+                w.write_all(br#","thread":"#)?;
+                s(w, thread.unwrap_or_default())?;
+                w.write_all(br#","op":"#)?;
+                s(w, op.unwrap_or_default())?;
+                w.write_all(br#","msg":"#)?;
+                s(w, msg)?;
+                w.write_all(br#","instance":"#)?;
+                s(w, if text.is_empty() { msg } else { text })?;
+                let step = match step_of(*a) {
+                    Step::Run => "run",
+                    Step::Absorb => "absorb",
+                    Step::Final => "final",
+                };
+                w.write_all(br#","step":""#)?;
+                w.write_all(step.as_bytes())?;
+                w.write_all(b"\"")?;
+                flag(w, br#","traced":"#, *traced)?;
+                w.write_all(br#","held":false}"#)
+            }
+        }
+    }
+}
+
+/// What one frame carries.
+#[derive(Debug)]
+pub enum Decoded {
+    /// Ordinary events, in order (a `batch` frame's, or the one event of a single frame).
+    Events(Vec<Event>),
+    /// A `packed` frame's events (checked against `names`), with the names they use.
+    Packed(Arc<Names>, Vec<PackedEv>),
+}
+
+/// Decodes frames from the agent, remembering the names of the latest `structure`.
+#[derive(Debug, Default, Clone)]
+pub struct Decoder {
+    names: Arc<Names>,
+}
+
+#[derive(Deserialize)]
+struct PackedFrame {
+    events: Vec<PackedEv>,
+}
+
+impl Decoder {
+    /// Decode one text frame. A packed frame is parsed as plain arrays, without buffering
+    /// the whole frame first as an internally tagged enum would; every event in it is
+    /// checked against the names (an unknown index is an error for the whole frame).
+    pub fn decode_frame(&mut self, text: &str) -> Result<Decoded, String> {
+        if text.starts_with(r#"{"event":"packed","#) {
+            let frame: PackedFrame = serde_json::from_str(text).map_err(|e| e.to_string())?;
+            for p in &frame.events {
+                self.names.check(p)?;
+            }
+            return Ok(Decoded::Packed(self.names.clone(), frame.events));
+        }
+        let ev: Event = serde_json::from_str(text).map_err(|e| e.to_string())?;
+        let mut out = Vec::new();
+        self.flatten(ev, &mut out)?;
+        Ok(Decoded::Events(out))
+    }
+
+    /// Decode one text frame into ordinary events, in order (packed ones expanded).
+    pub fn decode(&mut self, text: &str) -> Result<Vec<Event>, String> {
+        match self.decode_frame(text)? {
+            Decoded::Events(evs) => Ok(evs),
+            Decoded::Packed(names, ps) => ps.into_iter().map(|p| names.expand(p)).collect(),
+        }
+    }
+
+    fn flatten(&mut self, ev: Event, out: &mut Vec<Event>) -> Result<(), String> {
+        match ev {
+            Event::Batch { events } => {
+                for e in events {
+                    self.flatten(e, out)?;
+                }
+            }
+            Event::Packed { events } => {
+                for p in events {
+                    out.push(self.names.expand(p)?);
+                }
+            }
+            other => {
+                self.observe(&other);
+                out.push(other);
+            }
+        }
+        Ok(())
+    }
+
+    /// Learn the names that packed events refer to from a `structure` event (other events
+    /// are ignored).
+    pub fn observe(&mut self, ev: &Event) {
+        if let Some(n) = Names::of(ev) {
+            self.names = Arc::new(n);
+        }
+    }
+
+    /// The names packed events refer to now.
+    pub fn names(&self) -> &Arc<Names> {
+        &self.names
+    }
+
+    /// Expand one packed event with the current names.
+    pub fn expand(&self, p: PackedEv) -> Result<Event, String> {
+        self.names.expand(p)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{CollectionDesc, OperationDesc};
+
+    fn names() -> Names {
+        let ev = Event::Structure {
+            operations: vec![
+                OperationDesc {
+                    name: "Split".into(),
+                    kind: "split".into(),
+                    collection: "main".into(),
+                    threads: vec!["main[0]".into()],
+                },
+                OperationDesc {
+                    name: "Wo\"rk".into(),
+                    kind: "leaf".into(),
+                    collection: "proc".into(),
+                    threads: vec!["proc[0]".into(), "proc[1]".into()],
+                },
+            ],
+            collections: vec![
+                CollectionDesc {
+                    name: "main".into(),
+                    threads: vec!["main[0]".into()],
+                },
+                CollectionDesc {
+                    name: "proc".into(),
+                    threads: vec!["proc[0]".into(), "proc[1]".into()],
+                },
+            ],
+            edges: vec![],
+        };
+        Names::of(&ev).expect("a structure")
+    }
+
+    #[test]
+    fn write_json_prints_exactly_the_expanded_event() {
+        let n = names();
+        let cases = [
+            PackedEv(0, 1, 0, 0, "0.3".into(), 1, 2, false, "Task".into()),
+            PackedEv(0, 2, -1, -1, "0".into(), 0, 0, true, "Job".into()),
+            PackedEv(0, 3, 2, 1, "0.3".into(), -1, -1, false, "u64".into()),
+            PackedEv(1, 4, 2, 1, "0.3".into(), 5, 0, true, String::new()),
+            PackedEv(2, 5, 2, 1, "0.3".into(), 0, 0, false, String::new()),
+            PackedEv(3, 6, 0, 0, "0.3.1".into(), 2, 0, true, "0.3".into()),
+            PackedEv(3, 7, 0, 0, "0.3".into(), 1, 0, false, String::new()),
+        ];
+        for p in cases {
+            let mut out = Vec::new();
+            p.write_json(&n, &mut out).expect("writes");
+            let expanded = n.expand(p.clone()).expect("expands");
+            assert_eq!(
+                String::from_utf8(out).expect("utf-8"),
+                expanded.to_json(),
+                "{p:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn bad_indexes_are_errors() {
+        let n = names();
+        assert!(n
+            .check(&PackedEv(1, 1, 9, 0, "0".into(), 0, 0, false, String::new()))
+            .unwrap_err()
+            .contains("thread #9"));
+        assert!(n
+            .check(&PackedEv(2, 1, 0, 0, "0".into(), 7, 0, false, String::new()))
+            .unwrap_err()
+            .contains("step"));
+        assert!(n
+            .check(&PackedEv(8, 1, 0, 0, "0".into(), 0, 0, false, String::new()))
+            .unwrap_err()
+            .contains("kind"));
+        assert!(n
+            .check(&PackedEv(1, 1, -1, 0, "0".into(), 0, 0, false, String::new()))
+            .is_err());
+        let mut d = Decoder::default();
+        let e = d
+            .decode(r#"{"event":"packed","events":[[1,1,0,0,"0",0,0,false,""]]}"#)
+            .unwrap_err();
+        assert!(e.contains("thread #0"), "{e}");
+    }
+}
