@@ -26,19 +26,37 @@ const RECENT_MAX: usize = 200_000;
 /// Items (single events, or packed frames of up to 4,096) the printer takes at once.
 const CHUNK: usize = 64;
 
-/// A recent event as it arrived (packed ones are expanded only when a `wait` matches
-/// against them).
+/// Recent events as they arrived: single events, and packed frames kept whole (their
+/// events are expanded only when a `wait` matches against them).
 enum Recent {
-    /// Boxed: most recent events are packed, and these slots stay small.
+    /// Boxed: the slots stay small.
     Event(Box<Event>),
-    Packed(Arc<Names>, PackedEv),
+    Frame(Arc<Names>, Vec<PackedEv>),
 }
 
 impl Recent {
-    fn matches(&self, pattern: &Value) -> bool {
+    fn len(&self) -> usize {
         match self {
-            Recent::Event(e) => matches(e, pattern),
-            Recent::Packed(names, p) => names.expand(p.clone()).is_ok_and(|e| matches(&e, pattern)),
+            Recent::Event(_) => 1,
+            Recent::Frame(_, ps) => ps.len(),
+        }
+    }
+
+    /// How many of the events, numbered from `first`, come after `mark` and match.
+    fn count_matching(&self, first: u64, mark: u64, pattern: &Value) -> usize {
+        match self {
+            Recent::Event(e) => usize::from(first > mark && matches(e, pattern)),
+            Recent::Frame(names, ps) => {
+                let kind = pattern.get("event").and_then(Value::as_str);
+                ps.iter()
+                    .zip(first..)
+                    .filter(|(p, i)| {
+                        *i > mark
+                            && kind.is_none_or(|k| k == p.kind_name())
+                            && names.expand((*p).clone()).is_ok_and(|e| matches(&e, pattern))
+                    })
+                    .count()
+            }
         }
     }
 }
@@ -46,8 +64,10 @@ impl Recent {
 #[derive(Default)]
 struct State {
     model: Model,
-    /// Recent events, with their arrival index.
+    /// Recent events, with the arrival index of their first event.
     recent: VecDeque<(u64, Recent)>,
+    /// Events in `recent`.
+    recent_len: usize,
     received: u64,
     /// Arrival index when the last command was sent.
     mark: u64,
@@ -232,28 +252,34 @@ pub fn run_with(conn: Connection, launched: Option<Launched>, input: Input) -> i
                     }
                     ctl.print_all(&chunk);
                     let mut st = ctl.lock();
-                    let push = |st: &mut State, item: Recent| {
-                        st.received += 1;
-                        let n = st.received;
-                        st.recent.push_back((n, item));
-                    };
                     for ce in chunk.drain(..) {
-                        match ce {
+                        let item = match ce {
                             ConnEvent::Event(ev) => {
                                 st.model.ingest(&ev);
-                                push(&mut st, Recent::Event(Box::new(ev)));
+                                Recent::Event(Box::new(ev))
                             }
                             ConnEvent::Packed(names, ps) => {
-                                for p in ps {
-                                    st.model.ingest_packed(&names, &p);
-                                    push(&mut st, Recent::Packed(names.clone(), p));
+                                for p in &ps {
+                                    st.model.ingest_packed(&names, p);
                                 }
+                                Recent::Frame(names, ps)
                             }
                             ConnEvent::Closed(_) => break,
-                        }
+                        };
+                        let first = st.received + 1;
+                        st.received += item.len() as u64;
+                        st.recent_len += item.len();
+                        st.recent.push_back((first, item));
                     }
-                    while st.recent.len() > RECENT_MAX {
-                        st.recent.pop_front();
+                    // Keep at least RECENT_MAX events.
+                    while st
+                        .recent
+                        .front()
+                        .is_some_and(|(_, r)| st.recent_len - r.len() >= RECENT_MAX)
+                    {
+                        if let Some((_, r)) = st.recent.pop_front() {
+                            st.recent_len -= r.len();
+                        }
                     }
                     drop(st);
                     ctl.changed.notify_all();
@@ -555,8 +581,8 @@ fn wait(ctl: &Ctl, v: &Value) -> Result<(), String> {
                 let p = pattern.as_ref().unwrap_or(&Value::Null);
                 st.recent
                     .iter()
-                    .filter(|(i, e)| *i > mark && e.matches(p))
-                    .count()
+                    .map(|(first, r)| r.count_matching(*first, mark, p))
+                    .sum::<usize>()
                     >= count
             }
         };

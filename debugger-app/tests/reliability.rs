@@ -237,7 +237,16 @@ fn chaos_soak_with_detach_and_reattach() {
     for (prog_name, args) in [
         (
             "farm",
-            &["--threads", "8", "--tasks", "40000", "--work-us", "100"][..],
+            &[
+                "--threads",
+                "8",
+                "--tasks",
+                "2000",
+                "--iters",
+                "50",
+                "--work-us",
+                "100",
+            ][..],
         ),
         (
             "mergesort",

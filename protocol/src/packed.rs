@@ -51,6 +51,9 @@ pub struct Names {
     pub ops: Vec<String>,
     /// Thread names by index.
     pub threads: Vec<String>,
+    /// The same names as JSON strings (quoted, escaped), for [`PackedEv::write_json`].
+    ops_json: Vec<String>,
+    threads_json: Vec<String>,
 }
 
 impl Names {
@@ -61,14 +64,29 @@ impl Names {
                 operations,
                 collections,
                 ..
-            } => Some(Self {
-                ops: operations.iter().map(|o| o.name.clone()).collect(),
-                threads: collections
+            } => Some(Self::new(
+                operations.iter().map(|o| o.name.clone()).collect(),
+                collections
                     .iter()
                     .flat_map(|c| c.threads.iter().cloned())
                     .collect(),
-            }),
+            )),
             _ => None,
+        }
+    }
+
+    /// Names from operation and thread lists in index order.
+    pub fn new(ops: Vec<String>, threads: Vec<String>) -> Self {
+        let json = |v: &[String]| {
+            v.iter()
+                .map(|n| serde_json::to_string(n).unwrap_or_default())
+                .collect()
+        };
+        Self {
+            ops_json: json(&ops),
+            threads_json: json(&threads),
+            ops,
+            threads,
         }
     }
 
@@ -199,6 +217,24 @@ impl PackedEv {
             w.write_all(key)?;
             w.write_all(if v { b"true" } else { b"false" })
         };
+        // Names go out pre-quoted; message ids are digits and dots, written as they are.
+        let thread_json = usize::try_from(*thread)
+            .ok()
+            .and_then(|i| names.threads_json.get(i));
+        let op_json = usize::try_from(*op).ok().and_then(|i| names.ops_json.get(i));
+        let q = |w: &mut dyn Write, json: Option<&String>, v: &str| match json {
+            Some(j) => w.write_all(j.as_bytes()),
+            None => s(w, v),
+        };
+        let id = |w: &mut dyn Write, v: &str| {
+            if v.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+                w.write_all(b"\"")?;
+                w.write_all(v.as_bytes())?;
+                w.write_all(b"\"")
+            } else {
+                s(w, v)
+            }
+        };
         w.write_all(br#"{"event":""#)?;
         w.write_all(self.kind_name().as_bytes())?;
         w.write_all(br#"","event_id":"#)?;
@@ -206,21 +242,26 @@ impl PackedEv {
         let (thread, op) = (name(names.thread(*thread)), name(names.op(*op)));
         match kind {
             0 => {
-                for (key, v) in [(&br#","thread":"#[..], thread), (br#","op":"#, op)] {
-                    if let Some(v) = v {
-                        w.write_all(key)?;
-                        s(w, v)?;
-                    }
-                }
-                w.write_all(br#","msg":"#)?;
-                s(w, msg)?;
-                for (key, v) in [
-                    (&br#","to_op":"#[..], name(names.op(*a))),
-                    (br#","to_thread":"#, name(names.thread(*b))),
+                for (key, v, j) in [
+                    (&br#","thread":"#[..], thread, thread_json),
+                    (br#","op":"#, op, op_json),
                 ] {
                     if let Some(v) = v {
                         w.write_all(key)?;
-                        s(w, v)?;
+                        q(w, j, v)?;
+                    }
+                }
+                w.write_all(br#","msg":"#)?;
+                id(w, msg)?;
+                let to_op_json = usize::try_from(*a).ok().and_then(|i| names.ops_json.get(i));
+                let to_thread_json = usize::try_from(*b).ok().and_then(|i| names.threads_json.get(i));
+                for (key, v, j) in [
+                    (&br#","to_op":"#[..], name(names.op(*a)), to_op_json),
+                    (br#","to_thread":"#, name(names.thread(*b)), to_thread_json),
+                ] {
+                    if let Some(v) = v {
+                        w.write_all(key)?;
+                        q(w, j, v)?;
                     }
                 }
                 w.write_all(br#","type":"#)?;
@@ -230,11 +271,11 @@ impl PackedEv {
             }
             1 => {
                 w.write_all(br#","thread":"#)?;
-                s(w, thread.unwrap_or_default())?;
+                q(w, thread_json, thread.unwrap_or_default())?;
                 w.write_all(br#","op":"#)?;
-                s(w, op.unwrap_or_default())?;
+                q(w, op_json, op.unwrap_or_default())?;
                 w.write_all(br#","msg":"#)?;
-                s(w, msg)?;
+                id(w, msg)?;
                 w.write_all(br#","position":"#)?;
                 n(w, u64::try_from(*a).unwrap_or_default())?;
                 flag(w, br#","traced":"#, *traced)?;
@@ -242,13 +283,13 @@ impl PackedEv {
             }
             _ => {
                 w.write_all(br#","thread":"#)?;
-                s(w, thread.unwrap_or_default())?;
+                q(w, thread_json, thread.unwrap_or_default())?;
                 w.write_all(br#","op":"#)?;
-                s(w, op.unwrap_or_default())?;
+                q(w, op_json, op.unwrap_or_default())?;
                 w.write_all(br#","msg":"#)?;
-                s(w, msg)?;
+                id(w, msg)?;
                 w.write_all(br#","instance":"#)?;
-                s(w, if text.is_empty() { msg } else { text })?;
+                id(w, if text.is_empty() { msg } else { text })?;
                 let step = match step_of(*a) {
                     Step::Run => "run",
                     Step::Absorb => "absorb",
@@ -290,11 +331,17 @@ impl Decoder {
     /// checked against the names (an unknown index is an error for the whole frame).
     pub fn decode_frame(&mut self, text: &str) -> Result<Decoded, String> {
         if text.starts_with(r#"{"event":"packed","#) {
-            let frame: PackedFrame = serde_json::from_str(text).map_err(|e| e.to_string())?;
-            for p in &frame.events {
+            let events = match parse_packed(text) {
+                Some(evs) => evs,
+                None => {
+                    let frame: PackedFrame = serde_json::from_str(text).map_err(|e| e.to_string())?;
+                    frame.events
+                }
+            };
+            for p in &events {
                 self.names.check(p)?;
             }
-            return Ok(Decoded::Packed(self.names.clone(), frame.events));
+            return Ok(Decoded::Packed(self.names.clone(), events));
         }
         let ev: Event = serde_json::from_str(text).map_err(|e| e.to_string())?;
         let mut out = Vec::new();
@@ -346,6 +393,104 @@ impl Decoder {
     /// Expand one packed event with the current names.
     pub fn expand(&self, p: PackedEv) -> Result<Event, String> {
         self.names.expand(p)
+    }
+}
+
+/// Parse a packed frame laid out exactly as the agent writes it (no spaces, no escapes)
+/// without serde's general machinery: this runs for every streamed event. `None` for any
+/// other layout, which [`Decoder::decode_frame`] then hands to serde (valid JSON is still
+/// read, and errors are serde's).
+fn parse_packed(text: &str) -> Option<Vec<PackedEv>> {
+    let body = text.strip_prefix(r#"{"event":"packed","events":["#)?;
+    let mut c = Cursor { s: body, i: 0 };
+    let mut out = Vec::with_capacity(body.len() / 40);
+    if !c.eat(b']') {
+        loop {
+            c.expect(b'[')?;
+            let kind = u8::try_from(c.uint()?).ok()?;
+            c.expect(b',')?;
+            let id = c.uint()?;
+            c.expect(b',')?;
+            let thread = c.int()?;
+            c.expect(b',')?;
+            let op = c.int()?;
+            c.expect(b',')?;
+            let msg = c.string()?;
+            c.expect(b',')?;
+            let a = c.int()?;
+            c.expect(b',')?;
+            let b = c.int()?;
+            c.expect(b',')?;
+            let traced = c.boolean()?;
+            c.expect(b',')?;
+            let text = c.string()?;
+            c.expect(b']')?;
+            out.push(PackedEv(kind, id, thread, op, msg, a, b, traced, text));
+            if !c.eat(b',') {
+                c.expect(b']')?;
+                break;
+            }
+        }
+    }
+    c.expect(b'}')?;
+    (c.i == c.s.len()).then_some(out)
+}
+
+struct Cursor<'a> {
+    s: &'a str,
+    i: usize,
+}
+
+impl Cursor<'_> {
+    fn peek(&self) -> Option<u8> {
+        self.s.as_bytes().get(self.i).copied()
+    }
+    fn eat(&mut self, b: u8) -> bool {
+        let hit = self.peek() == Some(b);
+        self.i += usize::from(hit);
+        hit
+    }
+    fn expect(&mut self, b: u8) -> Option<()> {
+        self.eat(b).then_some(())
+    }
+    fn uint(&mut self) -> Option<u64> {
+        let start = self.i;
+        let mut n: u64 = 0;
+        while let Some(d @ b'0'..=b'9') = self.peek() {
+            n = n.checked_mul(10)?.checked_add(u64::from(d - b'0'))?;
+            self.i += 1;
+        }
+        (self.i > start).then_some(n)
+    }
+    fn int(&mut self) -> Option<i64> {
+        if self.eat(b'-') {
+            i64::try_from(self.uint()?).ok().map(|n| -n)
+        } else {
+            i64::try_from(self.uint()?).ok()
+        }
+    }
+    fn boolean(&mut self) -> Option<bool> {
+        let rest = &self.s[self.i..];
+        if rest.starts_with("true") {
+            self.i += 4;
+            Some(true)
+        } else if rest.starts_with("false") {
+            self.i += 5;
+            Some(false)
+        } else {
+            None
+        }
+    }
+    /// A string without escapes (anything else: `None`).
+    fn string(&mut self) -> Option<String> {
+        self.expect(b'"')?;
+        let rest = &self.s[self.i..];
+        let end = rest.find(['"', '\\'])?;
+        if rest.as_bytes()[end] != b'"' || rest[..end].bytes().any(|b| b < 0x20) {
+            return None;
+        }
+        self.i += end + 1;
+        Some(rest[..end].to_owned())
     }
 }
 
@@ -407,6 +552,55 @@ mod tests {
                 "{p:?}"
             );
         }
+    }
+
+    #[test]
+    fn the_fast_parser_reads_what_serde_reads() {
+        let frame = Event::Packed {
+            events: vec![
+                PackedEv(0, 12, 0, -1, "0.5".into(), 1, 3, false, "farm::Task".into()),
+                PackedEv(
+                    3,
+                    u64::MAX,
+                    3,
+                    1,
+                    "0.5.18446744073709551615".into(),
+                    0,
+                    -7,
+                    true,
+                    "0.5".into(),
+                ),
+            ],
+        };
+        let text = frame.to_json();
+        let Event::Packed { events } = frame else {
+            unreachable!()
+        };
+        assert_eq!(parse_packed(&text), Some(events));
+        assert_eq!(parse_packed(r#"{"event":"packed","events":[]}"#), Some(vec![]));
+        // Anything laid out otherwise goes to serde: escapes, spaces, trailing text.
+        for other in [
+            r#"{"event":"packed","events":[[1,1,0,0,"a\"b",0,0,false,""]]}"#,
+            r#"{"event":"packed","events":[[1,1,0,0,"0",0,0,false,""] ]}"#,
+            r#"{"event":"packed","events":[[1,1,0,0,"0",0,0,false,""]]}x"#,
+            r#"{"event":"packed","events":[[1,1,0,0,"0",0,0,maybe,""]]}"#,
+        ] {
+            assert_eq!(parse_packed(other), None, "{other}");
+        }
+        let mut d = Decoder::default();
+        d.observe(&Event::Structure {
+            operations: vec![],
+            collections: vec![CollectionDesc {
+                name: "p".into(),
+                threads: vec!["p[0]".into()],
+            }],
+            edges: vec![],
+        });
+        // The escaped one still decodes (through serde), to the right string.
+        let evs = d
+            .decode(r#"{"event":"packed","events":[[0,1,0,-1,"a\"b",-1,-1,false,"T"]]}"#)
+            .expect("decodes");
+        assert!(matches!(&evs[0], Event::Send(s) if s.msg == "a\"b"));
     }
 
     #[test]

@@ -616,7 +616,12 @@ impl Agent {
             let mut s = lock(&self.stream);
             self.attached.store(true, Relaxed);
             self.update_hot();
+            // Events recorded before the cut are in the snapshot; a graph or collection
+            // registered since `attach_structure` is not: its `structure` reply is dropped
+            // with them, so the latest structure follows the snapshot (packed events name
+            // operations and threads by their place in it).
             s.buf.clear();
+            s.buf.push(Rec::Full(Box::new(self.structure_event())));
             Event::Snapshot {
                 next_event_id: s.next_id,
                 threads: threads.into_iter().map(thread_snapshot).collect(),
