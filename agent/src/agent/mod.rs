@@ -1074,3 +1074,41 @@ impl Hook for Agent {
 fn thread_is_program(ev: &SendEvent<'_>) -> bool {
     ev.thread.is_some()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::hook::OpKind;
+
+    #[test]
+    fn a_graph_registered_during_attach_reaches_the_debugger() {
+        let agent = Agent::new(false, None);
+        let structure = agent.attach_structure();
+        assert!(matches!(&structure, Event::Structure { operations, .. } if operations.is_empty()));
+        // The program registers a graph after the structure was sent, before the snapshot.
+        let op = Arc::new(OpInfo {
+            id: 0,
+            name: "Split".into(),
+            kind: OpKind::Split,
+            collection: 0,
+        });
+        agent.on_graph(&GraphInfo {
+            ops: vec![op],
+            edges: vec![],
+        });
+        let _snapshot = agent.attach();
+        let names: Vec<_> = agent
+            .drain()
+            .into_iter()
+            .flatten()
+            .filter_map(|r| match r {
+                Rec::Full(ev) => proto::Names::of(&ev),
+                Rec::Fast(_) => None,
+            })
+            .collect();
+        assert_eq!(
+            names.last().map(|n| n.ops.clone()),
+            Some(vec!["Split".to_owned()])
+        );
+    }
+}
