@@ -6,7 +6,7 @@ use super::graph::{AbsorbFn, GraphInner, InitFn, OpFn, PostSink};
 use super::hook::{Hook, SendEvent, StepEvent, StepKind, ThreadAccess};
 use super::ids::MsgId;
 use super::payload::{ErasedState, Payload};
-use super::thread::{CurrentStep, Envelope, Frame, Item, Sched, ThreadShared};
+use super::thread::{Envelope, Frame, Item, Running, Sched, ThreadShared};
 use super::{Shared, StepInfo, ThreadState};
 use std::any::Any;
 use std::collections::HashMap;
@@ -327,8 +327,8 @@ impl<S: ThreadState> Exec<'_, S> {
         let n = &graph.nodes[node];
         let out_id = frame.prefix.clone();
         if self.sh.hook.is_some() {
-            self.me.set_current(Some(CurrentStep {
-                op: n.info.clone(),
+            self.me.set_current(Some(Running {
+                op: n.info.id,
                 msg: out_id.clone(),
                 step: StepKind::Final,
             }));

@@ -384,10 +384,14 @@ impl RuntimeView {
     /// events consistent with the description.
     pub fn snapshot<R>(&self, f: impl FnOnce(Vec<thread::ThreadSnap>) -> R) -> R {
         let all = self.all();
+        let sh = self.0.upgrade();
+        // Locked inside the queue locks: registration takes no queue lock, so the order is
+        // safe, and an operation that is running is registered.
+        let op = |id: usize| sh.as_ref().and_then(|sh| lock(&sh.ops).0.get(id).cloned());
         let mut guards = Vec::with_capacity(all.len());
         let mut snaps = Vec::with_capacity(all.len());
         for t in &all {
-            let (g, s) = t.lock_for_snapshot();
+            let (g, s) = t.lock_for_snapshot(&op);
             guards.push(g);
             snaps.push(s);
         }

@@ -159,7 +159,16 @@ struct Queue {
     shutdown: bool,
     sleeping: bool,
     /// The step this thread is in, tracked only when a hook is installed (snapshots).
-    current: Option<CurrentStep>,
+    current: Option<Running>,
+}
+
+/// The step a thread is in, as tracked on every step: plain data (an operation id, not a
+/// shared handle whose reference count every thread would touch).
+#[derive(Debug, Clone)]
+pub(crate) struct Running {
+    pub(crate) op: usize,
+    pub(crate) msg: MsgId,
+    pub(crate) step: StepKind,
 }
 
 /// The step a thread has taken from its queue and not yet finished.
@@ -276,12 +285,16 @@ impl ThreadShared {
     }
 
     /// Record the running step (for snapshots).
-    pub(crate) fn set_current(&self, current: Option<CurrentStep>) {
+    pub(crate) fn set_current(&self, current: Option<Running>) {
         lock(&self.queue).current = current;
     }
 
-    /// Lock this queue and describe it (the caller holds every queue's guard at once).
-    pub(crate) fn lock_for_snapshot(&self) -> (MutexGuard<'_, impl Sized>, ThreadSnap) {
+    /// Lock this queue and describe it (the caller holds every queue's guard at once);
+    /// `op` finds an operation by id.
+    pub(crate) fn lock_for_snapshot(
+        &self,
+        op: &dyn Fn(usize) -> Option<Arc<OpInfo>>,
+    ) -> (MutexGuard<'_, impl Sized>, ThreadSnap) {
         let q = lock(&self.queue);
         let snap = ThreadSnap {
             info: self.info.clone(),
@@ -293,7 +306,13 @@ impl ThreadShared {
                     Item::Finalize { .. } => None,
                 })
                 .collect(),
-            current: q.current.clone(),
+            current: q.current.as_ref().and_then(|r| {
+                Some(CurrentStep {
+                    op: op(r.op)?,
+                    msg: r.msg.clone(),
+                    step: r.step,
+                })
+            }),
         };
         (q, snap)
     }
@@ -366,24 +385,24 @@ impl ThreadShared {
     }
 }
 
-fn current_of(item: &Item) -> CurrentStep {
+fn current_of(item: &Item) -> Running {
     match item {
         Item::Msg(e) => {
-            let op = e.dest_op().clone();
+            let op = e.dest_op();
             let step = match op.kind {
                 OpKind::Split | OpKind::Leaf => StepKind::Run,
                 OpKind::Merge | OpKind::Stream => StepKind::Absorb,
             };
-            CurrentStep {
-                op,
+            Running {
+                op: op.id,
                 msg: e.id.clone(),
                 step,
             }
         }
         Item::Finalize {
             graph, node, frame, ..
-        } => CurrentStep {
-            op: graph.nodes[*node].info.clone(),
+        } => Running {
+            op: graph.nodes[*node].info.id,
             msg: frame.prefix.clone(),
             step: StepKind::Final,
         },
