@@ -98,6 +98,10 @@ pub struct Model {
     /// Pending messages per thread (a deque: queues can grow long and are consumed at
     /// the front).
     pub queues: BTreeMap<String, VecDeque<QueueEntry>>,
+    /// Pending messages per thread that the agent counted but did not list (a snapshot or
+    /// `queue` reply of a very long queue lists its first messages): they are behind
+    /// `queues`, and leave the count as they start.
+    pub unlisted: BTreeMap<String, usize>,
     /// Held events by event id.
     pub held: BTreeMap<u64, Event>,
     /// Breakpoints set: (op, thread) → trace.
@@ -296,13 +300,7 @@ impl Model {
                 let pos = usize::try_from(p.5).unwrap_or_default().min(q.len());
                 q.insert(pos, entry);
             }
-            2 => {
-                if let Some(q) = self.queues.get_mut(thread) {
-                    if let Some(i) = q.iter().position(|m| m.id == msg && m.op == op) {
-                        q.remove(i);
-                    }
-                }
-            }
+            2 if p.5 != 2 => self.consume(thread, msg, op),
             _ => {}
         }
     }
@@ -338,6 +336,7 @@ impl Model {
                 for t in threads {
                     self.queues
                         .insert(t.thread.clone(), t.queue.iter().cloned().collect());
+                    self.unlisted.insert(t.thread.clone(), t.more);
                     if let Some(c) = &t.current {
                         self.node(&c.op, &t.thread).status = NodeStatus::Running;
                     }
@@ -372,9 +371,14 @@ impl Model {
                     }
                 }
             }
-            Event::Queue { thread, messages } => {
+            Event::Queue {
+                thread,
+                messages,
+                more,
+            } => {
                 self.queues
                     .insert(thread.clone(), messages.iter().cloned().collect());
+                self.unlisted.insert(thread.clone(), *more);
             }
             Event::State { thread, content } => {
                 self.states.insert(thread.clone(), content.clone());
@@ -474,12 +478,23 @@ impl Model {
         }
     }
 
+    /// A step of `thread` took message `msg` for `op` from its queue.
+    fn consume(&mut self, thread: &str, msg: &str, op: &str) {
+        let listed = self.queues.get_mut(thread).and_then(|q| {
+            let i = q.iter().position(|m| m.id == msg && m.op == op)?;
+            q.remove(i)
+        });
+        if listed.is_none() {
+            if let Some(n) = self.unlisted.get_mut(thread).filter(|n| **n > 0) {
+                *n -= 1;
+            }
+        }
+    }
+
     fn on_start(&mut self, s: &StepEv, ev: &Event) {
         self.event_count += 1;
-        if let Some(q) = self.queues.get_mut(&s.thread) {
-            if let Some(i) = q.iter().position(|m| m.id == s.msg && m.op == s.op) {
-                q.remove(i);
-            }
+        if s.step != racetrack_protocol::Step::Final {
+            self.consume(&s.thread, &s.msg, &s.op);
         }
         if self.lean {
             if s.held {

@@ -325,6 +325,53 @@ fn prog_alive(p: &Program) -> bool {
             .contains("State:\tZ")
 }
 
+/// A snapshot is one frame: attaching to a program with hundreds of thousands of pending
+/// messages used to exceed the frame limit and lose the connection. The first messages are
+/// listed, the rest counted, and the connection keeps working.
+#[test]
+fn attaching_to_a_huge_queue_lists_the_first_messages_and_counts_the_rest() {
+    // farm's split posts all its tasks at once: far more pending messages than a frame holds.
+    let prog = Program::start(
+        "farm",
+        &["--threads", "2", "--tasks", "150000", "--work-us", "50"],
+        &[],
+    );
+    let t0 = Instant::now();
+    let (snapshot, mut s) = loop {
+        std::thread::sleep(Duration::from_millis(300));
+        let mut s = Session::ctl(&prog.url);
+        let snap = s.expect("snapshot", |v| v["event"] == "snapshot");
+        let more: u64 = snap["threads"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|t| t["more"].as_u64())
+            .sum();
+        if more > 0 {
+            break (snap, s);
+        }
+        // Attached before the queues grew long: try again.
+        s.send(json!({"cmd":"detach"}));
+        let _ = s.child.kill();
+        let _ = s.child.wait();
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "the queues never grew long"
+        );
+    };
+    let threads = snapshot["threads"].as_array().unwrap();
+    let listed: usize = threads.iter().map(|t| t["queue"].as_array().unwrap().len()).sum();
+    assert!(listed <= 40_000, "{listed} messages listed");
+    assert!(snapshot.to_string().len() < 16 * 1024 * 1024);
+    // The connection is alive and answers; a queue reply is capped the same way.
+    s.send(json!({"cmd":"queue","thread":"proc[0]"}));
+    let q = s.expect("queue reply", |v| v["event"] == "queue");
+    let n = q["messages"].as_array().unwrap().len();
+    assert!(n <= 5_000, "{n} messages in a queue reply");
+    assert!(q["more"].as_u64().unwrap_or(0) > 0 || n < 5_000, "{}", q["more"]);
+    s.send(json!({"cmd":"detach"}));
+}
+
 // ---- security ----
 
 fn handshake(url: &str, headers: &[(&str, &str)]) -> Result<(), String> {

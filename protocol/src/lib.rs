@@ -113,11 +113,18 @@ pub struct CurrentStep {
 pub struct ThreadSnapshot {
     /// Thread name.
     pub thread: String,
-    /// Pending messages in order.
+    /// Pending messages in order (the first ones, when there are many).
     pub queue: Vec<QueueEntry>,
+    /// Pending messages after `queue`, not listed (absent: none).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub more: usize,
     /// Running step, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub current: Option<CurrentStep>,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// A send event.
@@ -257,8 +264,11 @@ pub enum Event {
     Queue {
         /// Thread.
         thread: String,
-        /// Pending messages in order.
+        /// Pending messages in order (the first ones, when there are many).
         messages: Vec<QueueEntry>,
+        /// Pending messages after `messages`, not listed (absent: none).
+        #[serde(default, skip_serializing_if = "is_zero")]
+        more: usize,
     },
     /// Reply to `state`.
     State {

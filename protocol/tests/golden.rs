@@ -119,13 +119,23 @@ fn events() {
         Event::Queue {
             thread: "proc[1]".into(),
             messages: vec![entry.clone()],
+            more: 0,
         },
         r#"{"event":"queue","thread":"proc[1]","messages":[{"id":"0.2","type":"Chunk","from":"Split@main[0]","to":"Sort@proc[1]","op":"Sort","traced":false}]}"#,
+    );
+    golden_event(
+        Event::Queue {
+            thread: "proc[1]".into(),
+            messages: vec![entry.clone()],
+            more: 41,
+        },
+        r#"{"event":"queue","thread":"proc[1]","messages":[{"id":"0.2","type":"Chunk","from":"Split@main[0]","to":"Sort@proc[1]","op":"Sort","traced":false}],"more":41}"#,
     );
     golden_event(
         Event::Snapshot {
             next_event_id: 9,
             threads: vec![ThreadSnapshot {
+                more: 0,
                 thread: "proc[1]".into(),
                 queue: vec![entry],
                 current: Some(CurrentStep {

@@ -34,6 +34,12 @@ use std::time::Duration;
 
 /// Streamed events buffered before producers wait for the debugger (backpressure).
 const BUFFER_CAP: usize = 65_536;
+/// Pending messages a `queue` reply lists (the others are counted in `more`).
+const QUEUE_LIST_MAX: usize = 5_000;
+/// The same, when contents are asked for.
+const QUEUE_CONTENT_MAX: usize = 200;
+/// Pending messages a snapshot lists over all threads (about 150 bytes each).
+const SNAPSHOT_ENTRIES: usize = 40_000;
 /// Buffered events that make the agent's thread flush before its next tick.
 const FLUSH_AT: usize = 1024;
 
@@ -274,6 +280,7 @@ fn entry(q: &QueuedMsg, thread: &str, content: Option<Value>) -> proto::QueueEnt
 fn thread_snapshot(t: ThreadSnap) -> proto::ThreadSnapshot {
     proto::ThreadSnapshot {
         queue: t.pending.iter().map(|q| entry(q, &t.info.name, None)).collect(),
+        more: t.more,
         current: t.current.map(|c| proto::CurrentStep {
             op: c.op.name.to_string(),
             msg: c.msg.to_string(),
@@ -450,8 +457,10 @@ impl Agent {
                 Ok(HeldCmd::Reorder(order)) => match site.reorder(&order) {
                     Ok(put_back) => {
                         self.reply(Event::Ok { cmd: "reorder".into(), target: Some(name.to_string()) });
-                        let messages = site.pending().iter().map(|q| entry(q, name, None)).collect();
-                        self.reply(Event::Queue { thread: name.to_string(), messages });
+                        let pending = site.pending();
+                        let more = pending.len().saturating_sub(QUEUE_LIST_MAX);
+                        let messages = pending.iter().take(QUEUE_LIST_MAX).map(|q| entry(q, name, None)).collect();
+                        self.reply(Event::Queue { thread: name.to_string(), messages, more });
                         if put_back {
                             // The step will not start: this hold is over; the thread
                             // starts the new head (a new start event).
@@ -629,7 +638,12 @@ impl Agent {
             }
         };
         match self.view.get() {
-            Some(v) => v.snapshot(build),
+            Some(v) => {
+                // A snapshot is one frame: programs with huge queues get their first
+                // messages listed and the rest counted.
+                let limit = (SNAPSHOT_ENTRIES / v.thread_count().max(1)).clamp(10, QUEUE_LIST_MAX);
+                v.snapshot(limit, build)
+            }
             None => build(Vec::new()),
         }
     }
@@ -762,8 +776,16 @@ impl Agent {
                 let t = self.thread_named(&thread)?;
                 let view = self.view.get().ok_or("no runtime")?;
                 let pending = view.pending(t.global).unwrap_or_default();
+                // Contents can be large: fewer of them fit in a frame.
+                let cap = if content {
+                    QUEUE_CONTENT_MAX
+                } else {
+                    QUEUE_LIST_MAX
+                };
+                let more = pending.len().saturating_sub(cap);
                 let messages = pending
                     .iter()
+                    .take(cap)
                     .map(|q| {
                         let c = content.then(|| {
                             view.pending_content(t.global, &q.id)
@@ -776,6 +798,7 @@ impl Agent {
                 self.reply(Event::Queue {
                     thread: t.name.to_string(),
                     messages,
+                    more,
                 });
             }
             Command::Reorder { thread, order } => {

@@ -214,15 +214,40 @@ pub(crate) fn frames(recs: impl IntoIterator<Item = Rec>, max: usize) -> Vec<(St
         }
     };
     let flush_full = |full: &mut Vec<Event>, out: &mut Vec<(String, usize)>| {
-        if !full.is_empty() {
-            let n = full.len();
-            out.push((
-                Event::Batch {
-                    events: std::mem::take(full),
-                }
-                .to_json(),
-                n,
-            ));
+        // A frame larger than the limit would make the debugger close the connection:
+        // such batches are split, and an event too large by itself is replaced by an error.
+        let limit = racetrack_protocol::MAX_FRAME_BYTES - 64;
+        let mut text = String::new();
+        let mut n = 0;
+        for ev in full.drain(..) {
+            let mut one = ev.to_json();
+            if one.len() > limit {
+                let what = match (ev.event_id(), ev.thread()) {
+                    (Some(id), Some(t)) => format!("event {id} of {t}"),
+                    _ => "an event".to_owned(),
+                };
+                let message = format!(
+                    "{what} was not sent: it is {} bytes, more than a frame's {} (a held thread stays held: continue it by its event id)",
+                    one.len(),
+                    racetrack_protocol::MAX_FRAME_BYTES
+                );
+                one = Event::Error { message }.to_json();
+            }
+            if n > 0 && text.len() + one.len() + 2 > limit {
+                text.push_str("]}");
+                out.push((std::mem::take(&mut text), std::mem::take(&mut n)));
+            }
+            text.push_str(if n == 0 {
+                r#"{"event":"batch","events":["#
+            } else {
+                ","
+            });
+            text.push_str(&one);
+            n += 1;
+        }
+        if n > 0 {
+            text.push_str("]}");
+            out.push((text, n));
         }
     };
     for r in recs {
@@ -258,6 +283,30 @@ mod tests {
     use super::*;
     use racetrack_protocol as proto;
     use racetrack_protocol::Decoder;
+
+    #[test]
+    fn no_frame_exceeds_the_limit() {
+        let big = |n: usize| {
+            Rec::Full(Box::new(Event::Output {
+                stream: "stdout".into(),
+                line: "x".repeat(n),
+            }))
+        };
+        let max = racetrack_protocol::MAX_FRAME_BYTES;
+        let frames = frames(vec![big(max / 2), big(max / 2), big(max + 1), big(10)], 1024);
+        assert!(frames.iter().all(|(t, _)| t.len() <= max));
+        let evs: Vec<Event> = frames
+            .iter()
+            .flat_map(|(t, _)| Decoder::default().decode(t).expect("decodes"))
+            .collect();
+        assert_eq!(
+            evs.len(),
+            4,
+            "two halves, the error in place of the too-large one, the small one"
+        );
+        assert!(matches!(&evs[2], Event::Error { message } if message.contains("was not sent")));
+        assert!(matches!(&evs[3], Event::Output { line, .. } if line.len() == 10));
+    }
 
     #[test]
     fn packed_frames_decode_to_the_events_they_record() {

@@ -369,6 +369,11 @@ impl RuntimeView {
         self.all().iter().map(|t| t.info.clone()).collect()
     }
 
+    /// How many threads the runtime has.
+    pub fn thread_count(&self) -> usize {
+        self.0.upgrade().map_or(0, |sh| lock(&sh.threads).len())
+    }
+
     /// The pending messages of thread number `global`.
     pub fn pending(&self, global: usize) -> Option<Vec<hook::QueuedMsg>> {
         self.all().get(global).map(|t| t.pending())
@@ -382,7 +387,8 @@ impl RuntimeView {
     /// Lock every queue (in global order), describe them, and run `f` while they are still
     /// locked: no message can be enqueued or taken meanwhile, so `f` can start a stream of
     /// events consistent with the description.
-    pub fn snapshot<R>(&self, f: impl FnOnce(Vec<thread::ThreadSnap>) -> R) -> R {
+    /// `limit`: pending messages described per thread (the others are counted).
+    pub fn snapshot<R>(&self, limit: usize, f: impl FnOnce(Vec<thread::ThreadSnap>) -> R) -> R {
         let all = self.all();
         let sh = self.0.upgrade();
         // Locked inside the queue locks: registration takes no queue lock, so the order is
@@ -391,7 +397,7 @@ impl RuntimeView {
         let mut guards = Vec::with_capacity(all.len());
         let mut snaps = Vec::with_capacity(all.len());
         for t in &all {
-            let (g, s) = t.lock_for_snapshot(&op);
+            let (g, s) = t.lock_for_snapshot(&op, limit);
             guards.push(g);
             snaps.push(s);
         }

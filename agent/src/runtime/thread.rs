@@ -187,8 +187,10 @@ pub struct CurrentStep {
 pub struct ThreadSnap {
     /// The thread.
     pub info: Arc<ThreadInfo>,
-    /// Its pending messages.
+    /// Its first pending messages (at most the snapshot's limit per thread).
     pub pending: Vec<QueuedMsg>,
+    /// Pending messages after those, not described.
+    pub more: usize,
     /// Its running step.
     pub current: Option<CurrentStep>,
 }
@@ -289,23 +291,24 @@ impl ThreadShared {
         lock(&self.queue).current = current;
     }
 
-    /// Lock this queue and describe it (the caller holds every queue's guard at once);
-    /// `op` finds an operation by id.
+    /// Lock this queue and describe it, its first `limit` pending messages in full (the
+    /// caller holds every queue's guard at once); `op` finds an operation by id.
     pub(crate) fn lock_for_snapshot(
         &self,
         op: &dyn Fn(usize) -> Option<Arc<OpInfo>>,
+        limit: usize,
     ) -> (MutexGuard<'_, impl Sized>, ThreadSnap) {
         let q = lock(&self.queue);
+        let mut msgs = q.items.iter().filter_map(|i| match i {
+            Item::Msg(e) => Some(e),
+            Item::Finalize { .. } => None,
+        });
+        let pending: Vec<QueuedMsg> = msgs.by_ref().take(limit).map(QueuedMsg::of).collect();
+        let more = msgs.count();
         let snap = ThreadSnap {
             info: self.info.clone(),
-            pending: q
-                .items
-                .iter()
-                .filter_map(|i| match i {
-                    Item::Msg(e) => Some(QueuedMsg::of(e)),
-                    Item::Finalize { .. } => None,
-                })
-                .collect(),
+            pending,
+            more,
             current: q.current.as_ref().and_then(|r| {
                 Some(CurrentStep {
                     op: op(r.op)?,

@@ -11,6 +11,7 @@ use egui::{Color32, RichText};
 use egui_graphs::{GraphView, SettingsInteraction, SettingsNavigation, SettingsStyle};
 use racetrack_protocol::{Command, Event, QueueEntry};
 use serde_json::Value;
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 /// How long a frame may spend ingesting events before drawing.
@@ -663,19 +664,83 @@ impl App {
         }
     }
 
+    /// A running thread's queue: read only, drawn straight from the model (only the
+    /// visible rows; queues of running programs can be tens of thousands long).
+    fn running_queue_ui(&mut self, ui: &mut egui::Ui, thread: &str) {
+        ui.horizontal(|ui| {
+            if ui.button("Refresh").clicked() {
+                self.act(
+                    "queue",
+                    Command::Queue {
+                        thread: thread.to_owned(),
+                        content: true,
+                    },
+                );
+            }
+            ui.label(RichText::new("reorder needs the thread suspended").small().weak());
+        });
+        self.unlisted_ui(ui, thread);
+        let row_h = ui.spacing().interact_size.y + ui.spacing().item_spacing.y;
+        let empty = std::collections::VecDeque::new();
+        let q = self.model.queues.get(thread).unwrap_or(&empty);
+        let mut clicked = None;
+        egui::ScrollArea::vertical()
+            .id_salt("queue-rows")
+            .auto_shrink([false, true])
+            .show_rows(ui, row_h, q.len(), |ui, range| {
+                for m in q.range(range) {
+                    let from = m.from.as_deref().unwrap_or("(input)");
+                    let text = format!("{}  {}  {from} -> {}", m.id, m.type_name, m.to);
+                    if ui
+                        .selectable_label(self.is_selected_msg(&m.id, &m.op), text)
+                        .clicked()
+                    {
+                        clicked = Some((m.id.clone(), m.op.clone(), m.content.clone()));
+                    }
+                }
+            });
+        if clicked.is_some() {
+            self.ui.selected_msg = clicked;
+        }
+    }
+
+    fn unlisted_ui(&self, ui: &mut egui::Ui, thread: &str) {
+        if let Some(n) = self.model.unlisted.get(thread).filter(|n| **n > 0) {
+            ui.label(
+                RichText::new(format!(
+                    "… and {n} more pending messages after these, not listed (the agent lists the first ones of a long queue)"
+                ))
+                .small()
+                .weak(),
+            );
+        }
+    }
+
     fn thread_queue_ui(&mut self, ui: &mut egui::Ui, thread: &str) {
-        let rows = self.thread_queue(thread);
         let held = self.model.held_of(thread).is_some();
-        // Keys: `id`, or `id@op` when an id is pending twice.
+        if !held {
+            return self.running_queue_ui(ui, thread);
+        }
+        let rows = self.thread_queue(thread);
+        // Keys: `id`, or `id@op` when an id is pending twice. Everything here is linear in
+        // the queue's length: queues can hold thousands of messages.
+        let mut ids: HashMap<&str, usize> = HashMap::new();
+        for r in &rows {
+            *ids.entry(r.id.as_str()).or_default() += 1;
+        }
         let key = |m: &QueueEntry| {
-            if rows.iter().filter(|r| r.id == m.id).count() > 1 {
+            if ids.get(m.id.as_str()).is_some_and(|n| *n > 1) {
                 format!("{}@{}", m.id, m.op)
             } else {
                 m.id.clone()
             }
         };
         let current: Vec<String> = rows.iter().map(key).collect();
-        let editing = matches!(&self.ui.order, Some((t, o)) if t == thread && { let mut a = o.clone(); let mut b = current.clone(); a.sort(); b.sort(); a == b });
+        let by_key: HashMap<&str, usize> = current.iter().enumerate().map(|(i, k)| (k.as_str(), i)).collect();
+        // Still editing this thread's order if it names exactly the pending messages.
+        let editing = matches!(&self.ui.order, Some((t, o)) if t == thread
+            && o.len() == current.len()
+            && o.iter().all(|k| by_key.contains_key(k.as_str())));
         if !editing {
             self.ui.order = Some((thread.to_owned(), current.clone()));
         }
@@ -710,26 +775,34 @@ impl App {
         if let Some(("reorder", e)) = &self.ui.action_error {
             ui.colored_label(Color32::from_rgb(220, 60, 60), format!("reorder: {e}"));
         }
+        self.unlisted_ui(ui, thread);
         let mut swap: Option<(usize, usize)> = None;
-        egui::Grid::new("queue-grid")
-            .num_columns(3)
-            .striped(true)
-            .show(ui, |ui| {
-                for (i, k) in order.iter().enumerate() {
-                    let Some(m) = rows.iter().find(|m| &key(m) == k) else {
+        let row_h = ui.spacing().interact_size.y + ui.spacing().item_spacing.y;
+        // Only the visible rows are laid out.
+        egui::ScrollArea::vertical()
+            .id_salt("queue-rows")
+            .auto_shrink([false, true])
+            .show_rows(ui, row_h, order.len(), |ui, range| {
+                for i in range {
+                    let Some(m) = order
+                        .get(i)
+                        .and_then(|k| by_key.get(k.as_str()))
+                        .and_then(|&j| rows.get(j))
+                    else {
                         continue;
                     };
-                    if ui.add_enabled(held && i > 0, egui::Button::new("Up")).clicked() {
-                        swap = Some((i, i - 1));
-                    }
-                    if ui
-                        .add_enabled(held && i + 1 < order.len(), egui::Button::new("Down"))
-                        .clicked()
-                    {
-                        swap = Some((i, i + 1));
-                    }
-                    self.message_row_ui(ui, m);
-                    ui.end_row();
+                    ui.horizontal(|ui| {
+                        if ui.add_enabled(held && i > 0, egui::Button::new("Up")).clicked() {
+                            swap = Some((i, i - 1));
+                        }
+                        if ui
+                            .add_enabled(held && i + 1 < order.len(), egui::Button::new("Down"))
+                            .clicked()
+                        {
+                            swap = Some((i, i + 1));
+                        }
+                        self.message_row_ui(ui, m);
+                    });
                 }
             });
         if let (Some((a, b)), Some((_, o))) = (swap, self.ui.order.as_mut()) {
