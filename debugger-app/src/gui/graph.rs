@@ -5,12 +5,11 @@
 //! depends only on the program's structure and existing nodes never move when new ones
 //! appear. Colours show status; `*` marks nodes that processed a traced message.
 
-use crate::model::{Model, NodeKey, NodeStatus};
+use crate::model::{FastMap, Model, NodeKey, NodeStatus};
 use egui::{Color32, Pos2};
 use egui_graphs::{Graph, Layout, LayoutState};
 use petgraph::stable_graph::{EdgeIndex, NodeIndex};
 use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
 
 /// Row and column spacing of the layout.
 const DX: f32 = 150.0;
@@ -74,9 +73,9 @@ pub struct GraphSync {
     /// The drawable graph.
     pub g: Graph<NodeKey, u64>,
     /// Drawn node of each model node, with the (status, traced) it was drawn with.
-    nodes: HashMap<NodeKey, (NodeIndex, Option<(NodeStatus, bool)>)>,
+    nodes: FastMap<NodeKey, (NodeIndex, Option<(NodeStatus, bool)>)>,
     /// Drawn edges by their ends, with the count shown.
-    edges: HashMap<(NodeIndex, NodeIndex), (EdgeIndex, u64)>,
+    edges: FastMap<(NodeIndex, NodeIndex), (EdgeIndex, u64)>,
 }
 
 /// Where `key` goes: row = operation order, column = thread index centred in its collection.
