@@ -172,9 +172,10 @@ fn keep_recent<T>(v: &mut Vec<T>, x: T) {
 }
 
 impl Model {
-    /// A model that keeps what a headless controller needs — queues, held events, the
-    /// policy, the log — and not the unfolded graph (nodes, edges, per-node history),
-    /// which costs most of the ingest and which only the GUI draws.
+    /// A model that keeps what a headless controller needs — queues (ids and operations of
+    /// streamed messages), held events, the policy, the log — and not the unfolded graph
+    /// (nodes, edges, per-node history) nor what the GUI's lists show of each message,
+    /// which cost most of the ingest.
     pub fn lean() -> Self {
         Self {
             lean: true,
@@ -306,28 +307,20 @@ impl Model {
         let (thread, op, msg) = (name(names.thread(p.2)), name(names.op(p.3)), p.4.as_str());
         self.event_count += 1;
         match p.0 {
-            0 => {
-                let Ok(Some(to_op)) = names.op(p.5) else { return };
-                let info = MsgInfo {
-                    id: msg.to_owned(),
-                    type_name: p.8.clone(),
-                    from: (p.2 >= 0 && p.3 >= 0).then(|| (op.to_owned(), thread.to_owned())),
-                    // Not kept by a lean model (only the GUI's Sent tab shows it).
-                    to: NodeKey::default(),
-                    content: None,
-                    traced: p.7,
-                };
-                self.in_flight.insert((msg.to_owned(), to_op.to_owned()), info);
-            }
+            // A lean model's queues serve `wait` and `move`, which look at ids and
+            // operations only: the sender, type and destination text are left empty, and
+            // sends need no bookkeeping.
             1 => {
-                Self::scratch(&mut self.key, msg, op);
-                let info = self.in_flight.remove(&self.key);
-                let (type_name, from) = info.map(|i| (i.type_name, i.from)).unwrap_or_default();
+                // A held send (a full event) was recorded in flight: forget it.
+                if !self.in_flight.is_empty() {
+                    Self::scratch(&mut self.key, msg, op);
+                    self.in_flight.remove(&self.key);
+                }
                 let entry = QueueEntry {
                     id: msg.to_owned(),
-                    type_name,
-                    from: from.map(|(o, t)| format!("{o}@{t}")),
-                    to: format!("{op}@{thread}"),
+                    type_name: String::new(),
+                    from: None,
+                    to: String::new(),
                     op: op.to_owned(),
                     traced: p.7,
                     content: None,
