@@ -240,6 +240,15 @@ impl PackedEv {
         w.write_all(br#"","event_id":"#)?;
         n(w, *event_id)?;
         let (thread, op) = (name(names.thread(*thread)), name(names.op(*op)));
+        // `recv`, `start` and `stop` begin alike.
+        let thread_op_msg = |w: &mut dyn Write| {
+            w.write_all(br#","thread":"#)?;
+            q(w, thread_json, thread.unwrap_or_default())?;
+            w.write_all(br#","op":"#)?;
+            q(w, op_json, op.unwrap_or_default())?;
+            w.write_all(br#","msg":"#)?;
+            id(w, msg)
+        };
         match kind {
             0 => {
                 for (key, v, j) in [
@@ -270,24 +279,14 @@ impl PackedEv {
                 w.write_all(br#","held":false}"#)
             }
             1 => {
-                w.write_all(br#","thread":"#)?;
-                q(w, thread_json, thread.unwrap_or_default())?;
-                w.write_all(br#","op":"#)?;
-                q(w, op_json, op.unwrap_or_default())?;
-                w.write_all(br#","msg":"#)?;
-                id(w, msg)?;
+                thread_op_msg(w)?;
                 w.write_all(br#","position":"#)?;
                 n(w, u64::try_from(*a).unwrap_or_default())?;
                 flag(w, br#","traced":"#, *traced)?;
                 w.write_all(b"}")
             }
             _ => {
-                w.write_all(br#","thread":"#)?;
-                q(w, thread_json, thread.unwrap_or_default())?;
-                w.write_all(br#","op":"#)?;
-                q(w, op_json, op.unwrap_or_default())?;
-                w.write_all(br#","msg":"#)?;
-                id(w, msg)?;
+                thread_op_msg(w)?;
                 w.write_all(br#","instance":"#)?;
                 id(w, if text.is_empty() { msg } else { text })?;
                 let step = match step_of(*a) {
@@ -408,22 +407,12 @@ fn parse_packed(text: &str) -> Option<Vec<PackedEv>> {
         loop {
             c.expect(b'[')?;
             let kind = u8::try_from(c.uint()?).ok()?;
-            c.expect(b',')?;
-            let id = c.uint()?;
-            c.expect(b',')?;
-            let thread = c.int()?;
-            c.expect(b',')?;
-            let op = c.int()?;
-            c.expect(b',')?;
-            let msg = c.string()?;
-            c.expect(b',')?;
-            let a = c.int()?;
-            c.expect(b',')?;
-            let b = c.int()?;
-            c.expect(b',')?;
-            let traced = c.boolean()?;
-            c.expect(b',')?;
-            let text = c.string()?;
+            let id = c.next(Cursor::uint)?;
+            let (thread, op) = (c.next(Cursor::int)?, c.next(Cursor::int)?);
+            let msg = c.next(Cursor::string)?;
+            let (a, b) = (c.next(Cursor::int)?, c.next(Cursor::int)?);
+            let traced = c.next(Cursor::boolean)?;
+            let text = c.next(Cursor::string)?;
             c.expect(b']')?;
             out.push(PackedEv(kind, id, thread, op, msg, a, b, traced, text));
             if !c.eat(b',') {
@@ -452,6 +441,11 @@ impl Cursor<'_> {
     }
     fn expect(&mut self, b: u8) -> Option<()> {
         self.eat(b).then_some(())
+    }
+    /// The next array element: a comma, then what `f` reads.
+    fn next<T>(&mut self, f: impl FnOnce(&mut Self) -> Option<T>) -> Option<T> {
+        self.expect(b',')?;
+        f(self)
     }
     fn uint(&mut self) -> Option<u64> {
         let start = self.i;

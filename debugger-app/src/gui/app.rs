@@ -668,15 +668,7 @@ impl App {
     /// visible rows; queues of running programs can be tens of thousands long).
     fn running_queue_ui(&mut self, ui: &mut egui::Ui, thread: &str) {
         ui.horizontal(|ui| {
-            if ui.button("Refresh").clicked() {
-                self.act(
-                    "queue",
-                    Command::Queue {
-                        thread: thread.to_owned(),
-                        content: true,
-                    },
-                );
-            }
+            self.refresh_button(ui, thread);
             ui.label(RichText::new("reorder needs the thread suspended").small().weak());
         });
         self.unlisted_ui(ui, thread);
@@ -701,6 +693,19 @@ impl App {
             });
         if clicked.is_some() {
             self.ui.selected_msg = clicked;
+        }
+    }
+
+    /// Ask the agent for the thread's queue, with contents.
+    fn refresh_button(&mut self, ui: &mut egui::Ui, thread: &str) {
+        if ui.button("Refresh").clicked() {
+            self.act(
+                "queue",
+                Command::Queue {
+                    thread: thread.to_owned(),
+                    content: true,
+                },
+            );
         }
     }
 
@@ -759,18 +764,7 @@ impl App {
                     },
                 );
             }
-            if ui.button("Refresh").clicked() {
-                self.act(
-                    "queue",
-                    Command::Queue {
-                        thread: thread.to_owned(),
-                        content: true,
-                    },
-                );
-            }
-            if !held {
-                ui.label(RichText::new("reorder needs the thread suspended").small().weak());
-            }
+            self.refresh_button(ui, thread);
         });
         if let Some(("reorder", e)) = &self.ui.action_error {
             ui.colored_label(Color32::from_rgb(220, 60, 60), format!("reorder: {e}"));
