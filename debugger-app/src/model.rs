@@ -90,8 +90,9 @@ pub struct Node {
     /// Ids of the messages it processed, in order: the latest [`HISTORY`] at least (older
     /// ones are dropped, so that a long run's memory stays bounded; `steps` counts all).
     pub processed: Vec<String>,
-    /// Messages it sent, in order: the latest [`HISTORY`] at least.
-    pub sent: Vec<MsgInfo>,
+    /// Messages it sent, in order: the latest [`HISTORY`] at least (shared with the
+    /// in-flight table: one allocation per message).
+    pub sent: Vec<std::sync::Arc<MsgInfo>>,
     /// Order of first appearance (layout stability).
     pub order: usize,
 }
@@ -149,7 +150,9 @@ pub struct Model {
     /// Errors, panics and notices, newest last (bounded).
     pub log: VecDeque<LogLine>,
     /// Messages whose send was seen but not yet their receive: (id, to_op) → info.
-    in_flight: FastMap<(String, String), MsgInfo>,
+    in_flight: FastMap<(String, String), std::sync::Arc<MsgInfo>>,
+    /// A reusable edge key for lookups.
+    edge_key: (NodeKey, NodeKey),
     /// A reusable key for lookups.
     key: NodeKey,
     /// Queues and holds only: no unfolded graph (see [`Model::lean`]).
@@ -451,18 +454,18 @@ impl Model {
     fn on_send(&mut self, s: &SendEv, ev: &Event) {
         self.event_count += 1;
         let from = s.thread.clone().zip(s.op.clone()).map(|(t, o)| (o, t));
-        let info = MsgInfo {
+        let info = std::sync::Arc::new(MsgInfo {
             id: s.msg.clone(),
             type_name: s.type_name.clone(),
-            from: from.clone(),
+            from,
             to: (
                 s.to_op.clone().unwrap_or_default(),
                 s.to_thread.clone().unwrap_or_default(),
             ),
             content: s.content.clone(),
             traced: s.traced,
-        };
-        if let Some((op, t)) = from.as_ref().filter(|_| !self.lean) {
+        });
+        if let Some((op, t)) = info.from.as_ref().filter(|_| !self.lean) {
             let n = self.node(op, t);
             keep_recent(&mut n.sent, info.clone());
             if s.held {
@@ -490,23 +493,32 @@ impl Model {
         self.event_count += 1;
         Self::scratch(&mut self.key, &r.msg, &r.op);
         let info = self.in_flight.remove(&self.key);
-        let from = info.as_ref().and_then(|i| i.from.clone());
+        let from = info.as_ref().and_then(|i| i.from.as_ref());
         let entry = QueueEntry {
             id: r.msg.clone(),
             type_name: info.as_ref().map(|i| i.type_name.clone()).unwrap_or_default(),
-            from: from.as_ref().map(|(o, t)| format!("{o}@{t}")),
+            from: from.map(|(o, t)| format!("{o}@{t}")),
             to: format!("{}@{}", r.op, r.thread),
             op: r.op.clone(),
             traced: r.traced,
             content: info.as_ref().and_then(|i| i.content.clone()),
         };
-        let q = self.queues.entry(r.thread.clone()).or_default();
+        let q = match self.queues.get_mut(&r.thread) {
+            Some(q) => q,
+            None => self.queues.entry(r.thread.clone()).or_default(),
+        };
         let pos = r.position.min(q.len());
         q.insert(pos, entry);
-        if let Some(from) = from.filter(|_| !self.lean) {
-            Self::scratch(&mut self.key, &r.op, &r.thread);
-            let edge = (from, std::mem::take(&mut self.key));
-            *self.edges.entry(edge).or_insert(0) += 1;
+        if let Some((fo, ft)) = from.filter(|_| !self.lean) {
+            // Counted through a reusable key: an existing edge costs no allocation.
+            Self::scratch(&mut self.edge_key.0, fo, ft);
+            Self::scratch(&mut self.edge_key.1, &r.op, &r.thread);
+            match self.edges.get_mut(&self.edge_key) {
+                Some(c) => *c += 1,
+                None => {
+                    self.edges.insert(self.edge_key.clone(), 1);
+                }
+            }
         }
     }
 
