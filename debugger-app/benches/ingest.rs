@@ -6,66 +6,13 @@
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use racetrack::model::Model;
-use racetrack_protocol::{CollectionDesc, Event, OperationDesc, RecvEv, SendEv, Step, StepEv};
+use racetrack::synthetic;
+use racetrack_protocol::Event;
 
 fn events(n: u64) -> Vec<Event> {
-    let threads: Vec<String> = (0..100).map(|i| format!("proc[{i}]")).collect();
-    let mut v = vec![Event::Structure {
-        operations: (0..20)
-            .map(|o| OperationDesc {
-                name: format!("Op{o}"),
-                kind: "leaf".into(),
-                collection: "proc".into(),
-                threads: threads.clone(),
-            })
-            .collect(),
-        collections: vec![CollectionDesc {
-            name: "proc".into(),
-            threads: threads.clone(),
-        }],
-        edges: vec![],
-    }];
+    let mut v = vec![synthetic::structure(20, 100)];
     for i in 0..n {
-        let (op, t, from) = (
-            format!("Op{}", i % 20),
-            threads[(i / 20 % 100) as usize].clone(),
-            threads[((i / 20 + 1) % 100) as usize].clone(),
-        );
-        let msg = format!("0.{i}");
-        let step = |id| StepEv {
-            event_id: id,
-            thread: t.clone(),
-            op: op.clone(),
-            msg: msg.clone(),
-            instance: msg.clone(),
-            step: Step::Run,
-            traced: false,
-            held: false,
-            reason: None,
-        };
-        v.push(Event::Send(SendEv {
-            event_id: 4 * i,
-            thread: Some(from),
-            op: Some(format!("Op{}", (i + 19) % 20)),
-            msg: msg.clone(),
-            to_op: Some(op.clone()),
-            to_thread: Some(t.clone()),
-            type_name: "Task".into(),
-            traced: false,
-            held: false,
-            reason: None,
-            content: None,
-        }));
-        v.push(Event::Recv(RecvEv {
-            event_id: 4 * i + 1,
-            thread: t.clone(),
-            op: op.clone(),
-            msg: msg.clone(),
-            position: 0,
-            traced: false,
-        }));
-        v.push(Event::Start(step(4 * i + 2)));
-        v.push(Event::Stop(step(4 * i + 3)));
+        v.extend(synthetic::message(i, 20, 100, 4 * i));
     }
     v
 }

@@ -6,7 +6,8 @@
 
 use racetrack::gui::app::App;
 use racetrack::model::Model;
-use racetrack_protocol::{CollectionDesc, Event, OperationDesc, RecvEv, SendEv, Step, StepEv};
+use racetrack::synthetic;
+use racetrack_protocol::Event;
 use std::time::Instant;
 
 const OPS: usize = 20;
@@ -14,72 +15,14 @@ const FRAMES: usize = 120;
 const EVENTS_PER_FRAME: usize = 2000;
 
 fn structure(threads: usize) -> Event {
-    let names: Vec<String> = (0..threads).map(|i| format!("proc[{i}]")).collect();
-    Event::Structure {
-        operations: (0..OPS)
-            .map(|o| OperationDesc {
-                name: format!("Op{o}"),
-                kind: "leaf".into(),
-                collection: "proc".into(),
-                threads: names.clone(),
-            })
-            .collect(),
-        collections: vec![CollectionDesc {
-            name: "proc".into(),
-            threads: names,
-        }],
-        edges: (1..OPS)
-            .map(|o| [format!("Op{}", o - 1), format!("Op{o}")])
-            .collect(),
-    }
+    synthetic::structure(OPS, threads)
 }
 
 /// The four events of message number `n` (deterministic over `threads` threads).
 fn events(n: u64, threads: usize, id: &mut u64) -> [Event; 4] {
-    let op = (n as usize) % OPS;
-    let thread = format!("proc[{}]", (n as usize / OPS) % threads);
-    let from_thread = format!("proc[{}]", (n as usize / OPS + 1) % threads);
-    let msg = format!("0.{n}");
-    let mut next = || {
-        *id += 1;
-        *id
-    };
-    let step = |event_id| StepEv {
-        event_id,
-        thread: thread.clone(),
-        op: format!("Op{op}"),
-        msg: msg.clone(),
-        instance: msg.clone(),
-        step: Step::Run,
-        traced: false,
-        held: false,
-        reason: None,
-    };
-    [
-        Event::Send(SendEv {
-            event_id: next(),
-            thread: Some(from_thread.clone()),
-            op: Some(format!("Op{}", (op + OPS - 1) % OPS)),
-            msg: msg.clone(),
-            to_op: Some(format!("Op{op}")),
-            to_thread: Some(thread.clone()),
-            type_name: "Task".into(),
-            traced: false,
-            held: false,
-            reason: None,
-            content: None,
-        }),
-        Event::Recv(RecvEv {
-            event_id: next(),
-            thread: thread.clone(),
-            op: format!("Op{op}"),
-            msg: msg.clone(),
-            position: 0,
-            traced: false,
-        }),
-        Event::Start(step(next())),
-        Event::Stop(step(next())),
-    ]
+    let evs = synthetic::message(n, OPS, threads, *id + 1);
+    *id += 4;
+    evs
 }
 
 fn median(v: &mut [f64]) -> f64 {

@@ -82,18 +82,15 @@ struct Run {
     peak_rss_kib: u64,
 }
 
-fn rss_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
+/// Resident memory of process `pid` in KiB (`None` once it is gone).
+pub fn rss_kib(pid: u32) -> Option<u64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    s.lines()
+        .find(|l| l.starts_with("VmRSS:"))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
         .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmRSS:"))?
-                .split_whitespace()
-                .nth(1)?
-                .parse()
-                .ok()
-        })
-        .unwrap_or(0)
 }
 
 fn read_url(child: &mut Child) -> Result<String, String> {
@@ -186,7 +183,7 @@ fn run_once(exe: &str, w: &Workload, config: usize, slow_us: u64) -> Result<Run,
     let pid = prog.id();
     let mut peak = 0;
     while prog.try_wait().map_err(|e| e.to_string())?.is_none() {
-        peak = peak.max(rss_kib(pid));
+        peak = peak.max(rss_kib(pid).unwrap_or(0));
         std::thread::sleep(Duration::from_millis(20));
     }
     let mut out = String::new();

@@ -7,3 +7,4 @@ pub mod ctl;
 pub mod gui;
 pub mod launch;
 pub mod model;
+pub mod synthetic;

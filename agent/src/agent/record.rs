@@ -120,12 +120,7 @@ impl Rec {
     pub(crate) fn set_event_id(&mut self, id: u64) {
         match self {
             Rec::Fast(f) => f.event_id = id,
-            Rec::Full(ev) => match ev.as_mut() {
-                Event::Send(e) => e.event_id = id,
-                Event::Recv(e) => e.event_id = id,
-                Event::Start(e) | Event::Stop(e) => e.event_id = id,
-                _ => {}
-            },
+            Rec::Full(ev) => super::set_event_id(ev, id),
         }
     }
 }

@@ -6,7 +6,7 @@ use super::graph::{status_color, status_name, FixedLayout, FixedState, GraphSync
 use super::script::Script;
 use super::session::{ProcessEvent, Session};
 use crate::conn::ConnEvent;
-use crate::model::{LogLine, Model, NodeKey, NodeStatus};
+use crate::model::{LogLine, Model, Node, NodeKey, NodeStatus};
 use egui::{Color32, RichText};
 use egui_graphs::{GraphView, SettingsInteraction, SettingsNavigation, SettingsStyle};
 use racetrack_protocol::{Command, Event, QueueEntry};
@@ -596,12 +596,7 @@ impl App {
                         self.rows_ui(ui, &rows);
                     }
                     Tab::Processed => {
-                        let ids = self
-                            .model
-                            .nodes
-                            .get(&(op.clone(), thread.clone()))
-                            .map(|n| n.processed.iter().rev().take(500).cloned().collect::<Vec<_>>())
-                            .unwrap_or_default();
+                        let ids = self.recent_history(&op, &thread, |n| &n.processed);
                         for id in &ids {
                             if ui
                                 .selectable_label(
@@ -615,12 +610,7 @@ impl App {
                         }
                     }
                     Tab::Sent => {
-                        let sent = self
-                            .model
-                            .nodes
-                            .get(&(op.clone(), thread.clone()))
-                            .map(|n| n.sent.iter().rev().take(500).cloned().collect::<Vec<_>>())
-                            .unwrap_or_default();
+                        let sent = self.recent_history(&op, &thread, |n| &n.sent);
                         for m in &sent {
                             let text = format!("{}  {}  -> {}@{}", m.id, m.type_name, m.to.0, m.to.1);
                             if ui
@@ -694,6 +684,15 @@ impl App {
         if clicked.is_some() {
             self.ui.selected_msg = clicked;
         }
+    }
+
+    /// The newest 500 entries of a node's history (processed or sent), newest first.
+    fn recent_history<T: Clone>(&self, op: &str, thread: &str, of: impl Fn(&Node) -> &Vec<T>) -> Vec<T> {
+        self.model
+            .nodes
+            .get(&(op.to_owned(), thread.to_owned()))
+            .map(|n| of(n).iter().rev().take(500).cloned().collect())
+            .unwrap_or_default()
     }
 
     /// Ask the agent for the thread's queue, with contents.

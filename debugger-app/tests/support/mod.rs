@@ -301,13 +301,7 @@ impl Program {
     }
 
     pub fn rss_kib(&self) -> Option<u64> {
-        let s = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).ok()?;
-        s.lines()
-            .find(|l| l.starts_with("VmRSS:"))?
-            .split_whitespace()
-            .nth(1)?
-            .parse()
-            .ok()
+        racetrack::bench::rss_kib(self.child.id())
     }
 }
 
