@@ -10,6 +10,7 @@ use super::thread::{Envelope, Frame, Item, Running, Sched, ThreadShared};
 use super::{Shared, StepInfo, ThreadState};
 use std::any::Any;
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
@@ -25,12 +26,32 @@ struct Instance {
     posted: u64,
 }
 
+/// Hashes the address of a frame (the key of [`Exec::instances`]): one multiply, where
+/// the default SipHash showed in profiles of merges absorbing millions of inputs.
+#[derive(Default)]
+struct AddrHasher(u64);
+
+impl Hasher for AddrHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(b);
+        }
+    }
+    fn write_usize(&mut self, n: usize) {
+        let h = (n as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        self.0 = h ^ (h >> 32);
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
 /// Per-thread executor state.
 struct Exec<'a, S> {
     sh: &'a Shared,
     me: &'a ThreadShared,
     state: S,
-    instances: HashMap<usize, Instance>,
+    instances: HashMap<usize, Instance, BuildHasherDefault<AddrHasher>>,
 }
 
 pub(crate) fn thread_main<S: ThreadState>(sh: &Shared, me: &ThreadShared) {
@@ -38,17 +59,30 @@ pub(crate) fn thread_main<S: ThreadState>(sh: &Shared, me: &ThreadShared) {
         sh,
         me,
         state: S::default(),
-        instances: HashMap::new(),
+        instances: HashMap::default(),
     };
     let track = sh.hook.is_some();
-    while let Some(item) = me.pop(track) {
+    // The graph and schedule of the last message, kept alive by this thread: a step can
+    // then hand its input's handles on to its output instead of cloning them. Every clone
+    // and drop of those shared reference counts is a cache line bouncing between cores;
+    // this way a thread touches them once per schedule call, not once per message.
+    let mut alive: Option<(Arc<GraphInner>, Arc<Sched>)> = None;
+    let active = || sh.hook.as_deref().is_some_and(|h| h.active());
+    while let Some(item) = me.pop(track, &active) {
         match item {
             Item::Msg(env) => {
                 if env.sched.is_failed() {
                     ex.instances.retain(|_, i| !i.sched.is_failed());
                     continue;
                 }
-                ex.on_message(env);
+                if !alive
+                    .as_ref()
+                    .is_some_and(|(g, s)| Arc::ptr_eq(g, &env.graph) && Arc::ptr_eq(s, &env.sched))
+                {
+                    alive = None;
+                }
+                let (graph, sched) = alive.get_or_insert_with(|| (env.graph.clone(), env.sched.clone()));
+                ex.on_message(env, graph, sched);
             }
             Item::Finalize {
                 graph,
@@ -167,7 +201,9 @@ impl<S: ThreadState> Exec<'_, S> {
         ev.trace_outputs
     }
 
-    fn on_message(&mut self, env: Envelope) {
+    /// Run one message's step; `graph` and `sched` are the envelope's own, kept alive by
+    /// the caller (so the envelope's handles can move on with its output).
+    fn on_message(&mut self, env: Envelope, graph: &Arc<GraphInner>, sched: &Arc<Sched>) {
         let node = env.node;
         let is_instance = matches!(env.graph.nodes[node].op, OpFn::Merge { .. } | OpFn::Stream { .. });
         let (step, instance) = if is_instance {
@@ -186,10 +222,10 @@ impl<S: ThreadState> Exec<'_, S> {
         // shared reference counts is a cache line bouncing between cores.
         let Envelope {
             id,
-            graph,
+            graph: own_graph,
             payload,
             frame,
-            sched,
+            sched: own_sched,
             ..
         } = env;
         let n = &graph.nodes[node];
@@ -201,9 +237,9 @@ impl<S: ThreadState> Exec<'_, S> {
                 let mut poster = Poster::new(
                     self.sh,
                     self.me,
-                    &graph,
+                    graph,
                     node,
-                    &sched,
+                    sched,
                     IdMode::Child(id.clone()),
                     Some(out_frame.clone()),
                     trace,
@@ -226,32 +262,33 @@ impl<S: ThreadState> Exec<'_, S> {
                     let mut poster = Poster::new(
                         self.sh,
                         self.me,
-                        &graph,
+                        graph,
                         node,
-                        &sched,
+                        sched,
                         IdMode::Same(id.clone()),
                         frame,
                         trace,
                     );
+                    poster.owned = Some((own_graph, own_sched));
                     poster.post(out);
                     poster.error.map_or(Ok(()), |e| Err(StepFailure::Rule(e)))
                 })
             }
             OpFn::Merge { init, absorb, .. } | OpFn::Stream { init, absorb, .. } => self
-                .absorb(&graph, node, (init, absorb), payload, frame, &sched, &id, trace)
+                .absorb(graph, node, (init, absorb), payload, frame, sched, &id, trace)
                 .map(|f| completion = Some(f)),
         };
         if let Err(e) = result {
-            self.fail(&sched, &n.info.name, &id, e);
+            self.fail(sched, &n.info.name, &id, e);
             return;
         }
-        self.boundary(&graph, node, step, &id, &instance, trace, false);
+        self.boundary(graph, node, step, &id, &instance, trace, false);
         // Completion is counted after the absorb step's stop, so the final step follows it.
         if let Some(frame) = completion {
             match frame.absorbed(&self.me.info, node) {
-                Ok(true) => self.finish_instance(&graph, node, &frame),
+                Ok(true) => self.finish_instance(graph, node, &frame),
                 Ok(false) => {}
-                Err(e) => self.fail(&sched, &n.info.name, &id, StepFailure::Rule(e)),
+                Err(e) => self.fail(sched, &n.info.name, &id, StepFailure::Rule(e)),
             }
         }
     }
@@ -444,6 +481,9 @@ struct Poster<'a> {
     graph: &'a Arc<GraphInner>,
     node: usize,
     sched: &'a Arc<Sched>,
+    /// Handles of `graph` and `sched` that the first output may take instead of cloning
+    /// (a single-output step handing its input's handles on).
+    owned: Option<(Arc<GraphInner>, Arc<Sched>)>,
     ids: IdMode,
     frame: Option<Arc<Frame>>,
     traced: bool,
@@ -469,6 +509,7 @@ impl<'a> Poster<'a> {
             graph,
             node,
             sched,
+            owned: None,
             ids,
             frame,
             traced,
@@ -492,15 +533,20 @@ impl PostSink for Poster<'_> {
         let next = self.node + 1;
         let dest = (next < self.graph.nodes.len()).then_some(next);
         let from = Some((self.node, self.me));
+        let (graph, sched) = self
+            .owned
+            .take()
+            .unwrap_or_else(|| (self.graph.clone(), self.sched.clone()));
         if let Err(e) = deliver(
             self.sh,
             from,
             self.graph,
+            graph,
             dest,
             id,
             payload,
             frame,
-            self.sched,
+            sched,
             self.traced,
         ) {
             self.error = Some(e);
@@ -508,21 +554,24 @@ impl PostSink for Poster<'_> {
     }
 }
 
-/// Route a message to operation `dest` of `graph` (or back to the schedule caller when
-/// `None`), passing it through the send hook, and enqueue it.
+/// Route a message to operation `dest` of `g` (or back to the schedule caller when
+/// `None`), passing it through the send hook, and enqueue it. `graph` is a handle of `g`
+/// for the envelope (moved in, not cloned).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn deliver(
     sh: &Shared,
     from: Option<(usize, &ThreadShared)>,
-    graph: &Arc<GraphInner>,
+    g: &GraphInner,
+    graph: Arc<GraphInner>,
     dest: Option<usize>,
     id: MsgId,
     mut payload: Box<dyn Payload>,
     frame: Option<Arc<Frame>>,
-    sched: &Arc<Sched>,
+    sched: Arc<Sched>,
     mut traced: bool,
 ) -> Result<(), String> {
-    let dest_node = dest.map(|d| &graph.nodes[d]);
+    debug_assert!(std::ptr::eq(g, &*graph));
+    let dest_node = dest.map(|d| &g.nodes[d]);
     let route = |p: &dyn Payload| -> Result<Option<usize>, String> {
         match dest_node {
             Some(n) => n
@@ -537,7 +586,7 @@ pub(crate) fn deliver(
     if let Some(hook) = sh.hook.as_deref().filter(|h| h.active()) {
         let mut ev = SendEvent {
             thread: from.map(|(_, t)| &t.info),
-            from_op: from.map(|(n, _)| &graph.nodes[n].info),
+            from_op: from.map(|(n, _)| &g.nodes[n].info),
             to_op: dest_node.map(|n| &n.info),
             to_thread: dest_node.zip(to).map(|(n, t)| &n.threads[t].info),
             msg_id: &id,
@@ -561,11 +610,11 @@ pub(crate) fn deliver(
         (Some(n), Some(t)) => {
             let env = Envelope {
                 id,
-                graph: graph.clone(),
+                graph,
                 node: dest.unwrap_or_default(),
                 payload,
                 frame,
-                sched: sched.clone(),
+                sched,
                 from: from.map(|(n, t)| (n, t.info.index)),
                 traced,
             };

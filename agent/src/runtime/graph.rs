@@ -110,6 +110,11 @@ pub(crate) struct Node {
 }
 
 /// A registered flow graph, shared by every message travelling through it.
+///
+/// Aligned to a cache line so that, behind an `Arc`, the reference counts (written as
+/// messages are created and consumed) and the data (read by every thread on every step)
+/// sit on different lines.
+#[repr(align(64))]
 pub(crate) struct GraphInner {
     pub(crate) nodes: Vec<Node>,
 }

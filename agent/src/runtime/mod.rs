@@ -317,11 +317,12 @@ impl Runtime {
             &self.shared,
             None,
             &graph.inner,
+            graph.inner.clone(),
             Some(0),
             MsgId::root(call),
             Box::new(input),
             None,
-            &sched,
+            sched,
             false,
         );
         if let Err(message) = injected {
@@ -333,7 +334,6 @@ impl Runtime {
                 message,
             });
         }
-        drop(sched);
         match rx.recv() {
             Ok(Ok(out)) => out
                 .into_any()

@@ -529,3 +529,115 @@ fn hook_can_replace_put_back_reorder_and_set_state() {
     );
     assert_eq!(last_gate_order.len(), 2);
 }
+
+/// A hook switched on and off like an agent whose debugger attaches.
+#[derive(Default)]
+struct Switch {
+    on: std::sync::atomic::AtomicBool,
+    view: Mutex<Option<RuntimeView>>,
+    recvs: Mutex<Vec<(String, usize)>>,
+    starts: Mutex<Vec<String>>,
+}
+
+impl Hook for Switch {
+    fn active(&self) -> bool {
+        self.on.load(std::sync::atomic::Ordering::SeqCst)
+    }
+    fn on_runtime(&self, view: RuntimeView) {
+        *self.view.lock().unwrap() = Some(view);
+    }
+    fn on_recv(&self, ev: &RecvEvent<'_>) {
+        self.recvs
+            .lock()
+            .unwrap()
+            .push((ev.msg_id.to_string(), ev.position));
+    }
+    fn on_start(&self, ev: &mut StepEvent<'_>) {
+        if &*ev.op.name == "Gate" {
+            self.starts.lock().unwrap().push(ev.msg_id.to_string());
+        }
+    }
+}
+
+/// While nobody listens a thread takes its whole queue in one batch; a debugger attaching
+/// then must still see every pending message in order, count them in receive positions,
+/// and see them start in that order.
+#[test]
+fn a_batch_taken_before_the_hook_turns_on_stays_pending_in_order() {
+    use std::sync::mpsc;
+    let hook = Arc::new(Switch::default());
+    let rt = Runtime::builder().hook(hook.clone()).build();
+    let main = rt.collection::<()>("main", 1);
+    let gate = rt.collection::<()>("gate", 1);
+    let (go_tx, go_rx) = mpsc::channel::<()>();
+    let go_rx = Mutex::new(go_rx);
+    let (posted_tx, posted_rx) = mpsc::channel::<()>();
+    let posted_tx = Mutex::new(posted_tx);
+    let g = Arc::new(
+        rt.graph(
+            ops::split("S", &main, Route::constant(0), move |n: u32, _c, out| {
+                (0..n).for_each(|i| out.post(i));
+                let _ = posted_tx.lock().unwrap().send(());
+            }) >> ops::leaf("Gate", &gate, Route::constant(0), move |x: u32, _c| {
+                if x == 0 {
+                    // The first message waits for the test: the rest queue up behind it.
+                    let _ = go_rx.lock().unwrap().recv();
+                }
+                x
+            }) >> ops::merge(
+                "M",
+                &main,
+                Route::constant(0),
+                |a: &mut Vec<u32>, x, _c| a.push(x),
+                |a, _c| a,
+            ),
+        )
+        .unwrap(),
+    );
+    let rt = Arc::new(rt);
+    let first = {
+        let (rt, g) = (rt.clone(), g.clone());
+        std::thread::spawn(move || rt.schedule(&g, 5))
+    };
+    posted_rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    // Gate is inside message 0.0 (it may have taken 0.1..0.4 in its batch, or not yet).
+    std::thread::sleep(Duration::from_millis(20));
+    hook.on.store(true, std::sync::atomic::Ordering::SeqCst);
+    let view = hook.view.lock().unwrap().clone().unwrap();
+    let gate_global = view.threads().iter().position(|t| &*t.name == "gate[0]").unwrap();
+    let pending = |view: &RuntimeView| -> Vec<String> {
+        view.pending(gate_global)
+            .unwrap()
+            .iter()
+            .map(|m| m.key())
+            .collect()
+    };
+    assert_eq!(pending(&view), ["0.1", "0.2", "0.3", "0.4"]);
+    // A message arriving now queues behind the four.
+    let second = {
+        let (rt, g) = (rt.clone(), g.clone());
+        std::thread::spawn(move || rt.schedule(&g, 1))
+    };
+    posted_rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !hook.recvs.lock().unwrap().iter().any(|r| r.0 == "1.0") {
+        assert!(std::time::Instant::now() < deadline, "1.0 never received");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert!(
+        hook.recvs.lock().unwrap().contains(&("1.0".to_owned(), 4)),
+        "{:?}",
+        hook.recvs.lock().unwrap()
+    );
+    assert_eq!(pending(&view), ["0.1", "0.2", "0.3", "0.4", "1.0"]);
+    go_tx.send(()).unwrap();
+    go_tx.send(()).unwrap();
+    let mut a = first.join().unwrap().unwrap();
+    a.sort_unstable();
+    assert_eq!(a, [0, 1, 2, 3, 4]);
+    assert_eq!(second.join().unwrap().unwrap(), [0]);
+    assert_eq!(
+        hook.starts.lock().unwrap().as_slice(),
+        ["0.1", "0.2", "0.3", "0.4", "1.0"]
+    );
+}

@@ -7,7 +7,7 @@ use super::hook::{Hook, OpInfo, OpKind, QueuedMsg, RecvEvent, StepKind, ThreadIn
 use super::ids::MsgId;
 use super::payload::Payload;
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::SyncSender;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
@@ -24,7 +24,9 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// What a schedule call waits for.
 pub(crate) type Outcome = Result<Box<dyn Payload>, ScheduleError>;
 
-/// One schedule call in flight.
+/// One schedule call in flight. Cache-line aligned like [`GraphInner`]: every thread reads
+/// `failed` on every message, while the reference counts before it change all the time.
+#[repr(align(64))]
 pub(crate) struct Sched {
     failed: AtomicBool,
     tx: Mutex<Option<SyncSender<Outcome>>>,
@@ -153,11 +155,19 @@ pub(crate) enum Item {
     },
 }
 
+/// Where producers append: the shared half of a thread's queue.
 #[derive(Default)]
-struct Queue {
+struct Inbox {
     items: VecDeque<Item>,
     shutdown: bool,
     sleeping: bool,
+}
+
+/// The consumer's half: items taken from the inbox in one batch, not yet started (they are
+/// still pending: listings, reorders and snapshots see them first), and the running step.
+#[derive(Default)]
+struct Front {
+    items: VecDeque<Item>,
     /// The step this thread is in, tracked only when a hook is installed (snapshots).
     current: Option<Running>,
 }
@@ -196,9 +206,21 @@ pub struct ThreadSnap {
 }
 
 /// The part of a thread that other threads see: its identity and its pending queue.
+///
+/// The queue has two halves, each under its own lock (always taken front first): the
+/// `inbox` producers append to, and the `front` where the thread moves the whole inbox in
+/// one go while no debugger is attached, so it locks the producers' cache line once per
+/// batch rather than once per message. Pending messages are `front` then `inbox`. While a
+/// hook is active the thread takes messages one at a time from the inbox (after moving any
+/// batch back into it), so each receive's position is exact.
 pub(crate) struct ThreadShared {
     pub(crate) info: Arc<ThreadInfo>,
-    queue: Mutex<Queue>,
+    front: Mutex<Front>,
+    /// `front.items.len()`, readable by producers holding only the inbox lock.
+    front_len: AtomicUsize,
+    /// Set at shutdown (also in the inbox), read without locking.
+    stopping: AtomicBool,
+    queue: Mutex<Inbox>,
     cv: Condvar,
 }
 
@@ -206,7 +228,10 @@ impl ThreadShared {
     pub(crate) fn new(info: Arc<ThreadInfo>) -> Self {
         Self {
             info,
-            queue: Mutex::new(Queue::default()),
+            front: Mutex::new(Front::default()),
+            front_len: AtomicUsize::new(0),
+            stopping: AtomicBool::new(false),
+            queue: Mutex::new(Inbox::default()),
             cv: Condvar::new(),
         }
     }
@@ -220,7 +245,9 @@ impl ThreadShared {
                 thread: &self.info,
                 op: env.dest_op(),
                 msg_id: &env.id,
-                position: q.items.len(),
+                // A batch taken before the hook became active is still pending in front;
+                // it only goes back into the inbox, under this lock, all at once.
+                position: self.front_len.load(Ordering::Relaxed) + q.items.len(),
                 traced: env.traced,
             });
         }
@@ -234,7 +261,7 @@ impl ThreadShared {
         self.wake(q);
     }
 
-    fn wake(&self, q: MutexGuard<'_, Queue>) {
+    fn wake(&self, q: MutexGuard<'_, Inbox>) {
         let sleeping = q.sleeping;
         drop(q);
         if sleeping {
@@ -242,34 +269,59 @@ impl ThreadShared {
         }
     }
 
-    /// Block until an item is available; `None` once the runtime shuts down.
-    pub(crate) fn pop(&self, track: bool) -> Option<Item> {
-        let mut q = lock(&self.queue);
+    /// Block until an item is available; `None` once the runtime shuts down. `track`:
+    /// record the step taken (a hook is installed); `active`: a hook is active now (take
+    /// one message at a time, see [`ThreadShared`]).
+    pub(crate) fn pop(&self, track: bool, active: &dyn Fn() -> bool) -> Option<Item> {
         loop {
-            if q.shutdown {
+            if self.stopping.load(Ordering::Relaxed) {
                 return None;
             }
-            if let Some(item) = q.items.pop_front() {
-                q.sleeping = false;
+            let on = active();
+            let mut f = lock(&self.front);
+            let mut item = if on { None } else { f.items.pop_front() };
+            if item.is_some() {
+                self.front_len.store(f.items.len(), Ordering::Relaxed);
+            } else {
+                let mut q = lock(&self.queue);
+                if q.shutdown {
+                    return None;
+                }
+                if on && !f.items.is_empty() {
+                    // Back into the inbox, ahead of what came since: the same pending
+                    // order, and receive positions stay exact.
+                    let mut batch = std::mem::take(&mut f.items);
+                    batch.append(&mut q.items);
+                    q.items = batch;
+                    self.front_len.store(0, Ordering::Relaxed);
+                }
+                item = q.items.pop_front();
+                if item.is_some() && !on {
+                    std::mem::swap(&mut f.items, &mut q.items);
+                    self.front_len.store(f.items.len(), Ordering::Relaxed);
+                }
+            }
+            if let Some(item) = item {
                 if track {
-                    q.current = Some(current_of(&item));
+                    f.current = Some(current_of(&item));
                 }
                 return Some(item);
             }
             // Nothing yet: spin, then yield, before sleeping. A producer usually posts
             // again within microseconds, and a futex sleep and wake-up costs more than that
             // on both sides (the same back-off std's channels use).
-            drop(q);
-            q = self.wait_a_little();
+            drop(f);
+            let mut q = self.wait_a_little();
             if q.items.is_empty() && !q.shutdown {
                 q.sleeping = true;
                 q = self.cv.wait(q).unwrap_or_else(std::sync::PoisonError::into_inner);
             }
+            q.sleeping = false;
         }
     }
 
     /// Back off for a few microseconds, or until an item arrives; returns the queue locked.
-    fn wait_a_little(&self) -> MutexGuard<'_, Queue> {
+    fn wait_a_little(&self) -> MutexGuard<'_, Inbox> {
         for step in 0..=BACKOFF_YIELD_LIMIT {
             if step <= BACKOFF_SPIN_LIMIT {
                 for _ in 0..1u32 << step {
@@ -288,7 +340,15 @@ impl ThreadShared {
 
     /// Record the running step (for snapshots).
     pub(crate) fn set_current(&self, current: Option<Running>) {
-        lock(&self.queue).current = current;
+        lock(&self.front).current = current;
+    }
+
+    /// Every pending item, front then inbox.
+    fn all_items<'q>(f: &'q Front, q: &'q Inbox) -> impl Iterator<Item = &'q Envelope> {
+        f.items.iter().chain(&q.items).filter_map(|i| match i {
+            Item::Msg(e) => Some(e),
+            Item::Finalize { .. } => None,
+        })
     }
 
     /// Lock this queue and describe it, its first `limit` pending messages in full (the
@@ -297,19 +357,17 @@ impl ThreadShared {
         &self,
         op: &dyn Fn(usize) -> Option<Arc<OpInfo>>,
         limit: usize,
-    ) -> (MutexGuard<'_, impl Sized>, ThreadSnap) {
+    ) -> (impl Sized + '_, ThreadSnap) {
+        let f = lock(&self.front);
         let q = lock(&self.queue);
-        let mut msgs = q.items.iter().filter_map(|i| match i {
-            Item::Msg(e) => Some(e),
-            Item::Finalize { .. } => None,
-        });
+        let mut msgs = Self::all_items(&f, &q);
         let pending: Vec<QueuedMsg> = msgs.by_ref().take(limit).map(QueuedMsg::of).collect();
         let more = msgs.count();
         let snap = ThreadSnap {
             info: self.info.clone(),
             pending,
             more,
-            current: q.current.as_ref().and_then(|r| {
+            current: f.current.as_ref().and_then(|r| {
                 Some(CurrentStep {
                     op: op(r.op)?,
                     msg: r.msg.clone(),
@@ -317,30 +375,29 @@ impl ThreadShared {
                 })
             }),
         };
-        (q, snap)
+        ((f, q), snap)
     }
 
     pub(crate) fn shutdown(&self) {
+        self.stopping.store(true, Ordering::Relaxed);
         lock(&self.queue).shutdown = true;
         self.cv.notify_all();
     }
 
     pub(crate) fn pending(&self) -> Vec<QueuedMsg> {
-        lock(&self.queue)
-            .items
-            .iter()
-            .filter_map(|i| match i {
-                Item::Msg(e) => Some(QueuedMsg::of(e)),
-                Item::Finalize { .. } => None,
-            })
-            .collect()
+        let f = lock(&self.front);
+        let q = lock(&self.queue);
+        let all = Self::all_items(&f, &q).map(QueuedMsg::of).collect();
+        all
     }
 
     pub(crate) fn pending_content(&self, id: &MsgId) -> Option<Result<serde_json::Value, String>> {
-        lock(&self.queue).items.iter().find_map(|i| match i {
-            Item::Msg(e) if &e.id == id => Some(e.payload.to_json()),
-            _ => None,
-        })
+        let f = lock(&self.front);
+        let q = lock(&self.queue);
+        let content = Self::all_items(&f, &q)
+            .find(|e| &e.id == id)
+            .map(|e| e.payload.to_json());
+        content
     }
 
     /// See [`super::hook::ThreadAccess::reorder`].
@@ -349,7 +406,16 @@ impl ThreadShared {
         order: &[String],
         current: Option<&mut Option<Envelope>>,
     ) -> Result<(), String> {
+        let mut f = lock(&self.front);
         let mut q = lock(&self.queue);
+        // One queue again (a batch taken before the hook became active goes first).
+        if !f.items.is_empty() {
+            let mut batch = std::mem::take(&mut f.items);
+            batch.append(&mut q.items);
+            q.items = batch;
+            self.front_len.store(0, Ordering::Relaxed);
+        }
+        drop(f);
         let cur_env = current.as_ref().and_then(|c| c.as_ref());
         // Candidates: the message about to start (if any) and every pending message.
         let mut names: Vec<(String, &str)> = Vec::new();
