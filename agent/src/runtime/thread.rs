@@ -215,12 +215,36 @@ pub struct ThreadSnap {
 /// batch back into it), so each receive's position is exact.
 pub(crate) struct ThreadShared {
     pub(crate) info: Arc<ThreadInfo>,
+    /// What the thread itself uses on every step (one cache line)...
+    own: Padded<OwnHalf>,
+    /// ...apart from what producers write on every push (another).
+    shared: Padded<InboxHalf>,
+}
+
+/// Aligns its content to a cache line of its own.
+#[repr(align(64))]
+struct Padded<T>(T);
+
+impl<T> std::ops::Deref for Padded<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
+struct OwnHalf {
     front: Mutex<Front>,
     /// `front.items.len()`, readable by producers holding only the inbox lock.
     front_len: AtomicUsize,
     /// Set at shutdown (also in the inbox), read without locking.
     stopping: AtomicBool,
+}
+
+struct InboxHalf {
     queue: Mutex<Inbox>,
+    /// Whether the inbox has items, for the idle thread to poll without locking (written
+    /// under the lock).
+    arrived: AtomicBool,
     cv: Condvar,
 }
 
@@ -228,18 +252,23 @@ impl ThreadShared {
     pub(crate) fn new(info: Arc<ThreadInfo>) -> Self {
         Self {
             info,
-            front: Mutex::new(Front::default()),
-            front_len: AtomicUsize::new(0),
-            stopping: AtomicBool::new(false),
-            queue: Mutex::new(Inbox::default()),
-            cv: Condvar::new(),
+            own: Padded(OwnHalf {
+                front: Mutex::new(Front::default()),
+                front_len: AtomicUsize::new(0),
+                stopping: AtomicBool::new(false),
+            }),
+            shared: Padded(InboxHalf {
+                queue: Mutex::new(Inbox::default()),
+                arrived: AtomicBool::new(false),
+                cv: Condvar::new(),
+            }),
         }
     }
 
     /// Append a message; the hook's `on_recv` runs under the queue lock so that the
     /// receive is recorded before any step can consume the message.
     pub(crate) fn push(&self, env: Envelope, hook: Option<&dyn Hook>) {
-        let mut q = lock(&self.queue);
+        let mut q = lock(&self.shared.queue);
         if let Some(hook) = hook.filter(|h| h.active()) {
             hook.on_recv(&RecvEvent {
                 thread: &self.info,
@@ -247,7 +276,7 @@ impl ThreadShared {
                 msg_id: &env.id,
                 // A batch taken before the hook became active is still pending in front;
                 // it only goes back into the inbox, under this lock, all at once.
-                position: self.front_len.load(Ordering::Relaxed) + q.items.len(),
+                position: self.own.front_len.load(Ordering::Relaxed) + q.items.len(),
                 traced: env.traced,
             });
         }
@@ -256,16 +285,17 @@ impl ThreadShared {
     }
 
     pub(crate) fn push_item(&self, item: Item) {
-        let mut q = lock(&self.queue);
+        let mut q = lock(&self.shared.queue);
         q.items.push_back(item);
         self.wake(q);
     }
 
     fn wake(&self, q: MutexGuard<'_, Inbox>) {
+        self.shared.arrived.store(true, Ordering::Relaxed);
         let sleeping = q.sleeping;
         drop(q);
         if sleeping {
-            self.cv.notify_one();
+            self.shared.cv.notify_one();
         }
     }
 
@@ -274,16 +304,16 @@ impl ThreadShared {
     /// one message at a time, see [`ThreadShared`]).
     pub(crate) fn pop(&self, track: bool, active: &dyn Fn() -> bool) -> Option<Item> {
         loop {
-            if self.stopping.load(Ordering::Relaxed) {
+            if self.own.stopping.load(Ordering::Relaxed) {
                 return None;
             }
             let on = active();
-            let mut f = lock(&self.front);
+            let mut f = lock(&self.own.front);
             let mut item = if on { None } else { f.items.pop_front() };
             if item.is_some() {
-                self.front_len.store(f.items.len(), Ordering::Relaxed);
+                self.own.front_len.store(f.items.len(), Ordering::Relaxed);
             } else {
-                let mut q = lock(&self.queue);
+                let mut q = lock(&self.shared.queue);
                 if q.shutdown {
                     return None;
                 }
@@ -293,13 +323,14 @@ impl ThreadShared {
                     let mut batch = std::mem::take(&mut f.items);
                     batch.append(&mut q.items);
                     q.items = batch;
-                    self.front_len.store(0, Ordering::Relaxed);
+                    self.own.front_len.store(0, Ordering::Relaxed);
                 }
                 item = q.items.pop_front();
                 if item.is_some() && !on {
                     std::mem::swap(&mut f.items, &mut q.items);
-                    self.front_len.store(f.items.len(), Ordering::Relaxed);
+                    self.own.front_len.store(f.items.len(), Ordering::Relaxed);
                 }
+                self.shared.arrived.store(!q.items.is_empty(), Ordering::Relaxed);
             }
             if let Some(item) = item {
                 if track {
@@ -314,7 +345,11 @@ impl ThreadShared {
             let mut q = self.wait_a_little();
             if q.items.is_empty() && !q.shutdown {
                 q.sleeping = true;
-                q = self.cv.wait(q).unwrap_or_else(std::sync::PoisonError::into_inner);
+                q = self
+                    .shared
+                    .cv
+                    .wait(q)
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
             }
             q.sleeping = false;
         }
@@ -330,17 +365,17 @@ impl ThreadShared {
             } else {
                 std::thread::yield_now();
             }
-            let q = lock(&self.queue);
-            if !q.items.is_empty() || q.shutdown {
-                return q;
+            // Polled without the lock: producers keep the lock's cache line.
+            if self.shared.arrived.load(Ordering::Relaxed) || self.own.stopping.load(Ordering::Relaxed) {
+                break;
             }
         }
-        lock(&self.queue)
+        lock(&self.shared.queue)
     }
 
     /// Record the running step (for snapshots).
     pub(crate) fn set_current(&self, current: Option<Running>) {
-        lock(&self.front).current = current;
+        lock(&self.own.front).current = current;
     }
 
     /// Every pending item, front then inbox.
@@ -358,8 +393,8 @@ impl ThreadShared {
         op: &dyn Fn(usize) -> Option<Arc<OpInfo>>,
         limit: usize,
     ) -> (impl Sized + '_, ThreadSnap) {
-        let f = lock(&self.front);
-        let q = lock(&self.queue);
+        let f = lock(&self.own.front);
+        let q = lock(&self.shared.queue);
         let mut msgs = Self::all_items(&f, &q);
         let pending: Vec<QueuedMsg> = msgs.by_ref().take(limit).map(QueuedMsg::of).collect();
         let more = msgs.count();
@@ -379,21 +414,21 @@ impl ThreadShared {
     }
 
     pub(crate) fn shutdown(&self) {
-        self.stopping.store(true, Ordering::Relaxed);
-        lock(&self.queue).shutdown = true;
-        self.cv.notify_all();
+        self.own.stopping.store(true, Ordering::Relaxed);
+        lock(&self.shared.queue).shutdown = true;
+        self.shared.cv.notify_all();
     }
 
     pub(crate) fn pending(&self) -> Vec<QueuedMsg> {
-        let f = lock(&self.front);
-        let q = lock(&self.queue);
+        let f = lock(&self.own.front);
+        let q = lock(&self.shared.queue);
         let all = Self::all_items(&f, &q).map(QueuedMsg::of).collect();
         all
     }
 
     pub(crate) fn pending_content(&self, id: &MsgId) -> Option<Result<serde_json::Value, String>> {
-        let f = lock(&self.front);
-        let q = lock(&self.queue);
+        let f = lock(&self.own.front);
+        let q = lock(&self.shared.queue);
         let content = Self::all_items(&f, &q)
             .find(|e| &e.id == id)
             .map(|e| e.payload.to_json());
@@ -406,14 +441,14 @@ impl ThreadShared {
         order: &[String],
         current: Option<&mut Option<Envelope>>,
     ) -> Result<(), String> {
-        let mut f = lock(&self.front);
-        let mut q = lock(&self.queue);
+        let mut f = lock(&self.own.front);
+        let mut q = lock(&self.shared.queue);
         // One queue again (a batch taken before the hook became active goes first).
         if !f.items.is_empty() {
             let mut batch = std::mem::take(&mut f.items);
             batch.append(&mut q.items);
             q.items = batch;
-            self.front_len.store(0, Ordering::Relaxed);
+            self.own.front_len.store(0, Ordering::Relaxed);
         }
         drop(f);
         let cur_env = current.as_ref().and_then(|c| c.as_ref());
