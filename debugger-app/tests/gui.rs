@@ -344,3 +344,76 @@ fn an_operation_panic_shows_in_the_event_log() {
     let _ =
         h.get_by_label_contains("[panic] Work on proc[1] panicked at message 0.3: task 3 failed on purpose");
 }
+
+/// Past a thousand nodes the graph is painted directly: a click on a node selects it, a
+/// drag pans, a scroll zooms around the pointer.
+#[test]
+fn a_large_graph_is_painted_directly_and_its_nodes_answer_clicks() {
+    let mut h = harness("farm", &["--threads", "1100", "--tasks", "1100"]);
+    pump(&mut h, "the start hold", |a| !a.model.held.is_empty());
+    assert!(continue_button(&h, 0));
+    pump(&mut h, "exit and every node", |a| {
+        a.model.exited.is_some() && a.model.nodes.len() == 1102
+    });
+    h.step();
+    assert!(
+        h.query_by_label_contains("unfolded graph, 1102 nodes (drawn directly)")
+            .is_some(),
+        "the canvas is drawn and labelled"
+    );
+    let key = ("Work".to_owned(), "proc[550]".to_owned());
+    let at = h.state().node_screen_pos(&key).expect("drawn");
+    let click = |h: &mut Harness<'static, App>, pos: egui::Pos2| {
+        h.hover_at(pos);
+        for pressed in [true, false] {
+            h.event(egui::Event::PointerButton {
+                pos,
+                button: egui::PointerButton::Primary,
+                pressed,
+                modifiers: egui::Modifiers::default(),
+            });
+        }
+        h.step();
+        h.step();
+    };
+    click(&mut h, at);
+    assert_eq!(h.state().ui.selected.as_ref(), Some(&key));
+    assert!(h.query_by_label("Work @ proc[550]").is_some(), "the node's tabs");
+
+    // Fit off, then drag: the node moves with the pointer.
+    h.get_by_role_and_label(Role::Button, "Fit").click();
+    h.step();
+    let before = h.state().node_screen_pos(&key).unwrap();
+    h.drag_at(before);
+    h.step();
+    h.hover_at(before + egui::vec2(40.0, 30.0));
+    h.step();
+    h.drop_at(before + egui::vec2(40.0, 30.0));
+    h.step();
+    h.step();
+    let after = h.state().node_screen_pos(&key).unwrap();
+    assert!(
+        (after - before - egui::vec2(40.0, 30.0)).length() < 1.0,
+        "{before:?} -> {after:?}"
+    );
+
+    // Zoom in around the node: it stays under the pointer, its neighbours move apart.
+    let next = ("Work".to_owned(), "proc[551]".to_owned());
+    let gap = |h: &Harness<'static, App>| {
+        (h.state().node_screen_pos(&next).unwrap() - h.state().node_screen_pos(&key).unwrap()).length()
+    };
+    let gap_before = gap(&h);
+    h.hover_at(after);
+    h.event(egui::Event::MouseWheel {
+        unit: egui::MouseWheelUnit::Point,
+        delta: egui::vec2(0.0, 200.0),
+        modifiers: egui::Modifiers::default(),
+        phase: egui::TouchPhase::Move,
+    });
+    for _ in 0..30 {
+        h.step();
+    }
+    let zoomed = h.state().node_screen_pos(&key).unwrap();
+    assert!((zoomed - after).length() < 1.0, "{after:?} -> {zoomed:?}");
+    assert!(gap(&h) > 1.5 * gap_before, "{gap_before} -> {}", gap(&h));
+}

@@ -2,6 +2,7 @@
 //! and state inspector, event log. UI code only *reads* the model and returns
 //! [`Command`]s; they are applied in one place after the frame ([`App::apply`]).
 
+use super::canvas::Canvas;
 use super::graph::{status_color, status_name, FixedLayout, FixedState, GraphSync};
 use super::script::Script;
 use super::session::{ProcessEvent, Session};
@@ -86,6 +87,8 @@ pub struct App {
     /// UI state.
     pub ui: UiState,
     graph: GraphSync,
+    /// The view of graphs past [`LABELS_MAX`] nodes, painted directly.
+    canvas: Canvas,
     rate: Rate,
     script: Option<Script>,
     /// Set when the window should close with this exit code (scripted runs).
@@ -106,6 +109,7 @@ impl App {
                 ..UiState::default()
             },
             graph: GraphSync::default(),
+            canvas: Canvas::default(),
             rate: Rate::default(),
             script,
             quit: None,
@@ -125,6 +129,7 @@ impl App {
                 ..UiState::default()
             },
             graph: GraphSync::default(),
+            canvas: Canvas::default(),
             rate: Rate::default(),
             script: None,
             quit: None,
@@ -507,6 +512,17 @@ impl App {
             }
             return;
         }
+        if self.model.nodes.len() > LABELS_MAX {
+            // Thousands of nodes: painted directly (see `canvas.rs`).
+            let selected = self.ui.selected.as_ref().and_then(|k| self.graph.index_of(k));
+            let clicked = self.canvas.show(ui, &self.graph, selected, self.ui.fit);
+            if let Some(key) = clicked.and_then(|i| self.graph.key_at(i)).cloned() {
+                if self.ui.selected.as_ref() != Some(&key) {
+                    self.select_node(key);
+                }
+            }
+            return;
+        }
         self.graph.select(self.ui.selected.as_ref());
         let resp = GraphView::<FixedState, FixedLayout>::new()
             .with_interactions(
@@ -533,6 +549,16 @@ impl App {
                 }
             }
         }
+    }
+
+    /// Where the node `key` was drawn in the last frame, when the graph is painted
+    /// directly (past [`LABELS_MAX`] nodes).
+    pub fn node_screen_pos(&self, key: &NodeKey) -> Option<egui::Pos2> {
+        if self.model.nodes.len() <= LABELS_MAX {
+            return None;
+        }
+        let i = self.graph.index_of(key)?;
+        self.canvas.screen_pos(*self.graph.pos.get(i)?)
     }
 
     /// Select an unfolded node (as a click on it does).

@@ -76,6 +76,15 @@ pub struct GraphSync {
     nodes: FastMap<NodeKey, (NodeIndex, Option<(NodeStatus, bool)>)>,
     /// Drawn edges by their ends, with the count shown.
     edges: FastMap<(NodeIndex, NodeIndex), (EdgeIndex, u64)>,
+    /// Flat copies for painting large graphs directly ([`super::canvas`]), by node index
+    /// (nodes are never removed, so an index is the order of addition): position...
+    pub pos: Vec<Pos2>,
+    /// ...colour...
+    pub color: Vec<Color32>,
+    /// ...and model key; and every edge's ends.
+    keys: Vec<NodeKey>,
+    /// Ends of every edge (node indexes).
+    pub edge_ends: Vec<(u32, u32)>,
 }
 
 /// Where `key` goes: row = operation order, column = thread index centred in its collection.
@@ -109,9 +118,15 @@ impl GraphSync {
                 Some(entry) => entry,
                 None => {
                     let label = format!("{} @ {}", key.0, key.1);
-                    let i = self
-                        .g
-                        .add_node_with_label_and_location(key.clone(), label, position(model, key));
+                    let at = position(model, key);
+                    let i = self.g.add_node_with_label_and_location(key.clone(), label, at);
+                    if i.index() >= self.pos.len() {
+                        self.pos.resize(i.index() + 1, Pos2::ZERO);
+                        self.color.resize(i.index() + 1, Color32::GRAY);
+                        self.keys.resize(i.index() + 1, NodeKey::default());
+                    }
+                    self.pos[i.index()] = at;
+                    self.keys[i.index()] = key.clone();
                     self.nodes.entry(key.clone()).or_insert((i, None))
                 }
             };
@@ -120,6 +135,9 @@ impl GraphSync {
                 continue;
             }
             *drawn = Some(now);
+            if let Some(c) = self.color.get_mut(idx.index()) {
+                *c = status_color(node.status);
+            }
             if let Some(n) = self.g.node_mut(*idx) {
                 n.set_color(status_color(node.status));
                 let label = format!("{}{} @ {}", if node.traced { "* " } else { "" }, key.0, key.1);
@@ -144,6 +162,7 @@ impl GraphSync {
                 None => {
                     let e = self.g.add_edge_with_label(ia, ib, *count, count.to_string());
                     self.edges.insert((ia, ib), (e, *count));
+                    self.edge_ends.push((ia.index() as u32, ib.index() as u32));
                 }
             }
         }
@@ -152,6 +171,21 @@ impl GraphSync {
     /// The model key of a drawable node.
     pub fn key_of(&self, idx: NodeIndex) -> Option<&NodeKey> {
         self.g.node(idx).map(|n| n.payload())
+    }
+
+    /// The model key of the node with index `i`.
+    pub fn key_at(&self, i: usize) -> Option<&NodeKey> {
+        self.keys.get(i)
+    }
+
+    /// The index of the node drawn for `key`.
+    pub fn index_of(&self, key: &NodeKey) -> Option<usize> {
+        self.nodes.get(key).map(|(i, _)| i.index())
+    }
+
+    /// The label of the node with index `i` (status marks included).
+    pub fn label_of(&self, i: usize) -> Option<String> {
+        self.g.node(NodeIndex::new(i)).map(|n| n.label())
     }
 
     /// Mark `key` as the selected node in the drawing.

@@ -3,6 +3,7 @@
 //! asks for a repaint when more are waiting, so the UI thread never waits on a socket.
 
 pub mod app;
+pub mod canvas;
 pub mod graph;
 pub mod script;
 pub mod session;
