@@ -110,6 +110,27 @@ fn read_url(child: &mut Child) -> Result<String, String> {
     Ok(url)
 }
 
+/// The `event_id` of a printed `send`/`recv`/`start`/`stop` line.
+fn numbered_event_id(line: &[u8]) -> Option<u64> {
+    let kind = line.strip_prefix(br#"{"event":""#)?;
+    let numbered = [&b"send\""[..], b"recv\"", b"start\"", b"stop\""]
+        .iter()
+        .any(|k| kind.starts_with(k));
+    if !numbered {
+        return None;
+    }
+    const KEY: &[u8] = b"\"event_id\":";
+    let at = line.windows(KEY.len()).position(|w| w == KEY)? + KEY.len();
+    let digits = line[at..].iter().take_while(|c| c.is_ascii_digit());
+    let mut id = 0u64;
+    let mut any = false;
+    for &d in digits {
+        id = id.checked_mul(10)?.checked_add(u64::from(d - b'0'))?;
+        any = true;
+    }
+    any.then_some(id)
+}
+
 /// Run `w` once under configuration `config` (`slow_us`: a model sink that lags).
 fn run_once(exe: &str, w: &Workload, config: usize, slow_us: u64) -> Result<Run, String> {
     let mut cmd = Proc::new(exe);
@@ -147,24 +168,17 @@ fn run_once(exe: &str, w: &Workload, config: usize, slow_us: u64) -> Result<Run,
             // Count the numbered events the controller printed; check they are contiguous.
             counter = Some(std::thread::spawn(move || {
                 let (mut n, mut min, mut max) = (0u64, u64::MAX, 0u64);
-                for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                    // Cheap on purpose: this thread shares the machine with what it measures.
-                    let kind = line.strip_prefix(r#"{"event":""#).unwrap_or("");
-                    let numbered = ["send\"", "recv\"", "start\"", "stop\""]
-                        .iter()
-                        .any(|k| kind.starts_with(k));
-                    if !numbered {
-                        continue;
+                // Cheap on purpose: this thread shares the machine with what it measures
+                // (one reused buffer, no allocation per line).
+                let mut reader = BufReader::with_capacity(1 << 16, stdout);
+                let mut line = Vec::with_capacity(256);
+                while reader.read_until(b'\n', &mut line).is_ok_and(|k| k > 0) {
+                    if let Some(id) = numbered_event_id(&line) {
+                        n += 1;
+                        min = min.min(id);
+                        max = max.max(id);
                     }
-                    if let Some(i) = line.find("\"event_id\":") {
-                        let rest = &line[i + 11..];
-                        let end = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
-                        if let Ok(id) = rest[..end].parse::<u64>() {
-                            n += 1;
-                            min = min.min(id);
-                            max = max.max(id);
-                        }
-                    }
+                    line.clear();
                 }
                 drop(stdin);
                 (n, n > 0 && max - min + 1 == n)
@@ -461,4 +475,19 @@ pub fn model_sink(args: &[String]) -> i32 {
         n > 0 && max - min + 1 == n
     );
     0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::numbered_event_id;
+
+    #[test]
+    fn the_counter_reads_numbered_events_only() {
+        let line = br#"{"event":"recv","event_id":1234,"thread":"proc[0]","op":"Work","msg":"0.1","position":0,"traced":false}"#;
+        assert_eq!(numbered_event_id(line), Some(1234));
+        assert_eq!(numbered_event_id(br#"{"event":"stop","event_id":7}"#), Some(7));
+        assert_eq!(numbered_event_id(br#"{"event":"held","event_id":7}"#), None);
+        assert_eq!(numbered_event_id(br#"{"event":"send","msg":"0"}"#), None);
+        assert_eq!(numbered_event_id(br#"{"event":"send","event_id":x}"#), None);
+    }
 }
