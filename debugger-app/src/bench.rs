@@ -12,7 +12,8 @@
 //! 4. the GUI's model attached (`racetrack model-sink`: the GUI's connection and ingest path,
 //!    without drawing).
 //!
-//! It also checks that streaming is lossless (event numbers received are contiguous), shows
+//! It also checks that streaming is lossless (the event numbers received are contiguous
+//! and as many as the agent numbered, by its own count at exit), shows
 //! the agent's memory with a debugger that lags behind, and compares the runtime with a
 //! hand-written farm on std channels. Nothing here asserts: it prints what it measured.
 
@@ -93,7 +94,10 @@ pub fn rss_kib(pid: u32) -> Option<u64> {
         .ok()
 }
 
-fn read_url(child: &mut Child) -> Result<String, String> {
+/// The agent's URL from the program's stderr; the rest of stderr is read on a thread that
+/// returns how many numbered events the agent produced (its `RACETRACK_DEBUG` summary at
+/// exit: `next id N` means N - 1), to check that the debugger received every one.
+fn read_url(child: &mut Child) -> Result<(String, std::thread::JoinHandle<Option<u64>>), String> {
     let stderr = child.stderr.take().ok_or("no stderr")?;
     let mut lines = BufReader::new(stderr).lines();
     let url = loop {
@@ -106,8 +110,18 @@ fn read_url(child: &mut Child) -> Result<String, String> {
             _ => return Err("the program ended before listening".into()),
         }
     };
-    std::thread::spawn(move || lines.for_each(drop));
-    Ok(url)
+    let numbered = std::thread::spawn(move || {
+        let mut next = None;
+        for l in lines.map_while(Result::ok) {
+            if let Some(i) = l.find(", next id ") {
+                let rest = &l[i + ", next id ".len()..];
+                let end = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
+                next = rest[..end].parse::<u64>().ok();
+            }
+        }
+        next.map(|n| n.saturating_sub(1))
+    });
+    Ok((url, numbered))
 }
 
 /// The `event_id` of a printed `send`/`recv`/`start`/`stop` line.
@@ -143,13 +157,17 @@ fn run_once(exe: &str, w: &Workload, config: usize, slow_us: u64) -> Result<Run,
         cmd.env("RACETRACK_LISTEN", "127.0.0.1:0");
     }
     if config >= 2 {
-        cmd.env("RACETRACK_WAIT", "1");
+        // Hold at the start (nothing streams before the debugger is there), and have the
+        // agent print its own event count at exit.
+        cmd.env("RACETRACK_WAIT", "1").env("RACETRACK_DEBUG", "1");
     }
     let mut prog = cmd.spawn().map_err(|e| e.to_string())?;
     let mut controller: Option<Child> = None;
+    let mut produced = None;
     let mut counter: Option<std::thread::JoinHandle<(u64, bool)>> = None;
     if config >= 1 {
-        let url = read_url(&mut prog)?;
+        let (url, numbered) = read_url(&mut prog)?;
+        produced = Some(numbered);
         if config == 2 || config == 3 {
             let mut c = Proc::new(exe)
                 .args(["ctl", &url])
@@ -230,6 +248,12 @@ fn run_once(exe: &str, w: &Workload, config: usize, slow_us: u64) -> Result<Run,
             lossless = v["contiguous"].as_bool();
         }
         let _ = c.wait();
+    }
+    // Lossless: contiguous numbers, and as many as the agent produced.
+    if let (Some(n), Some(Ok(Some(made)))) = (events, produced.map(|t| t.join())) {
+        if config >= 2 {
+            lossless = lossless.map(|ok| ok && n == made);
+        }
     }
     Ok(Run {
         elapsed_ms,
