@@ -95,8 +95,8 @@ pub fn rss_kib(pid: u32) -> Option<u64> {
 }
 
 /// The agent's URL from the program's stderr; the rest of stderr is read on a thread that
-/// returns how many numbered events the agent produced (its `RACETRACK_DEBUG` summary at
-/// exit: `next id N` means N - 1), to check that the debugger received every one.
+/// returns the number the agent would have given its next event (its `RACETRACK_DEBUG`
+/// summary at exit), to check that the debugger received the last one.
 fn read_url(child: &mut Child) -> Result<(String, std::thread::JoinHandle<Option<u64>>), String> {
     let stderr = child.stderr.take().ok_or("no stderr")?;
     let mut lines = BufReader::new(stderr).lines();
@@ -119,9 +119,67 @@ fn read_url(child: &mut Child) -> Result<(String, std::thread::JoinHandle<Option
                 next = rest[..end].parse::<u64>().ok();
             }
         }
-        next.map(|n| n.saturating_sub(1))
+        next
     });
     Ok((url, numbered))
+}
+
+/// The numbered events a debugger received.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Tally {
+    /// How many.
+    n: u64,
+    /// Lowest and highest number.
+    min: u64,
+    max: u64,
+    /// The first number after the attach snapshot (its `next_event_id`).
+    from: Option<u64>,
+}
+
+impl Default for Tally {
+    fn default() -> Self {
+        Self {
+            n: 0,
+            min: u64::MAX,
+            max: 0,
+            from: None,
+        }
+    }
+}
+
+impl Tally {
+    fn add(&mut self, id: u64) {
+        self.n += 1;
+        self.min = self.min.min(id);
+        self.max = self.max.max(id);
+    }
+
+    /// Nothing lost: every number from the snapshot's next one to the agent's last
+    /// (`agent_next`: the number its next event would have had), each once.
+    fn lossless(&self, agent_next: Option<u64>) -> bool {
+        self.n > 0
+            && self.max - self.min + 1 == self.n
+            && self.from.is_none_or(|f| f == self.min)
+            && agent_next.is_none_or(|next| next == self.max + 1)
+    }
+}
+
+/// The `next_event_id` of a printed `snapshot` line.
+fn snapshot_next(line: &[u8]) -> Option<u64> {
+    line.strip_prefix(br#"{"event":"snapshot""#)?;
+    number_after(line, b"\"next_event_id\":")
+}
+
+/// The decimal number right after `key` in `line`.
+fn number_after(line: &[u8], key: &[u8]) -> Option<u64> {
+    let at = line.windows(key.len()).position(|w| w == key)? + key.len();
+    let mut id = 0u64;
+    let mut any = false;
+    for &d in line[at..].iter().take_while(|c| c.is_ascii_digit()) {
+        id = id.checked_mul(10)?.checked_add(u64::from(d - b'0'))?;
+        any = true;
+    }
+    any.then_some(id)
 }
 
 /// The `event_id` of a printed `send`/`recv`/`start`/`stop` line.
@@ -133,16 +191,7 @@ fn numbered_event_id(line: &[u8]) -> Option<u64> {
     if !numbered {
         return None;
     }
-    const KEY: &[u8] = b"\"event_id\":";
-    let at = line.windows(KEY.len()).position(|w| w == KEY)? + KEY.len();
-    let digits = line[at..].iter().take_while(|c| c.is_ascii_digit());
-    let mut id = 0u64;
-    let mut any = false;
-    for &d in digits {
-        id = id.checked_mul(10)?.checked_add(u64::from(d - b'0'))?;
-        any = true;
-    }
-    any.then_some(id)
+    number_after(line, b"\"event_id\":")
 }
 
 /// Run `w` once under configuration `config` (`slow_us`: a model sink that lags).
@@ -164,7 +213,7 @@ fn run_once(exe: &str, w: &Workload, config: usize, slow_us: u64) -> Result<Run,
     let mut prog = cmd.spawn().map_err(|e| e.to_string())?;
     let mut controller: Option<Child> = None;
     let mut produced = None;
-    let mut counter: Option<std::thread::JoinHandle<(u64, bool)>> = None;
+    let mut counter: Option<std::thread::JoinHandle<Tally>> = None;
     if config >= 1 {
         let (url, numbered) = read_url(&mut prog)?;
         produced = Some(numbered);
@@ -185,21 +234,21 @@ fn run_once(exe: &str, w: &Workload, config: usize, slow_us: u64) -> Result<Run,
             let stdout = c.stdout.take().ok_or("no stdout")?;
             // Count the numbered events the controller printed; check they are contiguous.
             counter = Some(std::thread::spawn(move || {
-                let (mut n, mut min, mut max) = (0u64, u64::MAX, 0u64);
+                let mut tally = Tally::default();
                 // Cheap on purpose: this thread shares the machine with what it measures
                 // (one reused buffer, no allocation per line).
                 let mut reader = BufReader::with_capacity(1 << 16, stdout);
                 let mut line = Vec::with_capacity(256);
                 while reader.read_until(b'\n', &mut line).is_ok_and(|k| k > 0) {
                     if let Some(id) = numbered_event_id(&line) {
-                        n += 1;
-                        min = min.min(id);
-                        max = max.max(id);
+                        tally.add(id);
+                    } else if tally.from.is_none() {
+                        tally.from = snapshot_next(&line);
                     }
                     line.clear();
                 }
                 drop(stdin);
-                (n, n > 0 && max - min + 1 == n)
+                tally
             }));
             controller = Some(c);
         } else if config == 4 {
@@ -229,11 +278,9 @@ fn run_once(exe: &str, w: &Workload, config: usize, slow_us: u64) -> Result<Run,
     let elapsed_ms = report["elapsed_ms"]
         .as_f64()
         .ok_or("no elapsed_ms in the report")?;
-    let (mut events, mut lossless) = (None, None);
+    let mut tally = None;
     if let Some(t) = counter {
-        let (n, ok) = t.join().map_err(|_| "counter thread")?;
-        events = Some(n);
-        lossless = Some(ok);
+        tally = Some(t.join().map_err(|_| "counter thread")?);
     }
     if let Some(mut c) = controller {
         if config == 4 {
@@ -244,17 +291,18 @@ fn run_once(exe: &str, w: &Workload, config: usize, slow_us: u64) -> Result<Run,
                 .read_to_string(&mut s)
                 .map_err(|e| e.to_string())?;
             let v: serde_json::Value = serde_json::from_str(s.trim()).unwrap_or_default();
-            events = v["events"].as_u64();
-            lossless = v["contiguous"].as_bool();
+            tally = Some(Tally {
+                n: v["events"].as_u64().unwrap_or(0),
+                min: v["first"].as_u64().unwrap_or(u64::MAX),
+                max: v["last"].as_u64().unwrap_or(0),
+                from: v["from"].as_u64(),
+            });
         }
         let _ = c.wait();
     }
-    // Lossless: contiguous numbers, and as many as the agent produced.
-    if let (Some(n), Some(Ok(Some(made)))) = (events, produced.map(|t| t.join())) {
-        if config >= 2 {
-            lossless = lossless.map(|ok| ok && n == made);
-        }
-    }
+    let agent_next = produced.and_then(|t| t.join().ok().flatten());
+    let events = tally.map(|t| t.n);
+    let lossless = tally.map(|t| t.lossless(agent_next));
     Ok(Run {
         elapsed_ms,
         events,
@@ -419,7 +467,7 @@ pub fn main(args: &[String]) -> i32 {
 
 /// `racetrack model-sink URL [--slow-us N]`: the GUI's connection and model ingest without
 /// drawing (benchmark configuration 4); `--slow-us` sleeps that long per event received. Continues the start hold, ingests everything,
-/// prints `{"events":N,"contiguous":bool}` when the program ends.
+/// prints `{"events":N,"contiguous":bool,"first":ID,"last":ID,"from":ID}` when the program ends.
 pub fn model_sink(args: &[String]) -> i32 {
     let Some(url) = args.first() else {
         eprintln!("model-sink needs a URL");
@@ -440,7 +488,8 @@ pub fn model_sink(args: &[String]) -> i32 {
     };
     let (tx, rx) = conn.split();
     let mut model = Model::default();
-    let (mut n, mut min, mut max, mut continued) = (0u64, u64::MAX, 0u64, false);
+    let mut tally = Tally::default();
+    let mut continued = false;
     while let Ok(first) = rx.recv() {
         let mut batch = vec![first];
         batch.extend(rx.try_iter().take(63));
@@ -452,9 +501,7 @@ pub fn model_sink(args: &[String]) -> i32 {
             match ce {
                 ConnEvent::Event(ev) => {
                     if let Some(id) = ev.event_id() {
-                        n += 1;
-                        min = min.min(id);
-                        max = max.max(id);
+                        tally.add(id);
                     }
                     model.ingest(&ev);
                     if !continued && !model.held.is_empty() {
@@ -464,6 +511,9 @@ pub fn model_sink(args: &[String]) -> i32 {
                             trace: None,
                         });
                         continued = true;
+                    }
+                    if let Event::Snapshot { next_event_id, .. } = &ev {
+                        tally.from = tally.from.or(Some(*next_event_id));
                     }
                     if let Event::Snapshot { held, .. } = &ev {
                         if !held.is_empty() && !continued {
@@ -481,9 +531,7 @@ pub fn model_sink(args: &[String]) -> i32 {
                         if slow_us > 0 && i > 0 {
                             std::thread::sleep(Duration::from_micros(slow_us));
                         }
-                        n += 1;
-                        min = min.min(p.1);
-                        max = max.max(p.1);
+                        tally.add(p.1);
                         model.ingest_packed(&names, p);
                     }
                 }
@@ -495,15 +543,43 @@ pub fn model_sink(args: &[String]) -> i32 {
         }
     }
     println!(
-        "{{\"events\":{n},\"contiguous\":{}}}",
-        n > 0 && max - min + 1 == n
+        "{{\"events\":{},\"contiguous\":{},\"first\":{},\"last\":{},\"from\":{}}}",
+        tally.n,
+        tally.lossless(None),
+        tally.min,
+        tally.max,
+        tally.from.map_or("null".to_owned(), |f| f.to_string())
     );
     0
 }
 
 #[cfg(test)]
 mod tests {
-    use super::numbered_event_id;
+    use super::{numbered_event_id, snapshot_next, Tally};
+
+    #[test]
+    fn lossless_means_every_number_from_the_snapshot_to_the_agents_last() {
+        let mut t = Tally::default();
+        assert!(!t.lossless(None), "nothing received");
+        t.from = Some(3);
+        for id in 3..=9 {
+            t.add(id);
+        }
+        assert!(t.lossless(Some(10)));
+        assert!(!t.lossless(Some(12)), "the last two never arrived");
+        let mut head = t;
+        head.from = Some(1);
+        assert!(!head.lossless(Some(10)), "the first two never arrived");
+        let mut gap = Tally::default();
+        for id in [1, 2, 4] {
+            gap.add(id);
+        }
+        assert!(!gap.lossless(None));
+        assert_eq!(
+            snapshot_next(br#"{"event":"snapshot","next_event_id":17,"threads":[]}"#),
+            Some(17)
+        );
+    }
 
     #[test]
     fn the_counter_reads_numbered_events_only() {
