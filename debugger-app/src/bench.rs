@@ -376,15 +376,20 @@ pub fn main(args: &[String]) -> i32 {
         .iter()
         .filter(|w| only.is_none_or(|o| w.name.contains(o.as_str())))
     {
-        let mut base = None;
-        for (c, cname) in CONFIGS.iter().enumerate() {
-            let mut runs = Vec::new();
-            for _ in 0..reps {
+        // Repetitions interleave the configurations (0, 1, 2, 3, 4, 0, 1, ...): this
+        // machine's speed drifts over seconds, and a block of runs per configuration turned
+        // that drift into ratio differences (1.50x and 1.76x for the same build).
+        let mut all: Vec<Vec<Run>> = CONFIGS.iter().map(|_| Vec::new()).collect();
+        for _ in 0..reps {
+            for (c, cname) in CONFIGS.iter().enumerate() {
                 match run_once(&exe, w, c, 0) {
-                    Ok(r) => runs.push(r),
+                    Ok(r) => all[c].push(r),
                     Err(e) => eprintln!("{} / {cname}: {e}", w.name),
                 }
             }
+        }
+        let mut base = None;
+        for ((c, cname), runs) in CONFIGS.iter().enumerate().zip(all) {
             if runs.is_empty() {
                 continue;
             }
