@@ -173,9 +173,14 @@ fn snapshot_next(line: &[u8]) -> Option<u64> {
 /// The decimal number right after `key` in `line`.
 fn number_after(line: &[u8], key: &[u8]) -> Option<u64> {
     let at = line.windows(key.len()).position(|w| w == key)? + key.len();
+    leading_number(&line[at..])
+}
+
+/// The decimal number `s` starts with.
+fn leading_number(s: &[u8]) -> Option<u64> {
     let mut id = 0u64;
     let mut any = false;
-    for &d in line[at..].iter().take_while(|c| c.is_ascii_digit()) {
+    for &d in s.iter().take_while(|c| c.is_ascii_digit()) {
         id = id.checked_mul(10)?.checked_add(u64::from(d - b'0'))?;
         any = true;
     }
@@ -185,13 +190,14 @@ fn number_after(line: &[u8], key: &[u8]) -> Option<u64> {
 /// The `event_id` of a printed `send`/`recv`/`start`/`stop` line.
 fn numbered_event_id(line: &[u8]) -> Option<u64> {
     let kind = line.strip_prefix(br#"{"event":""#)?;
-    let numbered = [&b"send\""[..], b"recv\"", b"start\"", b"stop\""]
+    let rest = [&b"send\""[..], b"recv\"", b"start\"", b"stop\""]
         .iter()
-        .any(|k| kind.starts_with(k));
-    if !numbered {
-        return None;
+        .find_map(|k| kind.strip_prefix(*k))?;
+    // The controller prints `event_id` right after the kind; search only otherwise.
+    match rest.strip_prefix(br#","event_id":"#) {
+        Some(n) => leading_number(n),
+        None => number_after(rest, b"\"event_id\":"),
     }
-    number_after(line, b"\"event_id\":")
 }
 
 /// Run `w` once under configuration `config` (`slow_us`: a model sink that lags).
@@ -594,5 +600,9 @@ mod tests {
         assert_eq!(numbered_event_id(br#"{"event":"held","event_id":7}"#), None);
         assert_eq!(numbered_event_id(br#"{"event":"send","msg":"0"}"#), None);
         assert_eq!(numbered_event_id(br#"{"event":"send","event_id":x}"#), None);
+        assert_eq!(
+            numbered_event_id(br#"{"event":"start","thread":"t","event_id":42}"#),
+            Some(42)
+        );
     }
 }
