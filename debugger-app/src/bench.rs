@@ -99,11 +99,14 @@ pub fn rss_kib(pid: u32) -> Option<u64> {
 /// summary at exit), to check that the debugger received the last one.
 fn read_url(child: &mut Child) -> Result<(String, std::thread::JoinHandle<Option<u64>>), String> {
     let stderr = child.stderr.take().ok_or("no stderr")?;
-    let mut lines = BufReader::new(stderr).lines();
+    let mut rest = BufReader::new(stderr);
+    let mut line = Vec::new();
     let url = loop {
-        match lines.next() {
-            Some(Ok(l)) => {
-                if let Some(u) = l.strip_prefix("racetrack: listening on ") {
+        line.clear();
+        match rest.read_until(b'\n', &mut line) {
+            Ok(k) if k > 0 => {
+                let l = String::from_utf8_lossy(&line);
+                if let Some(u) = l.trim_end().strip_prefix("racetrack: listening on ") {
                     break u.to_owned();
                 }
             }
@@ -111,13 +114,15 @@ fn read_url(child: &mut Child) -> Result<(String, std::thread::JoinHandle<Option
         }
     };
     let numbered = std::thread::spawn(move || {
+        // Read to the end whatever the program writes (bytes, not necessarily UTF-8), so
+        // that it never blocks on a full pipe.
         let mut next = None;
-        for l in lines.map_while(Result::ok) {
-            if let Some(i) = l.find(", next id ") {
-                let rest = &l[i + ", next id ".len()..];
-                let end = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
-                next = rest[..end].parse::<u64>().ok();
+        let mut line = Vec::new();
+        while rest.read_until(b'\n', &mut line).is_ok_and(|k| k > 0) {
+            if let Some(n) = number_after(&line, b", next id ") {
+                next = Some(n);
             }
+            line.clear();
         }
         next
     });
@@ -132,6 +137,10 @@ struct Tally {
     /// Lowest and highest number.
     min: u64,
     max: u64,
+    /// Sums of the numbers and of their squares: with `n`, `min` and `max` they tell a
+    /// range received once each from one with a duplicate standing in for a gap.
+    sum: u128,
+    sum_sq: u128,
     /// The first number after the attach snapshot (its `next_event_id`).
     from: Option<u64>,
 }
@@ -142,6 +151,8 @@ impl Default for Tally {
             n: 0,
             min: u64::MAX,
             max: 0,
+            sum: 0,
+            sum_sq: 0,
             from: None,
         }
     }
@@ -152,13 +163,27 @@ impl Tally {
         self.n += 1;
         self.min = self.min.min(id);
         self.max = self.max.max(id);
+        self.sum += u128::from(id);
+        self.sum_sq += u128::from(id) * u128::from(id);
+    }
+
+    /// Whether the numbers are `min..=max`, each once.
+    fn contiguous(&self) -> bool {
+        if self.n == 0 || self.max - self.min + 1 != self.n {
+            return false;
+        }
+        // Sums of 0..=k and of their squares.
+        let s1 = |k: u128| k * (k + 1) / 2;
+        let s2 = |k: u128| k * (k + 1) * (2 * k + 1) / 6;
+        let (lo, hi) = (u128::from(self.min), u128::from(self.max));
+        let below = |f: &dyn Fn(u128) -> u128| if lo == 0 { 0 } else { f(lo - 1) };
+        self.sum == s1(hi) - below(&s1) && self.sum_sq == s2(hi) - below(&s2)
     }
 
     /// Nothing lost: every number from the snapshot's next one to the agent's last
     /// (`agent_next`: the number its next event would have had), each once.
     fn lossless(&self, agent_next: Option<u64>) -> bool {
-        self.n > 0
-            && self.max - self.min + 1 == self.n
+        self.contiguous()
             && self.from.is_none_or(|f| f == self.min)
             && agent_next.is_none_or(|next| next == self.max + 1)
     }
@@ -285,6 +310,7 @@ fn run_once(exe: &str, w: &Workload, config: usize, slow_us: u64) -> Result<Run,
         .as_f64()
         .ok_or("no elapsed_ms in the report")?;
     let mut tally = None;
+    let mut v_contiguous = false;
     if let Some(t) = counter {
         tally = Some(t.join().map_err(|_| "counter thread")?);
     }
@@ -297,18 +323,25 @@ fn run_once(exe: &str, w: &Workload, config: usize, slow_us: u64) -> Result<Run,
                 .read_to_string(&mut s)
                 .map_err(|e| e.to_string())?;
             let v: serde_json::Value = serde_json::from_str(s.trim()).unwrap_or_default();
+            v_contiguous = v["contiguous"].as_bool().unwrap_or(false);
             tally = Some(Tally {
                 n: v["events"].as_u64().unwrap_or(0),
                 min: v["first"].as_u64().unwrap_or(u64::MAX),
                 max: v["last"].as_u64().unwrap_or(0),
                 from: v["from"].as_u64(),
+                ..Tally::default()
             });
         }
         let _ = c.wait();
     }
     let agent_next = produced.and_then(|t| t.join().ok().flatten());
     let events = tally.map(|t| t.n);
-    let lossless = tally.map(|t| t.lossless(agent_next));
+    // The sink checked its numbers itself; both need the agent's count (printed at exit
+    // under RACETRACK_DEBUG: without it, nothing says the end arrived).
+    let lossless = tally.map(|t| {
+        let own = if config == 4 { v_contiguous } else { t.contiguous() };
+        own && t.from.is_none_or(|f| f == t.min) && agent_next.is_some_and(|next| next == t.max + 1)
+    });
     Ok(Run {
         elapsed_ms,
         events,
@@ -586,6 +619,21 @@ mod tests {
             gap.add(id);
         }
         assert!(!gap.lossless(None));
+        let mut dup = Tally::default();
+        for id in [5, 5, 7] {
+            dup.add(id);
+        }
+        assert!(!dup.contiguous(), "a duplicate standing in for a gap");
+        let mut two = Tally::default();
+        for id in [1, 1, 4, 4] {
+            two.add(id);
+        }
+        assert!(!two.contiguous(), "two duplicates standing in for two gaps");
+        let mut from0 = Tally::default();
+        for id in [2, 0, 1] {
+            from0.add(id);
+        }
+        assert!(from0.contiguous());
         assert_eq!(
             snapshot_next(br#"{"event":"snapshot","next_event_id":17,"threads":[]}"#),
             Some(17)

@@ -380,9 +380,8 @@ fn a_large_graph_is_painted_directly_and_its_nodes_answer_clicks() {
     assert_eq!(h.state().ui.selected.as_ref(), Some(&key));
     assert!(h.query_by_label("Work @ proc[550]").is_some(), "the node's tabs");
 
-    // Fit off, then drag: the node moves with the pointer.
-    h.get_by_role_and_label(Role::Button, "Fit").click();
-    h.step();
+    // Drag (Fit is on): Fit turns off and the node moves with the pointer.
+    assert!(h.state().ui.fit);
     let before = h.state().node_screen_pos(&key).unwrap();
     h.drag_at(before);
     h.step();
@@ -392,6 +391,7 @@ fn a_large_graph_is_painted_directly_and_its_nodes_answer_clicks() {
     h.step();
     h.step();
     let after = h.state().node_screen_pos(&key).unwrap();
+    assert!(!h.state().ui.fit, "a drag turns Fit off");
     assert!(
         (after - before - egui::vec2(40.0, 30.0)).length() < 1.0,
         "{before:?} -> {after:?}"

@@ -62,13 +62,20 @@ pub(crate) fn thread_main<S: ThreadState>(sh: &Shared, me: &ThreadShared) {
         instances: HashMap::default(),
     };
     let track = sh.hook.is_some();
-    // The graph and schedule of the last message, kept alive by this thread: a step can
-    // then hand its input's handles on to its output instead of cloning them. Every clone
+    // The graph and schedule of the last message, kept alive by this thread: a leaf can
+    // then hand its input's handles on to its output instead of cloning them (every clone
     // and drop of those shared reference counts is a cache line bouncing between cores;
-    // this way a thread touches them once per schedule call, not once per message.
+    // splits still clone per output, merges drop per input). Released when the thread runs
+    // out of work, so a finished schedule or a dropped graph is not kept for long.
     let mut alive: Option<(Arc<GraphInner>, Arc<Sched>)> = None;
     let active = || sh.hook.as_deref().is_some_and(|h| h.active());
-    while let Some(item) = me.pop(track, &active) {
+    loop {
+        if alive.is_some() && me.out_of_work() {
+            alive = None;
+        }
+        let Some(item) = me.pop(track, &active) else {
+            break;
+        };
         match item {
             Item::Msg(env) => {
                 if env.sched.is_failed() {
@@ -270,8 +277,11 @@ impl<S: ThreadState> Exec<'_, S> {
                         trace,
                     );
                     poster.owned = Some((own_graph, own_sched));
-                    poster.post(out);
-                    poster.error.map_or(Ok(()), |e| Err(StepFailure::Rule(e)))
+                    // Guarded too: routing runs user code (and so do hooks).
+                    run_guarded(|| {
+                        poster.post(out);
+                        poster.error.take().map_or(Ok(()), Err)
+                    })
                 })
             }
             OpFn::Merge { init, absorb, .. } | OpFn::Stream { init, absorb, .. } => self
@@ -390,8 +400,10 @@ impl<S: ThreadState> Exec<'_, S> {
                         frame.parent.clone(),
                         trace,
                     );
-                    poster.post(out);
-                    poster.error.map_or(Ok(()), |e| Err(StepFailure::Rule(e)))
+                    run_guarded(|| {
+                        poster.post(out);
+                        poster.error.take().map_or(Ok(()), Err)
+                    })
                 })
             }
             OpFn::Stream { finish, .. } => {

@@ -641,3 +641,43 @@ fn a_batch_taken_before_the_hook_turns_on_stays_pending_in_order() {
         ["0.1", "0.2", "0.3", "0.4", "1.0"]
     );
 }
+
+/// A routing function that panics while a leaf posts its output fails that schedule call
+/// (it used to unwind the thread, and the call waited for ever); the threads live on.
+#[test]
+fn a_panicking_route_fails_the_schedule_and_the_threads_live_on() {
+    use std::sync::mpsc;
+    let rt = Runtime::builder().no_agent().build();
+    let a = rt.collection::<()>("a", 1);
+    let b = rt.collection::<()>("b", 2);
+    let g = rt
+        .graph(
+            ops::leaf("A", &a, Route::constant(0), |x: u32, _c| x)
+                >> ops::leaf(
+                    "B",
+                    &b,
+                    Route::by(|x: &u32, _n| {
+                        assert!(*x != 7, "route panics on 7");
+                        0
+                    }),
+                    |x: u32, _c| x,
+                ),
+        )
+        .unwrap();
+    let (rt, g) = (Arc::new(rt), Arc::new(g));
+    let (tx, rx) = mpsc::channel();
+    {
+        let (rt, g) = (rt.clone(), g.clone());
+        std::thread::spawn(move || {
+            let first = rt.schedule(&g, 7).map_err(|e| e.to_string());
+            let second = rt.schedule(&g, 3).map_err(|e| e.to_string());
+            let _ = tx.send((first, second));
+        });
+    }
+    let (first, second) = rx
+        .recv_timeout(Duration::from_secs(20))
+        .expect("both schedule calls return");
+    let e = first.unwrap_err();
+    assert!(e.contains("route panics on 7"), "{e}");
+    assert_eq!(second.unwrap(), 3);
+}

@@ -212,7 +212,7 @@ pub struct ThreadSnap {
 /// one go while no debugger is attached, so it locks the producers' cache line once per
 /// batch rather than once per message. Pending messages are `front` then `inbox`. While a
 /// hook is active the thread takes messages one at a time from the inbox (after moving any
-/// batch back into it), so each receive's position is exact.
+/// batch back into it), so receive positions count the whole queue.
 pub(crate) struct ThreadShared {
     pub(crate) info: Arc<ThreadInfo>,
     /// What the thread itself uses on every step (one cache line)...
@@ -284,6 +284,12 @@ impl ThreadShared {
         self.wake(q);
     }
 
+    /// Whether this thread's queue looks empty (its batch is done and nothing arrived):
+    /// read without locking, a hint for its own thread.
+    pub(crate) fn out_of_work(&self) -> bool {
+        self.own.front_len.load(Ordering::Relaxed) == 0 && !self.shared.arrived.load(Ordering::Relaxed)
+    }
+
     pub(crate) fn push_item(&self, item: Item) {
         let mut q = lock(&self.shared.queue);
         q.items.push_back(item);
@@ -319,7 +325,7 @@ impl ThreadShared {
                 }
                 if on && !f.items.is_empty() {
                     // Back into the inbox, ahead of what came since: the same pending
-                    // order, and receive positions stay exact.
+                    // order, and receive positions count it.
                     let mut batch = std::mem::take(&mut f.items);
                     batch.append(&mut q.items);
                     q.items = batch;

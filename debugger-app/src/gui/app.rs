@@ -512,6 +512,18 @@ impl App {
             }
             return;
         }
+        // Dragging or zooming the graph turns Fit off (with Fit on, the view refits every
+        // frame and would snap back).
+        let area = ui.available_rect_before_wrap();
+        let navigating = ui.input(|i| {
+            i.pointer.hover_pos().is_some_and(|p| area.contains(p))
+                && (i.pointer.is_decidedly_dragging()
+                    || i.smooth_scroll_delta != egui::Vec2::ZERO
+                    || i.zoom_delta() != 1.0)
+        });
+        if navigating {
+            self.ui.fit = false;
+        }
         if self.model.nodes.len() > LABELS_MAX {
             // Thousands of nodes: painted directly (see `canvas.rs`).
             let selected = self.ui.selected.as_ref().and_then(|k| self.graph.index_of(k));
@@ -536,10 +548,8 @@ impl App {
                     .with_fit_to_screen_enabled(self.ui.fit)
                     .with_fit_to_screen_padding(0.3),
             )
-            // Past LABELS_MAX nodes, labels show for the hovered and selected node only:
-            // laying out thousands of labels every frame costs more than the graph itself,
-            // and fitted to the window they would not be readable anyway.
-            .with_styles(&SettingsStyle::new().with_labels_always(self.model.nodes.len() <= LABELS_MAX))
+            // Up to LABELS_MAX nodes (larger graphs are painted by the canvas).
+            .with_styles(&SettingsStyle::new().with_labels_always(true))
             .show(ui, &mut self.graph.g);
         let _ = resp;
         if let Some(&idx) = self.graph.g.selected_nodes().first() {

@@ -157,7 +157,8 @@ impl Canvas {
 
     /// Zoom by `factor` keeping the graph point under `at` in place.
     fn zoom_at(&mut self, rect: Rect, at: Pos2, factor: f32) {
-        let new = (self.zoom * factor).clamp(1e-3, 100.0);
+        // Fitting a very wide graph can need a very small zoom: the bounds leave room.
+        let new = (self.zoom * factor).clamp(1e-6, 100.0);
         let local = at - rect.min;
         let graph = (local - self.pan) / self.zoom;
         self.zoom = new;
