@@ -183,9 +183,13 @@ impl Tally {
     /// Nothing lost: every number from the snapshot's next one to the agent's last
     /// (`agent_next`: the number its next event would have had), each once.
     fn lossless(&self, agent_next: Option<u64>) -> bool {
-        self.contiguous()
-            && self.from.is_none_or(|f| f == self.min)
-            && agent_next.is_none_or(|next| next == self.max + 1)
+        self.contiguous() && self.ends_match(agent_next)
+    }
+
+    /// The first number is the snapshot's next one and the last the agent's last (each
+    /// when known).
+    fn ends_match(&self, agent_next: Option<u64>) -> bool {
+        self.from.is_none_or(|f| f == self.min) && agent_next.is_none_or(|next| next == self.max + 1)
     }
 }
 
@@ -340,7 +344,7 @@ fn run_once(exe: &str, w: &Workload, config: usize, slow_us: u64) -> Result<Run,
     // under RACETRACK_DEBUG: without it, nothing says the end arrived).
     let lossless = tally.map(|t| {
         let own = if config == 4 { v_contiguous } else { t.contiguous() };
-        own && t.from.is_none_or(|f| f == t.min) && agent_next.is_some_and(|next| next == t.max + 1)
+        own && agent_next.is_some() && t.ends_match(agent_next)
     });
     Ok(Run {
         elapsed_ms,

@@ -277,11 +277,7 @@ impl<S: ThreadState> Exec<'_, S> {
                         trace,
                     );
                     poster.owned = Some((own_graph, own_sched));
-                    // Guarded too: routing runs user code (and so do hooks).
-                    run_guarded(|| {
-                        poster.post(out);
-                        poster.error.take().map_or(Ok(()), Err)
-                    })
+                    poster.post_guarded(out)
                 })
             }
             OpFn::Merge { init, absorb, .. } | OpFn::Stream { init, absorb, .. } => self
@@ -400,10 +396,7 @@ impl<S: ThreadState> Exec<'_, S> {
                         frame.parent.clone(),
                         trace,
                     );
-                    run_guarded(|| {
-                        poster.post(out);
-                        poster.error.take().map_or(Ok(()), Err)
-                    })
+                    poster.post_guarded(out)
                 })
             }
             OpFn::Stream { finish, .. } => {
@@ -528,6 +521,18 @@ impl<'a> Poster<'a> {
             count: 0,
             error: None,
         }
+    }
+}
+
+impl Poster<'_> {
+    /// Post a single-output step's output. Guarded like the step itself: routing runs
+    /// user code (and so do hooks), and a panic there must fail the schedule call, not
+    /// unwind the thread.
+    fn post_guarded(&mut self, out: Box<dyn Payload>) -> Result<(), StepFailure> {
+        run_guarded(|| {
+            self.post(out);
+            self.error.take().map_or(Ok(()), Err)
+        })
     }
 }
 

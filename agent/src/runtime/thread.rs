@@ -323,13 +323,8 @@ impl ThreadShared {
                 if q.shutdown {
                     return None;
                 }
-                if on && !f.items.is_empty() {
-                    // Back into the inbox, ahead of what came since: the same pending
-                    // order, and receive positions count it.
-                    let mut batch = std::mem::take(&mut f.items);
-                    batch.append(&mut q.items);
-                    q.items = batch;
-                    self.own.front_len.store(0, Ordering::Relaxed);
+                if on {
+                    self.unbatch(&mut f, &mut q);
                 }
                 item = q.items.pop_front();
                 if item.is_some() && !on {
@@ -358,6 +353,18 @@ impl ThreadShared {
                     .unwrap_or_else(std::sync::PoisonError::into_inner);
             }
             q.sleeping = false;
+        }
+    }
+
+    /// Move a batch taken before a hook became active back into the inbox, ahead of what
+    /// came since: the same pending order, one queue again, and receive positions (front
+    /// length plus inbox length) unchanged. Both halves locked.
+    fn unbatch(&self, f: &mut Front, q: &mut Inbox) {
+        if !f.items.is_empty() {
+            let mut batch = std::mem::take(&mut f.items);
+            batch.append(&mut q.items);
+            q.items = batch;
+            self.own.front_len.store(0, Ordering::Relaxed);
         }
     }
 
@@ -449,13 +456,7 @@ impl ThreadShared {
     ) -> Result<(), String> {
         let mut f = lock(&self.own.front);
         let mut q = lock(&self.shared.queue);
-        // One queue again (a batch taken before the hook became active goes first).
-        if !f.items.is_empty() {
-            let mut batch = std::mem::take(&mut f.items);
-            batch.append(&mut q.items);
-            q.items = batch;
-            self.own.front_len.store(0, Ordering::Relaxed);
-        }
+        self.unbatch(&mut f, &mut q);
         drop(f);
         let cur_env = current.as_ref().and_then(|c| c.as_ref());
         // Candidates: the message about to start (if any) and every pending message.
