@@ -6,7 +6,7 @@ use super::graph::{AbsorbFn, GraphInner, InitFn, OpFn, PostSink};
 use super::hook::{Hook, SendEvent, StepEvent, StepKind, ThreadAccess};
 use super::ids::MsgId;
 use super::payload::{ErasedState, Payload};
-use super::thread::{Envelope, Frame, Item, Running, Sched, ThreadShared};
+use super::thread::{Envelope, Frame, Item, Running, Sched, Sender, ThreadShared};
 use super::{Shared, StepInfo, ThreadState};
 use std::any::Any;
 use std::collections::HashMap;
@@ -211,7 +211,7 @@ impl<S: ThreadState> Exec<'_, S> {
     /// Run one message's step; `graph` and `sched` are the envelope's own, kept alive by
     /// the caller (so the envelope's handles can move on with its output).
     fn on_message(&mut self, env: Envelope, graph: &Arc<GraphInner>, sched: &Arc<Sched>) {
-        let node = env.node;
+        let node = env.node as usize;
         let is_instance = matches!(env.graph.nodes[node].op, OpFn::Merge { .. } | OpFn::Stream { .. });
         let (step, instance) = if is_instance {
             let prefix = env
@@ -628,11 +628,11 @@ pub(crate) fn deliver(
             let env = Envelope {
                 id,
                 graph,
-                node: dest.unwrap_or_default(),
+                node: dest.unwrap_or_default() as u32,
                 payload,
                 frame,
                 sched,
-                from: from.map(|(n, t)| (n, t.info.index)),
+                from: from.map_or(Sender::NONE, |(n, t)| Sender::new(n, t.info.index)),
                 traced,
             };
             n.threads[t].push(env, sh.hook.as_deref());

@@ -117,27 +117,60 @@ impl Frame {
 }
 
 /// A message on its way to (or waiting in the queue of) a thread.
+///
+/// Every message is written by one core and read by another: the fields are kept narrow
+/// (indexes as `u32`, the sender as a pair of them) so that an envelope fits in 88 bytes.
 pub(crate) struct Envelope {
     pub(crate) id: MsgId,
     pub(crate) graph: Arc<GraphInner>,
-    pub(crate) node: usize,
     pub(crate) payload: Box<dyn Payload>,
     pub(crate) frame: Option<Arc<Frame>>,
     pub(crate) sched: Arc<Sched>,
+    /// The destination node of `graph`.
+    pub(crate) node: u32,
     /// The sending node of `graph` and the index of the sending thread in its collection
     /// (indexes rather than shared handles: no reference count to touch per message).
-    pub(crate) from: Option<(usize, usize)>,
+    pub(crate) from: Sender,
     pub(crate) traced: bool,
 }
 
+/// Where a message comes from: a node of its graph and a thread of that node's collection,
+/// or nowhere (the input of a schedule call).
+#[derive(Clone, Copy)]
+pub(crate) struct Sender {
+    node: u32,
+    thread: u32,
+}
+
+impl Sender {
+    /// The input of a schedule call.
+    pub(crate) const NONE: Sender = Sender {
+        node: u32::MAX,
+        thread: u32::MAX,
+    };
+
+    pub(crate) fn new(node: usize, thread: usize) -> Self {
+        match (u32::try_from(node), u32::try_from(thread)) {
+            (Ok(node), Ok(thread)) => Self { node, thread },
+            _ => Self::NONE,
+        }
+    }
+
+    fn get(self) -> Option<(usize, usize)> {
+        (self.node != u32::MAX).then_some((self.node as usize, self.thread as usize))
+    }
+}
+
+const _: () = assert!(std::mem::size_of::<Item>() <= 88, "an envelope grew");
+
 impl Envelope {
     pub(crate) fn dest_op(&self) -> &Arc<OpInfo> {
-        &self.graph.nodes[self.node].info
+        &self.graph.nodes[self.node as usize].info
     }
 
     /// The operation and thread that sent this message.
     pub(crate) fn sender(&self) -> Option<(Arc<OpInfo>, Arc<ThreadInfo>)> {
-        let (node, thread) = self.from?;
+        let (node, thread) = self.from.get()?;
         let n = self.graph.nodes.get(node)?;
         Some((n.info.clone(), n.threads.get(thread)?.info.clone()))
     }
