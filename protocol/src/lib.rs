@@ -12,7 +12,7 @@
 
 mod packed;
 
-pub use packed::{Decoded, Decoder, Names, PackedEv};
+pub use packed::{Decoded, Decoder, Names, PackedEv, SmolStr};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 

@@ -8,6 +8,7 @@
 
 use crate::{Event, RecvEv, SendEv, Step, StepEv};
 use serde::{Deserialize, Serialize};
+pub use smol_str::SmolStr;
 use std::io::{self, Write};
 use std::sync::Arc;
 
@@ -32,8 +33,8 @@ pub struct PackedEv(
     pub i64,
     /// Operation index (-1: none).
     pub i64,
-    /// Message id.
-    pub String,
+    /// Message id (inline up to 23 bytes: decoding a frame allocates nothing per event).
+    pub SmolStr,
     /// Kind-specific number.
     pub i64,
     /// Kind-specific number.
@@ -41,7 +42,7 @@ pub struct PackedEv(
     /// Whether the message (start: the consumed one; stop: the outputs) is traced.
     pub bool,
     /// Kind-specific text.
-    pub String,
+    pub SmolStr,
 );
 
 /// The names packed events refer to, from a `structure` event.
@@ -136,6 +137,7 @@ impl Names {
     pub fn expand(&self, p: PackedEv) -> Result<Event, String> {
         self.check(&p)?;
         let PackedEv(kind, event_id, thread, op, msg, a, b, traced, text) = p;
+        let (msg, text) = (String::from(msg), String::from(text));
         let owned = |n: Result<Option<&str>, String>| n.ok().flatten().map(str::to_owned);
         let thread = owned(self.thread(thread));
         let op = owned(self.op(op));
@@ -476,7 +478,7 @@ impl Cursor<'_> {
         }
     }
     /// A string without escapes (anything else: `None`).
-    fn string(&mut self) -> Option<String> {
+    fn string(&mut self) -> Option<SmolStr> {
         self.expect(b'"')?;
         let rest = &self.s[self.i..];
         let end = rest.find(['"', '\\'])?;
@@ -484,7 +486,7 @@ impl Cursor<'_> {
             return None;
         }
         self.i += end + 1;
-        Some(rest[..end].to_owned())
+        Some(SmolStr::new(&rest[..end]))
     }
 }
 
@@ -531,10 +533,10 @@ mod tests {
             PackedEv(0, 1, 0, 0, "0.3".into(), 1, 2, false, "Task".into()),
             PackedEv(0, 2, -1, -1, "0".into(), 0, 0, true, "Job".into()),
             PackedEv(0, 3, 2, 1, "0.3".into(), -1, -1, false, "u64".into()),
-            PackedEv(1, 4, 2, 1, "0.3".into(), 5, 0, true, String::new()),
-            PackedEv(2, 5, 2, 1, "0.3".into(), 0, 0, false, String::new()),
+            PackedEv(1, 4, 2, 1, "0.3".into(), 5, 0, true, SmolStr::default()),
+            PackedEv(2, 5, 2, 1, "0.3".into(), 0, 0, false, SmolStr::default()),
             PackedEv(3, 6, 0, 0, "0.3.1".into(), 2, 0, true, "0.3".into()),
-            PackedEv(3, 7, 0, 0, "0.3".into(), 1, 0, false, String::new()),
+            PackedEv(3, 7, 0, 0, "0.3".into(), 1, 0, false, SmolStr::default()),
         ];
         for p in cases {
             let mut out = Vec::new();
@@ -601,19 +603,29 @@ mod tests {
     fn bad_indexes_are_errors() {
         let n = names();
         assert!(n
-            .check(&PackedEv(1, 1, 9, 0, "0".into(), 0, 0, false, String::new()))
+            .check(&PackedEv(1, 1, 9, 0, "0".into(), 0, 0, false, SmolStr::default()))
             .unwrap_err()
             .contains("thread #9"));
         assert!(n
-            .check(&PackedEv(2, 1, 0, 0, "0".into(), 7, 0, false, String::new()))
+            .check(&PackedEv(2, 1, 0, 0, "0".into(), 7, 0, false, SmolStr::default()))
             .unwrap_err()
             .contains("step"));
         assert!(n
-            .check(&PackedEv(8, 1, 0, 0, "0".into(), 0, 0, false, String::new()))
+            .check(&PackedEv(8, 1, 0, 0, "0".into(), 0, 0, false, SmolStr::default()))
             .unwrap_err()
             .contains("kind"));
         assert!(n
-            .check(&PackedEv(1, 1, -1, 0, "0".into(), 0, 0, false, String::new()))
+            .check(&PackedEv(
+                1,
+                1,
+                -1,
+                0,
+                "0".into(),
+                0,
+                0,
+                false,
+                SmolStr::default()
+            ))
             .is_err());
         let mut d = Decoder::default();
         let e = d
