@@ -6,10 +6,15 @@ use super::graph::{AbsorbFn, GraphInner, InitFn, OpFn, PostSink};
 use super::hook::{Hook, SendEvent, StepEvent, StepKind, ThreadAccess};
 use super::ids::MsgId;
 use super::payload::{ErasedState, Payload};
-use super::thread::{Envelope, Frame, Item, Running, Sched, Sender, ThreadShared};
+use super::payload::{PayloadQueue, Slot};
+use super::thread::{
+    Batch, BatchEntry, BatchHead, Envelope, Frame, Item, Popped, Running, Sched, Sender, ThreadShared,
+    BATCH_MAX,
+};
 use super::{Shared, StepInfo, ThreadState};
 use std::any::Any;
 use std::collections::HashMap;
+use std::collections::VecDeque;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
@@ -69,12 +74,27 @@ pub(crate) fn thread_main<S: ThreadState>(sh: &Shared, me: &ThreadShared) {
     // out of work, so a finished schedule or a dropped graph is not kept for long.
     let mut alive: Option<(Arc<GraphInner>, Arc<Sched>)> = None;
     let active = || sh.hook.as_deref().is_some_and(|h| h.active());
+    // Where a message taken from a batch leaves its payload (reused while the type stays).
+    let mut slot = None;
     loop {
         if alive.is_some() && me.out_of_work() {
             alive = None;
         }
-        let Some(item) = me.pop(track, &active) else {
+        let Some(popped) = me.pop(track, &active, &mut slot) else {
             break;
+        };
+        let item = match popped {
+            Popped::Item(item) => item,
+            Popped::FromBatch(head) => {
+                if head.sched.is_failed() {
+                    ex.instances.retain(|_, i| !i.sched.is_failed());
+                    drop(slot.as_mut().and_then(|s: &mut Box<dyn Slot>| s.take_boxed()));
+                    continue;
+                }
+                let (graph, sched) = keep_alive(&mut alive, &head.graph, &head.sched);
+                ex.on_batch_message(head, &mut slot, graph, sched);
+                continue;
+            }
         };
         match item {
             Item::Msg(env) => {
@@ -82,14 +102,18 @@ pub(crate) fn thread_main<S: ThreadState>(sh: &Shared, me: &ThreadShared) {
                     ex.instances.retain(|_, i| !i.sched.is_failed());
                     continue;
                 }
-                if !alive
-                    .as_ref()
-                    .is_some_and(|(g, s)| Arc::ptr_eq(g, &env.graph) && Arc::ptr_eq(s, &env.sched))
-                {
-                    alive = None;
-                }
-                let (graph, sched) = alive.get_or_insert_with(|| (env.graph.clone(), env.sched.clone()));
+                let (graph, sched) = keep_alive(&mut alive, &env.graph, &env.sched);
                 ex.on_message(env, graph, sched);
+            }
+            // `pop` hands out the messages of a batch one by one; should one come whole,
+            // its messages are run in order.
+            Item::Batch(b) => {
+                for env in b.into_envelopes() {
+                    if !env.sched.is_failed() {
+                        let (graph, sched) = keep_alive(&mut alive, &env.graph, &env.sched);
+                        ex.on_message(env, graph, sched);
+                    }
+                }
             }
             Item::Finalize {
                 graph,
@@ -103,6 +127,23 @@ pub(crate) fn thread_main<S: ThreadState>(sh: &Shared, me: &ThreadShared) {
             }
         }
     }
+}
+
+/// The graph and schedule handles a thread keeps (see `alive` in [`thread_main`]): the
+/// kept ones if they are these, else clones of these.
+fn keep_alive<'k>(
+    alive: &'k mut Option<(Arc<GraphInner>, Arc<Sched>)>,
+    graph: &Arc<GraphInner>,
+    sched: &Arc<Sched>,
+) -> (&'k Arc<GraphInner>, &'k Arc<Sched>) {
+    if !alive
+        .as_ref()
+        .is_some_and(|(g, s)| Arc::ptr_eq(g, graph) && Arc::ptr_eq(s, sched))
+    {
+        *alive = None;
+    }
+    let (g, s) = alive.get_or_insert_with(|| (graph.clone(), sched.clone()));
+    (g, s)
 }
 
 fn panic_text(p: &(dyn Any + Send)) -> String {
@@ -251,15 +292,16 @@ impl<S: ThreadState> Exec<'_, S> {
                     Some(out_frame.clone()),
                     trace,
                 );
+                poster.batch_if_free();
                 let info = StepInfo {
                     thread: &self.me.info,
                     threads,
                     msg_id: &id,
                 };
                 let r = run_guarded(|| f(payload, &mut self.state, &info, &mut poster));
-                self.after_posting(r, &poster, &out_frame)
+                self.after_posting(r, &mut poster, &out_frame)
             }
-            OpFn::Leaf(f) => {
+            OpFn::Leaf(f, _) => {
                 let info = StepInfo {
                     thread: &self.me.info,
                     threads,
@@ -296,6 +338,66 @@ impl<S: ThreadState> Exec<'_, S> {
                 Ok(false) => {}
                 Err(e) => self.fail(sched, &n.info.name, &id, StepFailure::Rule(e)),
             }
+        }
+    }
+
+    /// Run a leaf on a message taken from a batch (its payload in `slot`); `graph` and
+    /// `sched` are the batch's, kept alive by the caller.
+    fn on_batch_message(
+        &mut self,
+        head: BatchHead,
+        slot: &mut Option<Box<dyn Slot>>,
+        graph: &Arc<GraphInner>,
+        sched: &Arc<Sched>,
+    ) {
+        let node = head.node as usize;
+        let n = &graph.nodes[node];
+        let BatchHead { id, frame, .. } = head;
+        let leaf = match &n.op {
+            OpFn::Leaf(_, f) if !self.hook().is_some_and(|h| h.active()) => f,
+            // A hook became active since the message was taken (or, which batching never
+            // does, it is not for a leaf): it goes the usual way, boxed.
+            _ => {
+                if let Some(payload) = slot.as_mut().and_then(|s| s.take_boxed()) {
+                    let env = Envelope {
+                        id,
+                        graph: head.graph,
+                        payload,
+                        frame,
+                        sched: head.sched,
+                        node: head.node,
+                        from: head.from,
+                        traced: false,
+                    };
+                    self.on_message(env, graph, sched);
+                }
+                return;
+            }
+        };
+        let Some(s) = slot.as_deref_mut() else {
+            return;
+        };
+        let info = StepInfo {
+            thread: &self.me.info,
+            threads: n.threads.len(),
+            msg_id: &id,
+        };
+        let r = run_guarded(|| leaf(s, &mut self.state, &info)).and_then(|out| {
+            let mut poster = Poster::new(
+                self.sh,
+                self.me,
+                graph,
+                node,
+                sched,
+                IdMode::Same(id.clone()),
+                frame,
+                false,
+            );
+            poster.owned = Some((head.graph, head.sched));
+            poster.post_guarded(out)
+        });
+        if let Err(e) = r {
+            self.fail(sched, &n.info.name, &id, e);
         }
     }
 
@@ -416,9 +518,9 @@ impl<S: ThreadState> Exec<'_, S> {
                 );
                 poster.count = inst.posted;
                 let r = run_guarded(|| finish(acc, &mut self.state, &info, &mut poster));
-                self.after_posting(r, &poster, &out_frame)
+                self.after_posting(r, &mut poster, &out_frame)
             }
-            OpFn::Split(_) | OpFn::Leaf(_) => Ok(()),
+            OpFn::Split(_) | OpFn::Leaf(..) => Ok(()),
         };
         if let Err(e) = r {
             self.fail(&inst.sched, &n.info.name, &out_id, e);
@@ -432,13 +534,18 @@ impl<S: ThreadState> Exec<'_, S> {
     fn after_posting(
         &self,
         r: Result<(), StepFailure>,
-        poster: &Poster<'_>,
+        poster: &mut Poster<'_>,
         out_frame: &Arc<Frame>,
     ) -> Result<(), StepFailure> {
         r?;
         if let Some(e) = &poster.error {
             return Err(StepFailure::Rule(e.clone()));
         }
+        // Routing and hooks run user code.
+        run_guarded(|| {
+            poster.flush();
+            poster.error.take().map_or(Ok(()), Err)
+        })?;
         if poster.count == 0 {
             return Err(StepFailure::Rule(
                 "posted no output; a split or stream must post at least one".to_owned(),
@@ -494,6 +601,10 @@ struct Poster<'a> {
     traced: bool,
     count: u64,
     error: Option<String>,
+    /// Whether outputs are gathered per destination thread (see [`PostSink::batch`]).
+    batching: bool,
+    /// The batches being gathered, by destination thread.
+    batches: Vec<Option<Box<Batch>>>,
 }
 
 impl<'a> Poster<'a> {
@@ -520,11 +631,66 @@ impl<'a> Poster<'a> {
             traced,
             count: 0,
             error: None,
+            batching: false,
+            batches: Vec::new(),
         }
     }
 }
 
 impl Poster<'_> {
+    /// Gather the outputs per destination thread if no hook is active, the outputs are not
+    /// traced and go to a leaf (the only operation that takes messages from a batch).
+    fn batch_if_free(&mut self) {
+        let free = !self.sh.hook.as_deref().is_some_and(|h| h.active());
+        let to_leaf = self
+            .graph
+            .nodes
+            .get(self.node + 1)
+            .is_some_and(|n| matches!(n.op, OpFn::Leaf(..)));
+        self.batching = free && to_leaf && !self.traced && matches!(self.ids, IdMode::Child(_));
+    }
+
+    /// Push every batch gathered so far.
+    fn flush(&mut self) {
+        for t in 0..self.batches.len() {
+            self.flush_one(t);
+        }
+    }
+
+    /// Push the batch gathered for thread `t` of the next operation. Should a hook have
+    /// become active since its messages were posted, each is delivered on its own, through
+    /// the send hook, as if posted now.
+    fn flush_one(&mut self, t: usize) {
+        let Some(batch) = self.batches.get_mut(t).and_then(Option::take) else {
+            return;
+        };
+        let Some(n) = self.graph.nodes.get(self.node + 1) else {
+            return;
+        };
+        let hook = self.sh.hook.as_deref();
+        if !hook.is_some_and(|h| h.active()) {
+            n.threads[t].push_batch(batch, hook);
+            return;
+        }
+        for env in batch.into_envelopes() {
+            let r = deliver(
+                self.sh,
+                Some((self.node, self.me)),
+                self.graph,
+                env.graph,
+                Some(self.node + 1),
+                env.id,
+                env.payload,
+                env.frame,
+                env.sched,
+                false,
+            );
+            if let Err(e) = r {
+                self.error.get_or_insert(e);
+            }
+        }
+    }
+
     /// Post a single-output step's output. Guarded like the step itself: routing runs
     /// user code (and so do hooks), and a panic there must fail the schedule call, not
     /// unwind the thread.
@@ -537,6 +703,52 @@ impl Poster<'_> {
 }
 
 impl PostSink for Poster<'_> {
+    fn batch(&mut self, msg: &dyn Any, new: fn() -> Box<dyn PayloadQueue>) -> Option<&mut dyn PayloadQueue> {
+        if !self.batching || self.error.is_some() {
+            return None;
+        }
+        let IdMode::Child(base) = &self.ids else {
+            return None;
+        };
+        let id = base.child(self.count);
+        self.count += 1;
+        let next = self.node + 1;
+        let n = self.graph.nodes.get(next)?;
+        let t = match n.route.pick(msg, n.threads.len()) {
+            Ok(t) => t,
+            Err(e) => {
+                self.error = Some(format!("cannot route message {id} to `{}`: {e}", n.info.name));
+                return None;
+            }
+        };
+        if self.batches.len() < n.threads.len() {
+            self.batches.resize_with(n.threads.len(), || None);
+        }
+        if self.batches[t].as_ref().is_some_and(|b| b.len() >= BATCH_MAX) {
+            self.flush_one(t);
+        }
+        let from = Sender::new(self.node, self.me.info.index);
+        let b = self.batches[t].get_or_insert_with(|| {
+            Box::new(Batch {
+                node: next as u32,
+                from,
+                entries: VecDeque::with_capacity(BATCH_MAX),
+                payloads: new(),
+            })
+        });
+        b.entries.push_back(BatchEntry {
+            id,
+            graph: self.graph.clone(),
+            frame: self.frame.clone(),
+            sched: self.sched.clone(),
+        });
+        Some(&mut *b.payloads)
+    }
+
+    fn fail(&mut self, error: String) {
+        self.error.get_or_insert(error);
+    }
+
     fn post(&mut self, payload: Box<dyn Payload>) {
         if self.error.is_some() {
             return;

@@ -3,7 +3,7 @@
 
 use super::error::BuildError;
 use super::hook::{GraphInfo, OpInfo, OpKind};
-use super::payload::Payload;
+use super::payload::{Payload, PayloadQueue, Slot};
 use super::route::RouteKind;
 use super::thread::ThreadShared;
 use super::StepInfo;
@@ -15,6 +15,12 @@ use std::sync::Arc;
 /// Where outputs of a step go; `Outputs<T>` is its typed face.
 pub(crate) trait PostSink {
     fn post(&mut self, payload: Box<dyn Payload>);
+    /// While no debugger is attached, a split gathers its outputs per destination thread:
+    /// route `msg`, give it its id, and return the payload queue of its destination's
+    /// batch to append it to (created with `new`). `None`: post it boxed instead.
+    fn batch(&mut self, msg: &dyn Any, new: fn() -> Box<dyn PayloadQueue>) -> Option<&mut dyn PayloadQueue>;
+    /// Fail the step (an internal error the typed side found).
+    fn fail(&mut self, error: String);
 }
 
 type Res<T> = Result<T, String>;
@@ -22,6 +28,9 @@ pub(crate) type SplitFn =
     dyn Fn(Box<dyn Payload>, &mut dyn Any, &StepInfo<'_>, &mut dyn PostSink) -> Res<()> + Send + Sync;
 pub(crate) type LeafFn =
     dyn Fn(Box<dyn Payload>, &mut dyn Any, &StepInfo<'_>) -> Res<Box<dyn Payload>> + Send + Sync;
+/// A leaf run on a payload taken from a batch (see [`PostSink::batch`]).
+pub(crate) type LeafSlotFn =
+    dyn Fn(&mut dyn Slot, &mut dyn Any, &StepInfo<'_>) -> Res<Box<dyn Payload>> + Send + Sync;
 pub(crate) type InitFn = dyn Fn() -> Box<dyn Any + Send> + Send + Sync;
 pub(crate) type AbsorbFn = dyn Fn(&mut dyn Any, Box<dyn Payload>, &mut dyn Any, &StepInfo<'_>, &mut dyn PostSink) -> Res<()>
     + Send
@@ -34,7 +43,8 @@ pub(crate) type StreamFinishFn =
 /// An operation's code, type-erased.
 pub(crate) enum OpFn {
     Split(Box<SplitFn>),
-    Leaf(Box<LeafFn>),
+    /// A leaf, on a boxed message or on one taken from a batch.
+    Leaf(Box<LeafFn>, Box<LeafSlotFn>),
     Merge {
         init: Box<InitFn>,
         absorb: Box<AbsorbFn>,
@@ -51,7 +61,7 @@ impl OpFn {
     pub(crate) fn kind(&self) -> OpKind {
         match self {
             OpFn::Split(_) => OpKind::Split,
-            OpFn::Leaf(_) => OpKind::Leaf,
+            OpFn::Leaf(..) => OpKind::Leaf,
             OpFn::Merge { .. } => OpKind::Merge,
             OpFn::Stream { .. } => OpKind::Stream,
         }

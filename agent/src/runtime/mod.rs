@@ -196,9 +196,20 @@ impl<'a, T: Message> Outputs<'a, T> {
             _type: PhantomData,
         }
     }
-    /// Post one output: it is routed and delivered at once.
+    /// Post one output: it is routed at once, and delivered at once while a debugger is
+    /// attached (without one, outputs to a thread may wait for a few more, up to the end
+    /// of the step, to travel together).
     pub fn post(&mut self, msg: T) {
-        self.sink.post(Box::new(msg));
+        match self.sink.batch(&msg, payload::new_queue::<T>) {
+            Some(q) => match q.as_any_mut().downcast_mut::<std::collections::VecDeque<T>>() {
+                Some(q) => q.push_back(msg),
+                None => self.sink.fail(format!(
+                    "internal error: a batch of outputs is not of {}",
+                    std::any::type_name::<T>()
+                )),
+            },
+            None => self.sink.post(Box::new(msg)),
+        }
     }
 }
 

@@ -6,10 +6,11 @@
 //! state, thread index, message id) and, for operations with several outputs, [`Outputs`].
 
 use super::graph::{Chain, CollectionRef, NodeSpec, OpFn, PostSink};
-use super::payload::Payload;
+use super::payload::{Payload, Slot};
 use super::route::Route;
 use super::{Collection, Ctx, Message, Outputs, StepInfo, ThreadState};
 use std::any::Any;
+use std::sync::Arc;
 
 fn take<M: Message>(p: Box<dyn Payload>) -> Result<M, String> {
     p.into_any()
@@ -62,13 +63,30 @@ pub fn leaf<I: Message, O: Message, S: ThreadState>(
     route: Route<I>,
     f: impl Fn(I, &mut Ctx<'_, S>) -> O + Send + Sync + 'static,
 ) -> Chain<I, O> {
-    let op = OpFn::Leaf(Box::new(
-        move |msg: Box<dyn Payload>, st: &mut dyn Any, info: &StepInfo<'_>| {
-            let msg = take::<I>(msg)?;
-            let mut ctx = Ctx::new(state::<S>(st)?, info);
-            Ok(Box::new(f(msg, &mut ctx)) as Box<dyn Payload>)
-        },
-    ));
+    let f = Arc::new(f);
+    let g = f.clone();
+    let op = OpFn::Leaf(
+        Box::new(
+            move |msg: Box<dyn Payload>, st: &mut dyn Any, info: &StepInfo<'_>| {
+                let msg = take::<I>(msg)?;
+                let mut ctx = Ctx::new(state::<S>(st)?, info);
+                Ok(Box::new(f(msg, &mut ctx)) as Box<dyn Payload>)
+            },
+        ),
+        Box::new(
+            move |slot: &mut dyn Slot, st: &mut dyn Any, info: &StepInfo<'_>| {
+                let msg = slot
+                    .as_any_mut()
+                    .downcast_mut::<Option<I>>()
+                    .and_then(Option::take)
+                    .ok_or_else(|| {
+                        format!("internal error: message is not a {}", std::any::type_name::<I>())
+                    })?;
+                let mut ctx = Ctx::new(state::<S>(st)?, info);
+                Ok(Box::new(g(msg, &mut ctx)) as Box<dyn Payload>)
+            },
+        ),
+    );
     Chain::single(node(name, coll, route, op))
 }
 

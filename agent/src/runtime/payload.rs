@@ -4,6 +4,7 @@
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::any::Any;
+use std::collections::VecDeque;
 
 /// A message value whose concrete type the runtime does not know statically.
 pub trait Payload: Any + Send {
@@ -37,6 +38,61 @@ impl<T: Serialize + DeserializeOwned + Send + 'static> Payload for T {
         self
     }
     fn into_any(self: Box<Self>) -> Box<dyn Any> {
+        self
+    }
+}
+
+/// The payloads of a batch of messages of one type, in order (a `VecDeque<T>`): while no
+/// debugger is attached, a split's outputs travel this way, without a box each.
+pub(crate) trait PayloadQueue: Send {
+    /// Move the first payload into `slot`, reusing the slot when it already holds the
+    /// type (so taking the payloads of a batch one by one allocates nothing).
+    fn pop_into(&mut self, slot: &mut Option<Box<dyn Slot>>) -> bool;
+    /// The first payload, boxed like a message of its own.
+    fn pop_boxed(&mut self) -> Option<Box<dyn Payload>>;
+    /// For appending in the typed `Outputs`.
+    fn as_any_mut(&mut self) -> &mut dyn Any;
+}
+
+impl<T: Serialize + DeserializeOwned + Send + 'static> PayloadQueue for VecDeque<T> {
+    fn pop_into(&mut self, slot: &mut Option<Box<dyn Slot>>) -> bool {
+        let Some(v) = self.pop_front() else {
+            return false;
+        };
+        match slot
+            .as_mut()
+            .and_then(|s| s.as_any_mut().downcast_mut::<Option<T>>())
+        {
+            Some(s) => *s = Some(v),
+            None => *slot = Some(Box::new(Some(v))),
+        }
+        true
+    }
+    fn pop_boxed(&mut self) -> Option<Box<dyn Payload>> {
+        self.pop_front().map(|v| Box::new(v) as Box<dyn Payload>)
+    }
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
+}
+
+/// A new, empty queue of `T`s.
+pub(crate) fn new_queue<T: Serialize + DeserializeOwned + Send + 'static>() -> Box<dyn PayloadQueue> {
+    Box::new(VecDeque::<T>::new())
+}
+
+/// One payload taken from a batch (an `Option<T>`), for the typed operation to take.
+pub(crate) trait Slot: Send {
+    /// Box the payload like a message of its own (when it must go back into a queue).
+    fn take_boxed(&mut self) -> Option<Box<dyn Payload>>;
+    fn as_any_mut(&mut self) -> &mut dyn Any;
+}
+
+impl<T: Serialize + DeserializeOwned + Send + 'static> Slot for Option<T> {
+    fn take_boxed(&mut self) -> Option<Box<dyn Payload>> {
+        self.take().map(|v| Box::new(v) as Box<dyn Payload>)
+    }
+    fn as_any_mut(&mut self) -> &mut dyn Any {
         self
     }
 }

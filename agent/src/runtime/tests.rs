@@ -537,9 +537,17 @@ struct Switch {
     view: Mutex<Option<RuntimeView>>,
     recvs: Mutex<Vec<(String, usize)>>,
     starts: Mutex<Vec<String>>,
+    /// Sends to, and receives by, `Gate`.
+    sends: Mutex<Vec<String>>,
+    gate_recvs: Mutex<Vec<String>>,
 }
 
 impl Hook for Switch {
+    fn on_send(&self, ev: &mut SendEvent<'_>) {
+        if ev.to_op.is_some_and(|o| &*o.name == "Gate") {
+            self.sends.lock().unwrap().push(ev.msg_id.to_string());
+        }
+    }
     fn active(&self) -> bool {
         self.on.load(std::sync::atomic::Ordering::SeqCst)
     }
@@ -551,6 +559,9 @@ impl Hook for Switch {
             .lock()
             .unwrap()
             .push((ev.msg_id.to_string(), ev.position));
+        if &*ev.op.name == "Gate" {
+            self.gate_recvs.lock().unwrap().push(ev.msg_id.to_string());
+        }
     }
     fn on_start(&self, ev: &mut StepEvent<'_>) {
         if &*ev.op.name == "Gate" {
@@ -680,4 +691,116 @@ fn a_panicking_route_fails_the_schedule_and_the_threads_live_on() {
     let e = first.unwrap_err();
     assert!(e.contains("route panics on 7"), "{e}");
     assert_eq!(second.unwrap(), 3);
+}
+
+/// Without a debugger a split's outputs travel in batches (several messages per queue
+/// entry, payloads unboxed): ids, routing, message ids seen by the leaf, and the merge's
+/// result are the same as one by one, across batch boundaries.
+#[test]
+fn batched_outputs_keep_ids_order_and_results() {
+    let rt = Runtime::builder().no_agent().build();
+    let main = rt.collection::<()>("main", 1);
+    let procs = rt.collection::<u32>("proc", 3);
+    let n = 3 * thread::BATCH_MAX as u64 + 7;
+    let g = rt
+        .graph(
+            ops::split("Split", &main, Route::constant(0), |n: u64, _c, out| {
+                (0..n).for_each(|i| out.post(i))
+            }) >> ops::leaf("Work", &procs, Route::round_robin(), |x: u64, c| {
+                *c.state += 1;
+                (c.msg_id().to_string(), c.thread_index(), x)
+            }) >> ops::merge(
+                "Merge",
+                &main,
+                Route::constant(0),
+                |acc: &mut Vec<(String, usize, u64)>, x, _c| acc.push(x),
+                |acc, _c| acc,
+            ),
+        )
+        .unwrap();
+    for call in 0..3u64 {
+        let mut got = rt.schedule(&g, n).unwrap();
+        got.sort_by_key(|(_, _, x)| *x);
+        assert_eq!(got.len() as u64, n);
+        for (i, (id, thread, x)) in got.into_iter().enumerate() {
+            assert_eq!(x, i as u64);
+            assert_eq!(id, format!("{call}.{i}"));
+            // The round-robin counter goes on from call to call.
+            assert_eq!(thread, ((call * n) as usize + i) % 3, "round robin, message {id}");
+        }
+    }
+}
+
+/// A panic in a leaf fed from a batch, and a routing error while batching, fail the
+/// schedule call with the usual message; the runtime goes on.
+#[test]
+fn batched_failures_are_errors_naming_the_message() {
+    let rt = Runtime::builder().no_agent().build();
+    let main = rt.collection::<()>("main", 1);
+    let procs = rt.collection::<()>("proc", 2);
+    let g = rt
+        .graph(
+            ops::split("Split", &main, Route::constant(0), |n: u64, _c, out| {
+                (0..n).for_each(|i| out.post(i))
+            }) >> ops::leaf(
+                "Work",
+                &procs,
+                Route::by(|x: &u64, n| if *x == 90 { n } else { (*x % 2) as usize }),
+                |x: u64, _c| {
+                    assert!(x != 70, "seventy");
+                    x
+                },
+            ) >> ops::merge(
+                "Sum",
+                &main,
+                Route::constant(0),
+                |a: &mut u64, x, _c| *a += x,
+                |a, _c| a,
+            ),
+        )
+        .unwrap();
+    let e = rt.schedule(&g, 80).unwrap_err().to_string();
+    assert!(
+        e.contains("seventy") && e.contains("0.70") && e.contains("Work"),
+        "{e}"
+    );
+    let e = rt.schedule(&g, 100).unwrap_err().to_string();
+    assert!(e.contains("cannot route message 1.90"), "{e}");
+    assert_eq!(rt.schedule(&g, 60).unwrap(), (0..60).sum::<u64>());
+}
+
+/// Outputs gathered while nobody listened, when a debugger attaches before the split has
+/// ended, are delivered one by one: each is sent and received (through the hook, in
+/// order) and started like any other.
+#[test]
+fn outputs_gathered_before_a_debugger_attached_are_sent_one_by_one() {
+    let hook = Arc::new(Switch::default());
+    let rt = Runtime::builder().hook(hook.clone()).build();
+    let main = rt.collection::<()>("main", 1);
+    let gate = rt.collection::<()>("gate", 1);
+    let h = hook.clone();
+    let g = rt
+        .graph(
+            ops::split("S", &main, Route::constant(0), move |n: u32, _c, out| {
+                for i in 0..n {
+                    if i == n / 2 {
+                        h.on.store(true, std::sync::atomic::Ordering::SeqCst);
+                    }
+                    out.post(i);
+                }
+            }) >> ops::leaf("Gate", &gate, Route::constant(0), |x: u32, _c| x)
+                >> ops::merge(
+                    "M",
+                    &main,
+                    Route::constant(0),
+                    |a: &mut Vec<u32>, x, _c| a.push(x),
+                    |a, _c| a,
+                ),
+        )
+        .unwrap();
+    assert_eq!(rt.schedule(&g, 10).unwrap(), (0..10).collect::<Vec<_>>());
+    let ids: Vec<String> = (0..10).map(|i| format!("0.{i}")).collect();
+    assert_eq!(hook.sends.lock().unwrap().as_slice(), &ids[..]);
+    assert_eq!(hook.gate_recvs.lock().unwrap().as_slice(), &ids[..]);
+    assert_eq!(hook.starts.lock().unwrap().as_slice(), &ids[..]);
 }

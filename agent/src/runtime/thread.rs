@@ -5,7 +5,7 @@ use super::error::ScheduleError;
 use super::graph::GraphInner;
 use super::hook::{Hook, OpInfo, OpKind, QueuedMsg, RecvEvent, StepKind, ThreadInfo};
 use super::ids::MsgId;
-use super::payload::Payload;
+use super::payload::{Payload, PayloadQueue, Slot};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::SyncSender;
@@ -180,6 +180,8 @@ impl Envelope {
 /// this thread became complete after its last input was absorbed.
 pub(crate) enum Item {
     Msg(Envelope),
+    /// Several messages at once (see [`Batch`]).
+    Batch(Box<Batch>),
     Finalize {
         graph: Arc<GraphInner>,
         node: usize,
@@ -188,10 +190,103 @@ pub(crate) enum Item {
     },
 }
 
+/// Messages of one split to one thread, gathered while no debugger is attached: one queue
+/// entry for up to [`BATCH_MAX`] messages, their payloads unboxed in one `VecDeque`. The
+/// destination and the sender are the same for every message of a batch (and none is
+/// traced). Whoever needs to see the messages one by one (listings, snapshots, reorders, a
+/// thread taking messages one at a time for an active hook) splits it first.
+pub(crate) struct Batch {
+    pub(crate) node: u32,
+    pub(crate) from: Sender,
+    /// One entry per message, in order (never empty in a queue).
+    pub(crate) entries: VecDeque<BatchEntry>,
+    /// The payloads, in the same order.
+    pub(crate) payloads: Box<dyn PayloadQueue>,
+}
+
+/// A message of a batch but its payload. Each carries its own handles, cloned by the
+/// sender: a thread taking them from the batch then touches no reference count that other
+/// cores touch too.
+pub(crate) struct BatchEntry {
+    pub(crate) id: MsgId,
+    pub(crate) graph: Arc<GraphInner>,
+    pub(crate) frame: Option<Arc<Frame>>,
+    pub(crate) sched: Arc<Sched>,
+}
+
+/// How many messages a batch holds at most: the split pushes it then and starts another,
+/// so that the destination can start while the split goes on.
+pub(crate) const BATCH_MAX: usize = 64;
+
+impl Batch {
+    pub(crate) fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Its messages as envelopes of their own, in order.
+    pub(crate) fn into_envelopes(mut self) -> impl Iterator<Item = Envelope> {
+        std::iter::from_fn(move || {
+            let BatchEntry {
+                id,
+                graph,
+                frame,
+                sched,
+            } = self.entries.pop_front()?;
+            let payload = self.payloads.pop_boxed()?;
+            Some(Envelope {
+                id,
+                graph,
+                payload,
+                frame,
+                sched,
+                node: self.node,
+                from: self.from,
+                traced: false,
+            })
+        })
+    }
+}
+
+/// Split every batch in `items` into its messages, in place.
+fn expand(items: &mut VecDeque<Item>) {
+    if !items.iter().any(|i| matches!(i, Item::Batch(_))) {
+        return;
+    }
+    let all = std::mem::take(items);
+    for item in all {
+        match item {
+            Item::Batch(b) => items.extend(b.into_envelopes().map(Item::Msg)),
+            other => items.push_back(other),
+        }
+    }
+}
+
+/// What a thread takes from its queue: an item, or the first message of a batch.
+pub(crate) enum Popped {
+    Item(Item),
+    FromBatch(BatchHead),
+}
+
+/// A message taken from a batch: its id and the batch's common parts (the payload is in
+/// the slot given to [`ThreadShared::pop`]).
+pub(crate) struct BatchHead {
+    pub(crate) id: MsgId,
+    pub(crate) graph: Arc<GraphInner>,
+    pub(crate) node: u32,
+    pub(crate) from: Sender,
+    pub(crate) frame: Option<Arc<Frame>>,
+    pub(crate) sched: Arc<Sched>,
+}
+
 /// Where producers append: the shared half of a thread's queue.
 #[derive(Default)]
 struct Inbox {
     items: VecDeque<Item>,
+    /// Entries in `items`, a batch counting as its messages: what a receive position
+    /// counts.
+    entries: usize,
+    /// Batches in `items`.
+    batches: usize,
     shutdown: bool,
     sleeping: bool,
 }
@@ -267,7 +362,8 @@ impl<T> std::ops::Deref for Padded<T> {
 
 struct OwnHalf {
     front: Mutex<Front>,
-    /// `front.items.len()`, readable by producers holding only the inbox lock.
+    /// The entries in `front.items` (a batch counting as its messages), readable by
+    /// producers holding only the inbox lock.
     front_len: AtomicUsize,
     /// Set at shutdown (also in the inbox), read without locking.
     stopping: AtomicBool,
@@ -309,11 +405,30 @@ impl ThreadShared {
                 msg_id: &env.id,
                 // A batch taken before the hook became active is still pending in front;
                 // it only goes back into the inbox, under this lock, all at once.
-                position: self.own.front_len.load(Ordering::Relaxed) + q.items.len(),
+                position: self.own.front_len.load(Ordering::Relaxed) + q.entries,
                 traced: env.traced,
             });
         }
         q.items.push_back(Item::Msg(env));
+        q.entries += 1;
+        self.wake(q);
+    }
+
+    /// Append a batch of messages (gathered while no hook was active). Should a hook have
+    /// become active since, its messages go in one by one, each received as in [`push`].
+    ///
+    /// [`push`]: ThreadShared::push
+    pub(crate) fn push_batch(&self, batch: Box<Batch>, hook: Option<&dyn Hook>) {
+        if hook.is_some_and(|h| h.active()) {
+            for env in batch.into_envelopes() {
+                self.push(env, hook);
+            }
+            return;
+        }
+        let mut q = lock(&self.shared.queue);
+        q.entries += batch.len();
+        q.batches += 1;
+        q.items.push_back(Item::Batch(batch));
         self.wake(q);
     }
 
@@ -325,6 +440,7 @@ impl ThreadShared {
 
     pub(crate) fn push_item(&self, item: Item) {
         let mut q = lock(&self.shared.queue);
+        q.entries += 1;
         q.items.push_back(item);
         self.wake(q);
     }
@@ -340,37 +456,49 @@ impl ThreadShared {
 
     /// Block until an item is available; `None` once the runtime shuts down. `track`:
     /// record the step taken (a hook is installed); `active`: a hook is active now (take
-    /// one message at a time, see [`ThreadShared`]).
-    pub(crate) fn pop(&self, track: bool, active: &dyn Fn() -> bool) -> Option<Item> {
+    /// one message at a time, see [`ThreadShared`]). A message at the head of a batch is
+    /// taken by moving its payload into `slot`.
+    pub(crate) fn pop(
+        &self,
+        track: bool,
+        active: &dyn Fn() -> bool,
+        slot: &mut Option<Box<dyn Slot>>,
+    ) -> Option<Popped> {
         loop {
             if self.own.stopping.load(Ordering::Relaxed) {
                 return None;
             }
             let on = active();
             let mut f = lock(&self.own.front);
-            let mut item = if on { None } else { f.items.pop_front() };
-            if item.is_some() {
-                self.own.front_len.store(f.items.len(), Ordering::Relaxed);
-            } else {
+            let mut popped = None;
+            if on || f.items.is_empty() {
                 let mut q = lock(&self.shared.queue);
                 if q.shutdown {
                     return None;
                 }
                 if on {
                     self.unbatch(&mut f, &mut q);
-                }
-                item = q.items.pop_front();
-                if item.is_some() && !on {
+                    popped = q.items.pop_front().map(Popped::Item);
+                    q.entries -= usize::from(popped.is_some());
+                } else {
                     std::mem::swap(&mut f.items, &mut q.items);
-                    self.own.front_len.store(f.items.len(), Ordering::Relaxed);
+                    self.own.front_len.store(q.entries, Ordering::Relaxed);
+                    (q.entries, q.batches) = (0, 0);
                 }
                 self.shared.arrived.store(!q.items.is_empty(), Ordering::Relaxed);
             }
-            if let Some(item) = item {
-                if track {
-                    f.current = Some(current_of(&item));
+            if !on {
+                popped = Self::take_head(&mut f.items, slot);
+                if popped.is_some() {
+                    let n = self.own.front_len.load(Ordering::Relaxed);
+                    self.own.front_len.store(n.saturating_sub(1), Ordering::Relaxed);
                 }
-                return Some(item);
+            }
+            if let Some(p) = popped {
+                if track {
+                    f.current = Some(current_of(&p));
+                }
+                return Some(p);
             }
             // Nothing yet: spin, then yield, before sleeping. A producer usually posts
             // again within microseconds, and a futex sleep and wake-up costs more than that
@@ -389,15 +517,45 @@ impl ThreadShared {
         }
     }
 
+    /// The first entry of `items`: an item, or the first message of a batch (its payload
+    /// moved into `slot`, the rest of the batch staying where it is).
+    fn take_head(items: &mut VecDeque<Item>, slot: &mut Option<Box<dyn Slot>>) -> Option<Popped> {
+        let Some(Item::Batch(b)) = items.front_mut() else {
+            return items.pop_front().map(Popped::Item);
+        };
+        let e = b.entries.pop_front()?;
+        if !b.payloads.pop_into(slot) {
+            return None;
+        }
+        let head = BatchHead {
+            id: e.id,
+            graph: e.graph,
+            node: b.node,
+            from: b.from,
+            frame: e.frame,
+            sched: e.sched,
+        };
+        if b.entries.is_empty() {
+            items.pop_front();
+        }
+        Some(Popped::FromBatch(head))
+    }
+
     /// Move a batch taken before a hook became active back into the inbox, ahead of what
-    /// came since: the same pending order, one queue again, and receive positions (front
-    /// length plus inbox length) unchanged. Both halves locked.
+    /// came since, and split every batch of messages into its messages: the same pending
+    /// order, one queue of single entries again, and receive positions (front length plus
+    /// inbox entries) unchanged. Both halves locked.
     fn unbatch(&self, f: &mut Front, q: &mut Inbox) {
         if !f.items.is_empty() {
             let mut batch = std::mem::take(&mut f.items);
             batch.append(&mut q.items);
             q.items = batch;
-            self.own.front_len.store(0, Ordering::Relaxed);
+            q.entries += self.own.front_len.swap(0, Ordering::Relaxed);
+            q.batches = usize::from(q.items.iter().any(|i| matches!(i, Item::Batch(_))));
+        }
+        if q.batches > 0 {
+            expand(&mut q.items);
+            q.batches = 0;
         }
     }
 
@@ -424,11 +582,17 @@ impl ThreadShared {
         lock(&self.own.front).current = current;
     }
 
-    /// Every pending item, front then inbox.
-    fn all_items<'q>(f: &'q Front, q: &'q Inbox) -> impl Iterator<Item = &'q Envelope> {
+    /// Every pending message, front then inbox, batches split into their messages first
+    /// (so that each can be described, edited or reordered).
+    fn all_items<'q>(f: &'q mut Front, q: &'q mut Inbox) -> impl Iterator<Item = &'q Envelope> {
+        expand(&mut f.items);
+        if q.batches > 0 {
+            expand(&mut q.items);
+            q.batches = 0;
+        }
         f.items.iter().chain(&q.items).filter_map(|i| match i {
             Item::Msg(e) => Some(e),
-            Item::Finalize { .. } => None,
+            Item::Batch(_) | Item::Finalize { .. } => None,
         })
     }
 
@@ -439,9 +603,9 @@ impl ThreadShared {
         op: &dyn Fn(usize) -> Option<Arc<OpInfo>>,
         limit: usize,
     ) -> (impl Sized + '_, ThreadSnap) {
-        let f = lock(&self.own.front);
-        let q = lock(&self.shared.queue);
-        let mut msgs = Self::all_items(&f, &q);
+        let mut f = lock(&self.own.front);
+        let mut q = lock(&self.shared.queue);
+        let mut msgs = Self::all_items(&mut f, &mut q);
         let pending: Vec<QueuedMsg> = msgs.by_ref().take(limit).map(QueuedMsg::of).collect();
         let more = msgs.count();
         let snap = ThreadSnap {
@@ -466,16 +630,16 @@ impl ThreadShared {
     }
 
     pub(crate) fn pending(&self) -> Vec<QueuedMsg> {
-        let f = lock(&self.own.front);
-        let q = lock(&self.shared.queue);
-        let all = Self::all_items(&f, &q).map(QueuedMsg::of).collect();
+        let mut f = lock(&self.own.front);
+        let mut q = lock(&self.shared.queue);
+        let all = Self::all_items(&mut f, &mut q).map(QueuedMsg::of).collect();
         all
     }
 
     pub(crate) fn pending_content(&self, id: &MsgId) -> Option<Result<serde_json::Value, String>> {
-        let f = lock(&self.own.front);
-        let q = lock(&self.shared.queue);
-        let content = Self::all_items(&f, &q)
+        let mut f = lock(&self.own.front);
+        let mut q = lock(&self.shared.queue);
+        let content = Self::all_items(&mut f, &mut q)
             .find(|e| &e.id == id)
             .map(|e| e.payload.to_json());
         content
@@ -525,12 +689,35 @@ impl ThreadShared {
                 q.items.push_back(Item::Msg(e));
             }
         }
+        q.entries = q.items.len();
         Ok(())
     }
 }
 
-fn current_of(item: &Item) -> Running {
+fn current_of(p: &Popped) -> Running {
+    let item = match p {
+        Popped::Item(item) => item,
+        Popped::FromBatch(h) => {
+            return Running {
+                op: h.graph.nodes[h.node as usize].info.id,
+                msg: h.id.clone(),
+                step: StepKind::Run,
+            }
+        }
+    };
     match item {
+        Item::Batch(b) => match b.entries.front() {
+            Some(e) => Running {
+                op: e.graph.nodes[b.node as usize].info.id,
+                msg: e.id.clone(),
+                step: StepKind::Run,
+            },
+            None => Running {
+                op: 0,
+                msg: MsgId::root(0),
+                step: StepKind::Run,
+            },
+        },
         Item::Msg(e) => {
             let op = e.dest_op();
             let step = match op.kind {
