@@ -2,7 +2,7 @@
 //! receive hooks, merge completion).
 
 use super::error::ScheduleError;
-use super::graph::{AbsorbFn, GraphInner, InitFn, OpFn, PostSink};
+use super::graph::{AbsorbFn, GraphInner, InitFn, Input, OpFn, PostSink};
 use super::hook::{Hook, SendEvent, StepEvent, StepKind, ThreadAccess};
 use super::ids::MsgId;
 use super::payload::{ErasedState, Payload};
@@ -57,6 +57,133 @@ struct Exec<'a, S> {
     me: &'a ThreadShared,
     state: S,
     instances: HashMap<usize, Instance, BuildHasherDefault<AddrHasher>>,
+    /// Outputs of this thread's leaves gathered in batches (see [`Outbox`]).
+    outbox: Outbox,
+}
+
+/// A thread's leaf outputs while no debugger is attached, gathered per destination thread
+/// across steps: pushed when a batch is full, when the thread has finished what it took
+/// from its queue, before it waits for more, and as soon as a hook is active.
+#[derive(Default)]
+struct Outbox {
+    /// Graph address, destination thread, batch (which names the destination node).
+    batches: Vec<(usize, usize, Box<Batch>)>,
+}
+
+impl Outbox {
+    fn is_empty(&self) -> bool {
+        self.batches.is_empty()
+    }
+
+    /// The batch for thread `t` of node `node` of `graph` (a full one is pushed first).
+    fn batch_for(
+        &mut self,
+        (sh, me): (&Shared, &ThreadShared),
+        graph: &GraphInner,
+        (node, t): (usize, usize),
+        from: Sender,
+        new: fn() -> Box<dyn PayloadQueue>,
+    ) -> &mut Batch {
+        // The batch's entries keep the graph alive: its address names it while it waits.
+        let key = graph as *const GraphInner as usize;
+        let found = self
+            .batches
+            .iter()
+            .position(|(k, tt, b)| *k == key && *tt == t && b.node as usize == node);
+        let i = match found {
+            Some(i) if self.batches[i].2.len() < BATCH_MAX => i,
+            Some(i) => {
+                let (_, t, full) =
+                    std::mem::replace(&mut self.batches[i], (key, t, new_batch(node, from, new)));
+                send_batch(sh, me, full, t);
+                i
+            }
+            None => {
+                self.batches.push((key, t, new_batch(node, from, new)));
+                self.batches.len() - 1
+            }
+        };
+        &mut self.batches[i].2
+    }
+
+    fn flush(&mut self, sh: &Shared, me: &ThreadShared) {
+        for (_, t, b) in self.batches.drain(..) {
+            send_batch(sh, me, b, t);
+        }
+    }
+}
+
+fn new_batch(node: usize, from: Sender, new: fn() -> Box<dyn PayloadQueue>) -> Box<Batch> {
+    Box::new(Batch {
+        node: node as u32,
+        from,
+        entries: VecDeque::with_capacity(BATCH_MAX),
+        payloads: new(),
+    })
+}
+
+/// Push a batch `me` gathered to thread `t` of its destination. Should a hook have become
+/// active since its messages were posted, each is delivered on its own, through the send
+/// hook, as if posted now (a failure then fails that message's schedule call).
+fn send_batch(sh: &Shared, me: &ThreadShared, batch: Box<Batch>, t: usize) {
+    let Some(graph) = batch.entries.front().map(|e| e.graph.clone()) else {
+        return;
+    };
+    let node = batch.node as usize;
+    let Some(n) = graph.nodes.get(node) else {
+        return;
+    };
+    let hook = sh.hook.as_deref();
+    if !hook.is_some_and(|h| h.active()) {
+        if let Some(dest) = n.threads.get(t) {
+            dest.push_batch(batch, hook);
+        }
+        return;
+    }
+    let from_node = node.saturating_sub(1);
+    for env in batch.into_envelopes() {
+        let (id, sched) = (env.id.clone(), env.sched.clone());
+        let r = run_guarded(|| {
+            deliver(
+                sh,
+                Some((from_node, me)),
+                &graph,
+                env.graph,
+                Some(node),
+                env.id,
+                env.payload,
+                env.frame,
+                env.sched,
+                false,
+            )
+        });
+        if let Err(e) = r {
+            fail_schedule(sh, me, &sched, &graph.nodes[from_node].info.name, &id, e);
+        }
+    }
+}
+
+/// Fail the schedule call `sched` because of a step of `op` on `me` with message `msg`.
+fn fail_schedule(sh: &Shared, me: &ThreadShared, sched: &Sched, op: &str, msg: &MsgId, err: StepFailure) {
+    let (op, thread, msg) = (op.to_owned(), me.info.name.to_string(), msg.to_string());
+    let e = match err {
+        StepFailure::Panic(message) => ScheduleError::Panic {
+            op,
+            thread,
+            msg,
+            message,
+        },
+        StepFailure::Rule(message) => ScheduleError::Operation {
+            op,
+            thread,
+            msg,
+            message,
+        },
+    };
+    if let Some(h) = sh.hook.as_deref() {
+        h.on_error(&e);
+    }
+    sched.fail(e);
 }
 
 pub(crate) fn thread_main<S: ThreadState>(sh: &Shared, me: &ThreadShared) {
@@ -65,6 +192,7 @@ pub(crate) fn thread_main<S: ThreadState>(sh: &Shared, me: &ThreadShared) {
         me,
         state: S::default(),
         instances: HashMap::default(),
+        outbox: Outbox::default(),
     };
     let track = sh.hook.is_some();
     // The graph and schedule of the last message, kept alive by this thread: a leaf can
@@ -80,7 +208,14 @@ pub(crate) fn thread_main<S: ThreadState>(sh: &Shared, me: &ThreadShared) {
         if alive.is_some() && me.out_of_work() {
             alive = None;
         }
-        let Some(popped) = me.pop(track, &active, &mut slot) else {
+        me.started();
+        // Gathered outputs go out once what was taken from the queue is done (and at once
+        // while a hook is active).
+        if !ex.outbox.is_empty() && (me.front_empty() || active()) {
+            ex.outbox.flush(sh, me);
+        }
+        let outbox = &mut ex.outbox;
+        let Some(popped) = me.pop(track, &active, &mut slot, &mut || outbox.flush(sh, me)) else {
             break;
         };
         let item = match popped {
@@ -91,6 +226,7 @@ pub(crate) fn thread_main<S: ThreadState>(sh: &Shared, me: &ThreadShared) {
                     drop(slot.as_mut().and_then(|s: &mut Box<dyn Slot>| s.take_boxed()));
                     continue;
                 }
+                ex.flush_on_switch(alive.as_ref(), &head.sched);
                 let (graph, sched) = keep_alive(&mut alive, &head.graph, &head.sched);
                 ex.on_batch_message(head, &mut slot, graph, sched);
                 continue;
@@ -102,6 +238,7 @@ pub(crate) fn thread_main<S: ThreadState>(sh: &Shared, me: &ThreadShared) {
                     ex.instances.retain(|_, i| !i.sched.is_failed());
                     continue;
                 }
+                ex.flush_on_switch(alive.as_ref(), &env.sched);
                 let (graph, sched) = keep_alive(&mut alive, &env.graph, &env.sched);
                 ex.on_message(env, graph, sched);
             }
@@ -161,26 +298,16 @@ impl<S: ThreadState> Exec<'_, S> {
         self.sh.hook.as_deref()
     }
 
-    fn fail(&self, sched: &Sched, op: &str, msg: &MsgId, err: StepFailure) {
-        let (op, thread, msg) = (op.to_owned(), self.me.info.name.to_string(), msg.to_string());
-        let e = match err {
-            StepFailure::Panic(message) => ScheduleError::Panic {
-                op,
-                thread,
-                msg,
-                message,
-            },
-            StepFailure::Rule(message) => ScheduleError::Operation {
-                op,
-                thread,
-                msg,
-                message,
-            },
-        };
-        if let Some(h) = self.hook() {
-            h.on_error(&e);
+    /// Before a step for another schedule call than the last one, the outputs gathered
+    /// for the last go out: that call may be what the next step waits for.
+    fn flush_on_switch(&mut self, last: Option<&(Arc<GraphInner>, Arc<Sched>)>, sched: &Arc<Sched>) {
+        if !self.outbox.is_empty() && last.is_some_and(|(_, s)| !Arc::ptr_eq(s, sched)) {
+            self.outbox.flush(self.sh, self.me);
         }
-        sched.fail(e);
+    }
+
+    fn fail(&self, sched: &Sched, op: &str, msg: &MsgId, err: StepFailure) {
+        fail_schedule(self.sh, self.me, sched, op, msg, err);
     }
 
     /// Emit a step start. Returns `None` when the hook put the message back into the queue.
@@ -207,6 +334,7 @@ impl<S: ThreadState> Exec<'_, S> {
             },
         };
         hook.on_start(&mut ev);
+        self.me.started();
         let trace = ev.trace_outputs;
         cur.map(|e| (e, trace))
     }
@@ -292,7 +420,7 @@ impl<S: ThreadState> Exec<'_, S> {
                     Some(out_frame.clone()),
                     trace,
                 );
-                poster.batch_if_free();
+                poster.batch_if_free(None);
                 let info = StepInfo {
                     thread: &self.me.info,
                     threads,
@@ -301,29 +429,31 @@ impl<S: ThreadState> Exec<'_, S> {
                 let r = run_guarded(|| f(payload, &mut self.state, &info, &mut poster));
                 self.after_posting(r, &mut poster, &out_frame)
             }
-            OpFn::Leaf(f, _) => {
-                let info = StepInfo {
-                    thread: &self.me.info,
-                    threads,
-                    msg_id: &id,
-                };
-                run_guarded(|| f(payload, &mut self.state, &info)).and_then(|out| {
-                    let mut poster = Poster::new(
-                        self.sh,
-                        self.me,
-                        graph,
-                        node,
-                        sched,
-                        IdMode::Same(id.clone()),
-                        frame,
-                        trace,
-                    );
-                    poster.owned = Some((own_graph, own_sched));
-                    poster.post_guarded(out)
-                })
+            OpFn::Leaf(f) => {
+                let owned = (own_graph, own_sched);
+                self.run_leaf(
+                    f,
+                    Input::Boxed(payload),
+                    graph,
+                    node,
+                    sched,
+                    &id,
+                    frame,
+                    owned,
+                    trace,
+                )
             }
             OpFn::Merge { init, absorb, .. } | OpFn::Stream { init, absorb, .. } => self
-                .absorb(graph, node, (init, absorb), payload, frame, sched, &id, trace)
+                .absorb(
+                    graph,
+                    node,
+                    (init, absorb),
+                    Input::Boxed(payload),
+                    frame,
+                    sched,
+                    &id,
+                    trace,
+                )
                 .map(|f| completion = Some(f)),
         };
         if let Err(e) = result {
@@ -341,8 +471,46 @@ impl<S: ThreadState> Exec<'_, S> {
         }
     }
 
-    /// Run a leaf on a message taken from a batch (its payload in `slot`); `graph` and
-    /// `sched` are the batch's, kept alive by the caller.
+    /// Run a leaf step on `input` (message `id`, in `frame`): its output is posted with
+    /// the input's handles (`owned`), gathered in the outbox while no hook is active.
+    #[allow(clippy::too_many_arguments)]
+    fn run_leaf(
+        &mut self,
+        f: &super::graph::LeafFn,
+        input: Input<'_>,
+        graph: &Arc<GraphInner>,
+        node: usize,
+        sched: &Arc<Sched>,
+        id: &MsgId,
+        frame: Option<Arc<Frame>>,
+        owned: (Arc<GraphInner>, Arc<Sched>),
+        trace: bool,
+    ) -> Result<(), StepFailure> {
+        let mut poster = Poster::new(
+            self.sh,
+            self.me,
+            graph,
+            node,
+            sched,
+            IdMode::Same(id.clone()),
+            frame,
+            trace,
+        );
+        poster.owned = Some(owned);
+        poster.batch_if_free(Some(&mut self.outbox));
+        let info = StepInfo {
+            thread: &self.me.info,
+            threads: graph.nodes[node].threads.len(),
+            msg_id: id,
+        };
+        // Routing (user code) and the send hook run in the output's post: guarded too.
+        let state = &mut self.state;
+        run_guarded(|| f(input, state, &info, &mut poster))?;
+        poster.error.take().map_or(Ok(()), |e| Err(StepFailure::Rule(e)))
+    }
+
+    /// Run a leaf, or a merge's absorb step, on a message taken from a batch (its payload
+    /// in `slot`); `graph` and `sched` are the message's, kept alive by the caller.
     fn on_batch_message(
         &mut self,
         head: BatchHead,
@@ -352,50 +520,60 @@ impl<S: ThreadState> Exec<'_, S> {
     ) {
         let node = head.node as usize;
         let n = &graph.nodes[node];
-        let BatchHead { id, frame, .. } = head;
-        let leaf = match &n.op {
-            OpFn::Leaf(_, f) if !self.hook().is_some_and(|h| h.active()) => f,
-            // A hook became active since the message was taken (or, which batching never
-            // does, it is not for a leaf): it goes the usual way, boxed.
-            _ => {
-                if let Some(payload) = slot.as_mut().and_then(|s| s.take_boxed()) {
-                    let env = Envelope {
-                        id,
-                        graph: head.graph,
-                        payload,
-                        frame,
-                        sched: head.sched,
-                        node: head.node,
-                        from: head.from,
-                        traced: false,
-                    };
-                    self.on_message(env, graph, sched);
-                }
-                return;
+        let free = !self.hook().is_some_and(|h| h.active());
+        let (s, true) = (slot.as_deref_mut(), free) else {
+            // A hook became active since the message was taken: it goes the usual way,
+            // boxed, through the step hooks.
+            if let Some(payload) = slot.as_mut().and_then(|s| s.take_boxed()) {
+                let env = Envelope {
+                    id: head.id,
+                    graph: head.graph,
+                    payload,
+                    frame: head.frame,
+                    sched: head.sched,
+                    node: head.node,
+                    from: head.from,
+                    traced: false,
+                };
+                self.on_message(env, graph, sched);
             }
-        };
-        let Some(s) = slot.as_deref_mut() else {
             return;
         };
-        let info = StepInfo {
-            thread: &self.me.info,
-            threads: n.threads.len(),
-            msg_id: &id,
+        let Some(s) = s else {
+            return;
         };
-        let r = run_guarded(|| leaf(s, &mut self.state, &info)).and_then(|out| {
-            let mut poster = Poster::new(
-                self.sh,
-                self.me,
-                graph,
-                node,
-                sched,
-                IdMode::Same(id.clone()),
-                frame,
-                false,
-            );
-            poster.owned = Some((head.graph, head.sched));
-            poster.post_guarded(out)
-        });
+        let BatchHead { id, frame, .. } = head;
+        let r = match &n.op {
+            OpFn::Leaf(f) => {
+                let owned = (head.graph, head.sched);
+                self.run_leaf(f, Input::Slot(s), graph, node, sched, &id, frame, owned, false)
+            }
+            OpFn::Merge { init, absorb, .. } | OpFn::Stream { init, absorb, .. } => {
+                match self.absorb(
+                    graph,
+                    node,
+                    (init, absorb),
+                    Input::Slot(s),
+                    frame,
+                    sched,
+                    &id,
+                    false,
+                ) {
+                    Ok(frame) => match frame.absorbed(&self.me.info, node) {
+                        Ok(true) => {
+                            self.finish_instance(graph, node, &frame);
+                            Ok(())
+                        }
+                        Ok(false) => Ok(()),
+                        Err(e) => Err(StepFailure::Rule(e)),
+                    },
+                    Err(e) => Err(e),
+                }
+            }
+            OpFn::Split(_) => Err(StepFailure::Rule(
+                "internal error: a split was given a message from a batch".to_owned(),
+            )),
+        };
         if let Err(e) = r {
             self.fail(sched, &n.info.name, &id, e);
         }
@@ -408,7 +586,7 @@ impl<S: ThreadState> Exec<'_, S> {
         graph: &Arc<GraphInner>,
         node: usize,
         (init, absorb): (&InitFn, &AbsorbFn),
-        payload: Box<dyn Payload>,
+        payload: Input<'_>,
         frame: Option<Arc<Frame>>,
         sched: &Arc<Sched>,
         id: &MsgId,
@@ -603,8 +781,10 @@ struct Poster<'a> {
     error: Option<String>,
     /// Whether outputs are gathered per destination thread (see [`PostSink::batch`]).
     batching: bool,
-    /// The batches being gathered, by destination thread.
+    /// The batches being gathered, by destination thread (a split's)...
     batches: Vec<Option<Box<Batch>>>,
+    /// ...or the thread's outbox (a leaf's).
+    outbox: Option<&'a mut Outbox>,
 }
 
 impl<'a> Poster<'a> {
@@ -633,21 +813,28 @@ impl<'a> Poster<'a> {
             error: None,
             batching: false,
             batches: Vec::new(),
+            outbox: None,
         }
     }
 }
 
-impl Poster<'_> {
+impl<'a> Poster<'a> {
     /// Gather the outputs per destination thread if no hook is active, the outputs are not
-    /// traced and go to a leaf (the only operation that takes messages from a batch).
-    fn batch_if_free(&mut self) {
+    /// traced and go to a leaf or a merge (the operations that take messages from a
+    /// batch): a split's in the poster, a leaf's in `outbox`.
+    fn batch_if_free(&mut self, outbox: Option<&'a mut Outbox>) {
         let free = !self.sh.hook.as_deref().is_some_and(|h| h.active());
-        let to_leaf = self
+        let to = self
             .graph
             .nodes
             .get(self.node + 1)
-            .is_some_and(|n| matches!(n.op, OpFn::Leaf(..)));
-        self.batching = free && to_leaf && !self.traced && matches!(self.ids, IdMode::Child(_));
+            .is_some_and(|n| matches!(n.op, OpFn::Leaf(_) | OpFn::Merge { .. }));
+        let gather = match self.ids {
+            IdMode::Child(_) => true,
+            IdMode::Same(_) => outbox.is_some(),
+        };
+        self.batching = free && to && !self.traced && gather;
+        self.outbox = outbox;
     }
 
     /// Push every batch gathered so far.
@@ -657,37 +844,10 @@ impl Poster<'_> {
         }
     }
 
-    /// Push the batch gathered for thread `t` of the next operation. Should a hook have
-    /// become active since its messages were posted, each is delivered on its own, through
-    /// the send hook, as if posted now.
+    /// Push the batch gathered for thread `t` of the next operation.
     fn flush_one(&mut self, t: usize) {
-        let Some(batch) = self.batches.get_mut(t).and_then(Option::take) else {
-            return;
-        };
-        let Some(n) = self.graph.nodes.get(self.node + 1) else {
-            return;
-        };
-        let hook = self.sh.hook.as_deref();
-        if !hook.is_some_and(|h| h.active()) {
-            n.threads[t].push_batch(batch, hook);
-            return;
-        }
-        for env in batch.into_envelopes() {
-            let r = deliver(
-                self.sh,
-                Some((self.node, self.me)),
-                self.graph,
-                env.graph,
-                Some(self.node + 1),
-                env.id,
-                env.payload,
-                env.frame,
-                env.sched,
-                false,
-            );
-            if let Err(e) = r {
-                self.error.get_or_insert(e);
-            }
+        if let Some(batch) = self.batches.get_mut(t).and_then(Option::take) {
+            send_batch(self.sh, self.me, batch, t);
         }
     }
 
@@ -707,10 +867,10 @@ impl PostSink for Poster<'_> {
         if !self.batching || self.error.is_some() {
             return None;
         }
-        let IdMode::Child(base) = &self.ids else {
-            return None;
+        let (id, frame) = match &self.ids {
+            IdMode::Child(base) => (base.child(self.count), self.frame.clone()),
+            IdMode::Same(id) => (id.clone(), self.frame.take()),
         };
-        let id = base.child(self.count);
         self.count += 1;
         let next = self.node + 1;
         let n = self.graph.nodes.get(next)?;
@@ -721,27 +881,30 @@ impl PostSink for Poster<'_> {
                 return None;
             }
         };
-        if self.batches.len() < n.threads.len() {
-            self.batches.resize_with(n.threads.len(), || None);
-        }
-        if self.batches[t].as_ref().is_some_and(|b| b.len() >= BATCH_MAX) {
-            self.flush_one(t);
-        }
         let from = Sender::new(self.node, self.me.info.index);
-        let b = self.batches[t].get_or_insert_with(|| {
-            Box::new(Batch {
-                node: next as u32,
-                from,
-                entries: VecDeque::with_capacity(BATCH_MAX),
-                payloads: new(),
-            })
-        });
-        b.entries.push_back(BatchEntry {
+        let (graph, sched) = self
+            .owned
+            .take()
+            .unwrap_or_else(|| (self.graph.clone(), self.sched.clone()));
+        let entry = BatchEntry {
             id,
-            graph: self.graph.clone(),
-            frame: self.frame.clone(),
-            sched: self.sched.clone(),
-        });
+            graph,
+            frame,
+            sched,
+        };
+        if self.outbox.is_none() {
+            if self.batches.len() < n.threads.len() {
+                self.batches.resize_with(n.threads.len(), || None);
+            }
+            if self.batches[t].as_ref().is_some_and(|b| b.len() >= BATCH_MAX) {
+                self.flush_one(t);
+            }
+        }
+        let b = match self.outbox.as_deref_mut() {
+            Some(outbox) => outbox.batch_for((self.sh, self.me), self.graph, (next, t), from, new),
+            None => self.batches[t].get_or_insert_with(|| new_batch(next, from, new)),
+        };
+        b.entries.push_back(entry);
         Some(&mut *b.payloads)
     }
 

@@ -26,15 +26,19 @@ pub(crate) trait PostSink {
 type Res<T> = Result<T, String>;
 pub(crate) type SplitFn =
     dyn Fn(Box<dyn Payload>, &mut dyn Any, &StepInfo<'_>, &mut dyn PostSink) -> Res<()> + Send + Sync;
+/// A leaf posts its one output through the sink (which may gather it into a batch).
 pub(crate) type LeafFn =
-    dyn Fn(Box<dyn Payload>, &mut dyn Any, &StepInfo<'_>) -> Res<Box<dyn Payload>> + Send + Sync;
-/// A leaf run on a payload taken from a batch (see [`PostSink::batch`]).
-pub(crate) type LeafSlotFn =
-    dyn Fn(&mut dyn Slot, &mut dyn Any, &StepInfo<'_>) -> Res<Box<dyn Payload>> + Send + Sync;
+    dyn Fn(Input<'_>, &mut dyn Any, &StepInfo<'_>, &mut dyn PostSink) -> Res<()> + Send + Sync;
 pub(crate) type InitFn = dyn Fn() -> Box<dyn Any + Send> + Send + Sync;
-pub(crate) type AbsorbFn = dyn Fn(&mut dyn Any, Box<dyn Payload>, &mut dyn Any, &StepInfo<'_>, &mut dyn PostSink) -> Res<()>
-    + Send
-    + Sync;
+pub(crate) type AbsorbFn =
+    dyn Fn(&mut dyn Any, Input<'_>, &mut dyn Any, &StepInfo<'_>, &mut dyn PostSink) -> Res<()> + Send + Sync;
+
+/// The input of a leaf or a merge step: a message of its own, or the payload of a message
+/// taken from a batch (see [`PostSink::batch`]).
+pub(crate) enum Input<'s> {
+    Boxed(Box<dyn Payload>),
+    Slot(&'s mut dyn Slot),
+}
 pub(crate) type MergeFinishFn =
     dyn Fn(Box<dyn Any + Send>, &mut dyn Any, &StepInfo<'_>) -> Res<Box<dyn Payload>> + Send + Sync;
 pub(crate) type StreamFinishFn =
@@ -43,8 +47,7 @@ pub(crate) type StreamFinishFn =
 /// An operation's code, type-erased.
 pub(crate) enum OpFn {
     Split(Box<SplitFn>),
-    /// A leaf, on a boxed message or on one taken from a batch.
-    Leaf(Box<LeafFn>, Box<LeafSlotFn>),
+    Leaf(Box<LeafFn>),
     Merge {
         init: Box<InitFn>,
         absorb: Box<AbsorbFn>,
@@ -61,7 +64,7 @@ impl OpFn {
     pub(crate) fn kind(&self) -> OpKind {
         match self {
             OpFn::Split(_) => OpKind::Split,
-            OpFn::Leaf(..) => OpKind::Leaf,
+            OpFn::Leaf(_) => OpKind::Leaf,
             OpFn::Merge { .. } => OpKind::Merge,
             OpFn::Stream { .. } => OpKind::Stream,
         }

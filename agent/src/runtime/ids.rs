@@ -46,6 +46,16 @@ impl MsgId {
 
     /// The id of output number `index` of a split (or stream) whose base id is `self`.
     pub fn child(&self, index: u64) -> Self {
+        // The common case first, without going through a slice: a split makes one per
+        // output.
+        if let Repr::Inline { len, parts } = &self.0 {
+            let l = usize::from(*len);
+            if l < INLINE {
+                let mut parts = *parts;
+                parts[l] = index;
+                return Self(Repr::Inline { len: len + 1, parts });
+            }
+        }
         let parts = self.components();
         if parts.len() < INLINE {
             let mut inline = [0; INLINE];

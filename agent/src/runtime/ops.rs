@@ -5,18 +5,22 @@
 //! thread for each incoming message. The closures get the message, a [`Ctx`] (thread-local
 //! state, thread index, message id) and, for operations with several outputs, [`Outputs`].
 
-use super::graph::{Chain, CollectionRef, NodeSpec, OpFn, PostSink};
-use super::payload::{Payload, Slot};
+use super::graph::{Chain, CollectionRef, Input, NodeSpec, OpFn, PostSink};
+use super::payload::Payload;
 use super::route::Route;
 use super::{Collection, Ctx, Message, Outputs, StepInfo, ThreadState};
 use std::any::Any;
-use std::sync::Arc;
 
 fn take<M: Message>(p: Box<dyn Payload>) -> Result<M, String> {
-    p.into_any()
-        .downcast::<M>()
-        .map(|b| *b)
-        .map_err(|_| format!("internal error: message is not a {}", std::any::type_name::<M>()))
+    take_input(Input::Boxed(p))
+}
+
+fn take_input<M: Message>(input: Input<'_>) -> Result<M, String> {
+    let m = match input {
+        Input::Boxed(p) => p.into_any().downcast::<M>().ok().map(|b| *b),
+        Input::Slot(s) => s.as_any_mut().downcast_mut::<Option<M>>().and_then(Option::take),
+    };
+    m.ok_or_else(|| format!("internal error: message is not a {}", std::any::type_name::<M>()))
 }
 
 fn state<S: ThreadState>(s: &mut dyn Any) -> Result<&mut S, String> {
@@ -63,30 +67,15 @@ pub fn leaf<I: Message, O: Message, S: ThreadState>(
     route: Route<I>,
     f: impl Fn(I, &mut Ctx<'_, S>) -> O + Send + Sync + 'static,
 ) -> Chain<I, O> {
-    let f = Arc::new(f);
-    let g = f.clone();
-    let op = OpFn::Leaf(
-        Box::new(
-            move |msg: Box<dyn Payload>, st: &mut dyn Any, info: &StepInfo<'_>| {
-                let msg = take::<I>(msg)?;
-                let mut ctx = Ctx::new(state::<S>(st)?, info);
-                Ok(Box::new(f(msg, &mut ctx)) as Box<dyn Payload>)
-            },
-        ),
-        Box::new(
-            move |slot: &mut dyn Slot, st: &mut dyn Any, info: &StepInfo<'_>| {
-                let msg = slot
-                    .as_any_mut()
-                    .downcast_mut::<Option<I>>()
-                    .and_then(Option::take)
-                    .ok_or_else(|| {
-                        format!("internal error: message is not a {}", std::any::type_name::<I>())
-                    })?;
-                let mut ctx = Ctx::new(state::<S>(st)?, info);
-                Ok(Box::new(g(msg, &mut ctx)) as Box<dyn Payload>)
-            },
-        ),
-    );
+    let op = OpFn::Leaf(Box::new(
+        move |msg: Input<'_>, st: &mut dyn Any, info: &StepInfo<'_>, sink: &mut dyn PostSink| {
+            let msg = take_input::<I>(msg)?;
+            let mut ctx = Ctx::new(state::<S>(st)?, info);
+            let out = f(msg, &mut ctx);
+            Outputs::new(sink).post(out);
+            Ok(())
+        },
+    ));
     Chain::single(node(name, coll, route, op))
 }
 
@@ -104,14 +93,14 @@ pub fn merge<I: Message, O: Message, A: Default + Send + 'static, S: ThreadState
         init: Box::new(|| Box::new(A::default()) as Box<dyn Any + Send>),
         absorb: Box::new(
             move |acc: &mut dyn Any,
-                  msg: Box<dyn Payload>,
+                  msg: Input<'_>,
                   st: &mut dyn Any,
                   info: &StepInfo<'_>,
                   _: &mut dyn PostSink| {
                 let acc = acc
                     .downcast_mut::<A>()
                     .ok_or("internal error: accumulator type")?;
-                let msg = take::<I>(msg)?;
+                let msg = take_input::<I>(msg)?;
                 absorb(acc, msg, &mut Ctx::new(state::<S>(st)?, info));
                 Ok(())
             },
@@ -142,14 +131,14 @@ pub fn stream<I: Message, O: Message, A: Default + Send + 'static, S: ThreadStat
         init: Box::new(|| Box::new(A::default()) as Box<dyn Any + Send>),
         absorb: Box::new(
             move |acc: &mut dyn Any,
-                  msg: Box<dyn Payload>,
+                  msg: Input<'_>,
                   st: &mut dyn Any,
                   info: &StepInfo<'_>,
                   sink: &mut dyn PostSink| {
                 let acc = acc
                     .downcast_mut::<A>()
                     .ok_or("internal error: accumulator type")?;
-                let msg = take::<I>(msg)?;
+                let msg = take_input::<I>(msg)?;
                 absorb(
                     acc,
                     msg,

@@ -537,15 +537,18 @@ struct Switch {
     view: Mutex<Option<RuntimeView>>,
     recvs: Mutex<Vec<(String, usize)>>,
     starts: Mutex<Vec<String>>,
-    /// Sends to, and receives by, `Gate`.
+    /// Sends (`op:id`, op the destination), and receives by `Gate`.
     sends: Mutex<Vec<String>>,
     gate_recvs: Mutex<Vec<String>>,
 }
 
 impl Hook for Switch {
     fn on_send(&self, ev: &mut SendEvent<'_>) {
-        if ev.to_op.is_some_and(|o| &*o.name == "Gate") {
-            self.sends.lock().unwrap().push(ev.msg_id.to_string());
+        if let Some(op) = ev.to_op {
+            self.sends
+                .lock()
+                .unwrap()
+                .push(format!("{}:{}", op.name, ev.msg_id));
         }
     }
     fn active(&self) -> bool {
@@ -800,7 +803,200 @@ fn outputs_gathered_before_a_debugger_attached_are_sent_one_by_one() {
         .unwrap();
     assert_eq!(rt.schedule(&g, 10).unwrap(), (0..10).collect::<Vec<_>>());
     let ids: Vec<String> = (0..10).map(|i| format!("0.{i}")).collect();
-    assert_eq!(hook.sends.lock().unwrap().as_slice(), &ids[..]);
+    let to_gate: Vec<String> = (0..10).map(|i| format!("Gate:0.{i}")).collect();
+    let sent = hook.sends.lock().unwrap().clone();
+    assert_eq!(
+        &sent
+            .iter()
+            .filter(|s| s.starts_with("Gate:"))
+            .cloned()
+            .collect::<Vec<_>>(),
+        &to_gate
+    );
     assert_eq!(hook.gate_recvs.lock().unwrap().as_slice(), &ids[..]);
     assert_eq!(hook.starts.lock().unwrap().as_slice(), &ids[..]);
+}
+
+/// Records receives (with their positions) and step starts in one stream, in the order the
+/// hook saw them: what a debugger's event stream holds.
+#[derive(Default)]
+struct Stream {
+    log: Mutex<Vec<(bool, String, usize)>>,
+}
+
+impl Hook for Stream {
+    fn on_recv(&self, ev: &RecvEvent<'_>) {
+        if &*ev.op.name == "Work" {
+            self.log
+                .lock()
+                .unwrap()
+                .push((true, ev.msg_id.to_string(), ev.position));
+        }
+    }
+    fn on_start(&self, ev: &mut StepEvent<'_>) {
+        if &*ev.op.name == "Work" {
+            self.log.lock().unwrap().push((false, ev.msg_id.to_string(), 0));
+        }
+    }
+}
+
+/// A debugger that inserts each received message at its reported position and removes it
+/// at its step's start sees the thread's real queue: each step starts the head, even when a
+/// message arrives between the thread taking a message and reporting its start (the
+/// position then still counts the message taken).
+#[test]
+fn receive_positions_agree_with_the_event_order() {
+    let hook = Arc::new(Stream::default());
+    let rt = Runtime::builder().hook(hook.clone()).build();
+    let main = rt.collection::<()>("main", 1);
+    let one = rt.collection::<()>("w", 1);
+    let g = rt
+        .graph(
+            ops::split("S", &main, Route::constant(0), |n: u32, _c, out| {
+                (0..n).for_each(|i| out.post(i))
+            }) >> ops::leaf("Work", &one, Route::constant(0), |x: u32, _c| {
+                std::hint::black_box((0..50).fold(x, |a, b| a.wrapping_mul(31).wrapping_add(b)))
+            }) >> ops::merge(
+                "M",
+                &main,
+                Route::constant(0),
+                |a: &mut u32, _x, _c| *a += 1,
+                |a, _c| a,
+            ),
+        )
+        .unwrap();
+    assert_eq!(rt.schedule(&g, 3000).unwrap(), 3000);
+    let log = hook.log.lock().unwrap().clone();
+    let mut queue: Vec<String> = Vec::new();
+    for (i, (recv, id, pos)) in log.iter().enumerate() {
+        if *recv {
+            let at = (*pos).min(queue.len());
+            queue.insert(at, id.clone());
+        } else {
+            assert_eq!(
+                queue.first(),
+                Some(id),
+                "event {i}: {id} starts, the debugger's queue head is {:?}",
+                queue.first()
+            );
+            queue.remove(0);
+        }
+    }
+    assert!(queue.is_empty(), "{queue:?}");
+}
+
+/// A leaf's outputs gathered while nobody listened (its thread's outbox), when a debugger
+/// attaches, are sent one by one through the hooks before the thread goes on; the merge
+/// gets every one.
+#[test]
+fn leaf_outputs_gathered_before_a_debugger_attached_are_sent_one_by_one() {
+    let hook = Arc::new(Switch::default());
+    let rt = Runtime::builder().hook(hook.clone()).build();
+    let main = rt.collection::<()>("main", 1);
+    let gate = rt.collection::<()>("gate", 1);
+    let h = hook.clone();
+    let g = rt
+        .graph(
+            ops::split("S", &main, Route::constant(0), |n: u32, _c, out| {
+                (0..n).for_each(|i| out.post(i))
+            }) >> ops::leaf("Gate", &gate, Route::constant(0), move |x: u32, _c| {
+                if x == 20 {
+                    h.on.store(true, std::sync::atomic::Ordering::SeqCst);
+                }
+                x
+            }) >> ops::merge(
+                "M",
+                &main,
+                Route::constant(0),
+                |a: &mut Vec<u32>, x, _c| a.push(x),
+                |a, _c| a,
+            ),
+        )
+        .unwrap();
+    let mut got = rt.schedule(&g, 40).unwrap();
+    got.sort_unstable();
+    assert_eq!(got, (0..40).collect::<Vec<_>>());
+    // Every output is sent through the hook once: 0.0..0.20 were still gathered when the
+    // hook turned on (the thread had taken all 40 at once), the later ones came after.
+    let to_m: Vec<String> = hook
+        .sends
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|s| s.starts_with("M:"))
+        .cloned()
+        .collect();
+    let mut unique = to_m.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(unique.len(), to_m.len(), "{to_m:?}");
+    for i in 0..40 {
+        assert!(
+            to_m.contains(&format!("M:0.{i}")),
+            "0.{i} not sent through the hook: {to_m:?}"
+        );
+    }
+}
+
+/// A leaf's gathered outputs go out before its thread runs a step for another schedule
+/// call: that step may wait for the first call to return (here it does).
+#[test]
+fn gathered_outputs_go_out_before_a_step_of_another_call() {
+    use std::sync::mpsc;
+    let rt = Arc::new(Runtime::builder().no_agent().build());
+    let main = rt.collection::<()>("main", 1);
+    let one = rt.collection::<()>("w", 1);
+    let (go_tx, go_rx) = mpsc::channel::<()>();
+    let (a_done_tx, a_done_rx) = mpsc::channel::<()>();
+    let (go_rx, a_done_rx) = (Mutex::new(go_rx), Mutex::new(a_done_rx));
+    let g = Arc::new(
+        rt.graph(
+            ops::split("S", &main, Route::constant(0), |v: Vec<u32>, _c, out| {
+                v.into_iter().for_each(|x| out.post(x))
+            }) >> ops::leaf("Work", &one, Route::constant(0), move |x: u32, _c| {
+                if x == 999 {
+                    let _ = go_rx.lock().unwrap().recv_timeout(Duration::from_secs(10));
+                }
+                if x == 500 {
+                    a_done_rx
+                        .lock()
+                        .unwrap()
+                        .recv_timeout(Duration::from_secs(10))
+                        .expect("the first call returned");
+                }
+                x
+            }) >> ops::merge(
+                "Sum",
+                &main,
+                Route::constant(0),
+                |a: &mut u32, x, _c| *a += x,
+                |a, _c| a,
+            ),
+        )
+        .unwrap(),
+    );
+    let call = |v: Vec<u32>| {
+        let (rt, g) = (rt.clone(), g.clone());
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(rt.schedule(&g, v).map_err(|e| e.to_string()));
+        });
+        rx
+    };
+    // The worker is held in a step while the first call's three messages and then the
+    // second call's one queue up behind it; it then takes all four at once.
+    let blocker = call(vec![999]);
+    std::thread::sleep(Duration::from_millis(50));
+    let a = call(vec![1, 2, 3]);
+    std::thread::sleep(Duration::from_millis(50));
+    let b = call(vec![500]);
+    std::thread::sleep(Duration::from_millis(50));
+    go_tx.send(()).unwrap();
+    assert_eq!(blocker.recv_timeout(Duration::from_secs(10)).unwrap(), Ok(999));
+    let first = a
+        .recv_timeout(Duration::from_secs(5))
+        .expect("the first call returns while the second waits for it");
+    assert_eq!(first, Ok(6));
+    a_done_tx.send(()).unwrap();
+    assert_eq!(b.recv_timeout(Duration::from_secs(10)).unwrap(), Ok(500));
 }

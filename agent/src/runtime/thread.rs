@@ -367,6 +367,9 @@ struct OwnHalf {
     front_len: AtomicUsize,
     /// Set at shutdown (also in the inbox), read without locking.
     stopping: AtomicBool,
+    /// While a hook is active: the thread has taken a message whose step start the hook
+    /// has not recorded yet (set under the inbox lock, see [`ThreadShared::push`]).
+    taking: AtomicBool,
 }
 
 struct InboxHalf {
@@ -385,6 +388,7 @@ impl ThreadShared {
                 front: Mutex::new(Front::default()),
                 front_len: AtomicUsize::new(0),
                 stopping: AtomicBool::new(false),
+                taking: AtomicBool::new(false),
             }),
             shared: Padded(InboxHalf {
                 queue: Mutex::new(Inbox::default()),
@@ -404,8 +408,12 @@ impl ThreadShared {
                 op: env.dest_op(),
                 msg_id: &env.id,
                 // A batch taken before the hook became active is still pending in front;
-                // it only goes back into the inbox, under this lock, all at once.
-                position: self.own.front_len.load(Ordering::Relaxed) + q.entries,
+                // it only goes back into the inbox, under this lock, all at once. A
+                // message taken whose start is not recorded yet is still in the queue for
+                // whoever follows the events (it leaves with its start event).
+                position: self.own.front_len.load(Ordering::Relaxed)
+                    + q.entries
+                    + usize::from(self.own.taking.load(Ordering::Acquire)),
                 traced: env.traced,
             });
         }
@@ -430,6 +438,19 @@ impl ThreadShared {
         q.batches += 1;
         q.items.push_back(Item::Batch(batch));
         self.wake(q);
+    }
+
+    /// The start of the step for the message last taken has been recorded (or will not
+    /// be): receive positions stop counting that message.
+    pub(crate) fn started(&self) {
+        if self.own.taking.load(Ordering::Relaxed) {
+            self.own.taking.store(false, Ordering::Release);
+        }
+    }
+
+    /// Whether what this thread took from its queue is done: a hint for its own thread.
+    pub(crate) fn front_empty(&self) -> bool {
+        self.own.front_len.load(Ordering::Relaxed) == 0
     }
 
     /// Whether this thread's queue looks empty (its batch is done and nothing arrived):
@@ -463,6 +484,7 @@ impl ThreadShared {
         track: bool,
         active: &dyn Fn() -> bool,
         slot: &mut Option<Box<dyn Slot>>,
+        idle: &mut dyn FnMut(),
     ) -> Option<Popped> {
         loop {
             if self.own.stopping.load(Ordering::Relaxed) {
@@ -480,6 +502,9 @@ impl ThreadShared {
                     self.unbatch(&mut f, &mut q);
                     popped = q.items.pop_front().map(Popped::Item);
                     q.entries -= usize::from(popped.is_some());
+                    if matches!(popped, Some(Popped::Item(Item::Msg(_)))) {
+                        self.own.taking.store(true, Ordering::Relaxed);
+                    }
                 } else {
                     std::mem::swap(&mut f.items, &mut q.items);
                     self.own.front_len.store(q.entries, Ordering::Relaxed);
@@ -502,8 +527,10 @@ impl ThreadShared {
             }
             // Nothing yet: spin, then yield, before sleeping. A producer usually posts
             // again within microseconds, and a futex sleep and wake-up costs more than that
-            // on both sides (the same back-off std's channels use).
+            // on both sides (the same back-off std's channels use). First, with no lock
+            // held, `idle` (the thread's gathered outputs go out).
             drop(f);
+            idle();
             let mut q = self.wait_a_little();
             if q.items.is_empty() && !q.shutdown {
                 q.sleeping = true;
@@ -694,15 +721,24 @@ impl ThreadShared {
     }
 }
 
+/// The step an operation takes a message in.
+fn step_of(kind: OpKind) -> StepKind {
+    match kind {
+        OpKind::Split | OpKind::Leaf => StepKind::Run,
+        OpKind::Merge | OpKind::Stream => StepKind::Absorb,
+    }
+}
+
 fn current_of(p: &Popped) -> Running {
     let item = match p {
         Popped::Item(item) => item,
         Popped::FromBatch(h) => {
+            let op = &h.graph.nodes[h.node as usize].info;
             return Running {
-                op: h.graph.nodes[h.node as usize].info.id,
+                op: op.id,
                 msg: h.id.clone(),
-                step: StepKind::Run,
-            }
+                step: step_of(op.kind),
+            };
         }
     };
     match item {
@@ -720,14 +756,10 @@ fn current_of(p: &Popped) -> Running {
         },
         Item::Msg(e) => {
             let op = e.dest_op();
-            let step = match op.kind {
-                OpKind::Split | OpKind::Leaf => StepKind::Run,
-                OpKind::Merge | OpKind::Stream => StepKind::Absorb,
-            };
             Running {
                 op: op.id,
                 msg: e.id.clone(),
-                step,
+                step: step_of(op.kind),
             }
         }
         Item::Finalize {
