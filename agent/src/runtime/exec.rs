@@ -94,12 +94,12 @@ impl Outbox {
             Some(i) if self.batches[i].2.len() < BATCH_MAX => i,
             Some(i) => {
                 let (_, t, full) =
-                    std::mem::replace(&mut self.batches[i], (key, t, new_batch(node, from, new)));
+                    std::mem::replace(&mut self.batches[i], (key, t, new_batch(node, from, new, false)));
                 send_batch(sh, me, full, t);
                 i
             }
             None => {
-                self.batches.push((key, t, new_batch(node, from, new)));
+                self.batches.push((key, t, new_batch(node, from, new, false)));
                 self.batches.len() - 1
             }
         };
@@ -113,12 +113,18 @@ impl Outbox {
     }
 }
 
-fn new_batch(node: usize, from: Sender, new: fn() -> Box<dyn PayloadQueue>) -> Box<Batch> {
+/// A new batch; `full`: room for a full one at once (a split's), else it grows as needed
+/// (a leaf's outbox often pushes a few messages at a time).
+fn new_batch(node: usize, from: Sender, new: fn() -> Box<dyn PayloadQueue>, full: bool) -> Box<Batch> {
+    let mut payloads = new();
+    if full {
+        payloads.reserve_batch();
+    }
     Box::new(Batch {
         node: node as u32,
         from,
-        entries: VecDeque::with_capacity(BATCH_MAX),
-        payloads: new(),
+        entries: VecDeque::with_capacity(if full { BATCH_MAX } else { 0 }),
+        payloads,
     })
 }
 
@@ -133,13 +139,12 @@ fn send_batch(sh: &Shared, me: &ThreadShared, batch: Box<Batch>, t: usize) {
     let Some(n) = graph.nodes.get(node) else {
         return;
     };
-    let hook = sh.hook.as_deref();
-    if !hook.is_some_and(|h| h.active()) {
-        if let Some(dest) = n.threads.get(t) {
-            dest.push_batch(batch, hook);
-        }
+    let Some(dest) = n.threads.get(t) else {
         return;
-    }
+    };
+    let Err(batch) = dest.push_batch(batch, sh.hook.as_deref()) else {
+        return;
+    };
     let from_node = node.saturating_sub(1);
     for env in batch.into_envelopes() {
         let (id, sched) = (env.id.clone(), env.sched.clone());
@@ -258,6 +263,7 @@ pub(crate) fn thread_main<S: ThreadState>(sh: &Shared, me: &ThreadShared) {
                 frame,
                 sched,
             } => {
+                ex.flush_on_switch(alive.as_ref(), &sched);
                 if !sched.is_failed() {
                     ex.finish_instance(&graph, node, &frame);
                 }
@@ -317,6 +323,11 @@ impl<S: ThreadState> Exec<'_, S> {
             let traced = env.traced;
             return Some((env, traced));
         };
+        // Outputs gathered before the hook turned active go out first, in order (and are
+        // not held back by a hold at this start).
+        if !self.outbox.is_empty() {
+            self.outbox.flush(sh, self.me);
+        }
         let (id, op, traced) = (env.id.clone(), env.dest_op().clone(), env.traced);
         let mut cur = Some(env);
         let mut ev = StepEvent {
@@ -355,6 +366,9 @@ impl<S: ThreadState> Exec<'_, S> {
         let Some(hook) = sh.hook.as_deref().filter(|h| h.active()) else {
             return traced;
         };
+        if !self.outbox.is_empty() {
+            self.outbox.flush(sh, self.me);
+        }
         let mut ev = StepEvent {
             thread: &self.me.info,
             op: &graph.nodes[node].info,
@@ -834,6 +848,11 @@ impl<'a> Poster<'a> {
             IdMode::Same(_) => outbox.is_some(),
         };
         self.batching = free && to && !self.traced && gather;
+        // Posting one by one: what the outbox gathered goes first, in order.
+        let mut outbox = outbox;
+        if let Some(o) = outbox.as_deref_mut().filter(|o| !self.batching && !o.is_empty()) {
+            o.flush(self.sh, self.me);
+        }
         self.outbox = outbox;
     }
 
@@ -902,7 +921,7 @@ impl PostSink for Poster<'_> {
         }
         let b = match self.outbox.as_deref_mut() {
             Some(outbox) => outbox.batch_for((self.sh, self.me), self.graph, (next, t), from, new),
-            None => self.batches[t].get_or_insert_with(|| new_batch(next, from, new)),
+            None => self.batches[t].get_or_insert_with(|| new_batch(next, from, new, true)),
         };
         b.entries.push_back(entry);
         Some(&mut *b.payloads)

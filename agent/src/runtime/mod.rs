@@ -197,8 +197,10 @@ impl<'a, T: Message> Outputs<'a, T> {
         }
     }
     /// Post one output: it is routed at once, and delivered at once while a debugger is
-    /// attached (without one, outputs to a thread may wait for a few more, up to the end
-    /// of the step, to travel together).
+    /// attached. Without one, outputs to a thread may wait for a few more (up to 64, or
+    /// the end of the step) to travel together, and a leaf's outputs until its thread has
+    /// done what it took from its queue: a step must not wait for its own outputs to be
+    /// consumed.
     pub fn post(&mut self, msg: T) {
         match self.sink.batch(&msg, payload::new_queue::<T>) {
             Some(q) => match q.as_any_mut().downcast_mut::<std::collections::VecDeque<T>>() {

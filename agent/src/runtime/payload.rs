@@ -52,6 +52,9 @@ pub(crate) trait PayloadQueue: Send {
     fn pop_boxed(&mut self) -> Option<Box<dyn Payload>>;
     /// For appending in the typed `Outputs`.
     fn as_any_mut(&mut self) -> &mut dyn Any;
+    /// Make room for a full batch of small payloads at once (a split's batches fill up;
+    /// growing by doubling showed in profiles).
+    fn reserve_batch(&mut self);
 }
 
 impl<T: Serialize + DeserializeOwned + Send + 'static> PayloadQueue for VecDeque<T> {
@@ -74,18 +77,16 @@ impl<T: Serialize + DeserializeOwned + Send + 'static> PayloadQueue for VecDeque
     fn as_any_mut(&mut self) -> &mut dyn Any {
         self
     }
+    fn reserve_batch(&mut self) {
+        if std::mem::size_of::<T>() <= 256 {
+            self.reserve(super::thread::BATCH_MAX);
+        }
+    }
 }
 
 /// A new, empty queue of `T`s.
 pub(crate) fn new_queue<T: Serialize + DeserializeOwned + Send + 'static>() -> Box<dyn PayloadQueue> {
-    // Room for a full batch of small payloads at once (growing by doubling showed in
-    // profiles); large ones grow as needed.
-    let room = if std::mem::size_of::<T>() <= 256 {
-        super::thread::BATCH_MAX
-    } else {
-        0
-    };
-    Box::new(VecDeque::<T>::with_capacity(room))
+    Box::new(VecDeque::<T>::new())
 }
 
 /// One payload taken from a batch (an `Option<T>`), for the typed operation to take.

@@ -411,7 +411,7 @@ impl ThreadShared {
                 // it only goes back into the inbox, under this lock, all at once. A
                 // message taken whose start is not recorded yet is still in the queue for
                 // whoever follows the events (it leaves with its start event).
-                position: self.own.front_len.load(Ordering::Relaxed)
+                position: self.own.front_len.load(Ordering::Acquire)
                     + q.entries
                     + usize::from(self.own.taking.load(Ordering::Acquire)),
                 traced: env.traced,
@@ -422,22 +422,19 @@ impl ThreadShared {
         self.wake(q);
     }
 
-    /// Append a batch of messages (gathered while no hook was active). Should a hook have
-    /// become active since, its messages go in one by one, each received as in [`push`].
-    ///
-    /// [`push`]: ThreadShared::push
-    pub(crate) fn push_batch(&self, batch: Box<Batch>, hook: Option<&dyn Hook>) {
-        if hook.is_some_and(|h| h.active()) {
-            for env in batch.into_envelopes() {
-                self.push(env, hook);
-            }
-            return;
-        }
+    /// Append a batch of messages (gathered while no hook was active). Should a hook be
+    /// active now (checked under the queue lock, like a receive), the batch comes back:
+    /// its messages must be sent one by one, through the hooks.
+    pub(crate) fn push_batch(&self, batch: Box<Batch>, hook: Option<&dyn Hook>) -> Result<(), Box<Batch>> {
         let mut q = lock(&self.shared.queue);
+        if hook.is_some_and(|h| h.active()) {
+            return Err(batch);
+        }
         q.entries += batch.len();
         q.batches += 1;
         q.items.push_back(Item::Batch(batch));
         self.wake(q);
+        Ok(())
     }
 
     /// The start of the step for the message last taken has been recorded (or will not
@@ -513,10 +510,18 @@ impl ThreadShared {
                 self.shared.arrived.store(!q.items.is_empty(), Ordering::Relaxed);
             }
             if !on {
-                popped = Self::take_head(&mut f.items, slot);
+                popped = self.take_head(&mut f.items, slot);
                 if popped.is_some() {
+                    // A hook that turned active since `on` was read (a debugger attached,
+                    // its snapshot listing this message as pending) records this step's
+                    // start: until then the message counts in receive positions. Set
+                    // before the front shrinks: a producer that sees the shorter front
+                    // sees the flag too.
+                    if track && active() {
+                        self.own.taking.store(true, Ordering::Relaxed);
+                    }
                     let n = self.own.front_len.load(Ordering::Relaxed);
-                    self.own.front_len.store(n.saturating_sub(1), Ordering::Relaxed);
+                    self.own.front_len.store(n.saturating_sub(1), Ordering::Release);
                 }
             }
             if let Some(p) = popped {
@@ -546,14 +551,21 @@ impl ThreadShared {
 
     /// The first entry of `items`: an item, or the first message of a batch (its payload
     /// moved into `slot`, the rest of the batch staying where it is).
-    fn take_head(items: &mut VecDeque<Item>, slot: &mut Option<Box<dyn Slot>>) -> Option<Popped> {
+    fn take_head(&self, items: &mut VecDeque<Item>, slot: &mut Option<Box<dyn Slot>>) -> Option<Popped> {
         let Some(Item::Batch(b)) = items.front_mut() else {
             return items.pop_front().map(Popped::Item);
         };
-        let e = b.entries.pop_front()?;
-        if !b.payloads.pop_into(slot) {
+        let Some(e) = b.entries.pop_front().filter(|_| b.payloads.pop_into(slot)) else {
+            // Ids and payloads out of step (typed operations never do that): the batch is
+            // dropped rather than left to block the queue.
+            let rest = b.len();
+            items.pop_front();
+            let n = self.own.front_len.load(Ordering::Relaxed);
+            self.own
+                .front_len
+                .store(n.saturating_sub(rest), Ordering::Relaxed);
             return None;
-        }
+        };
         let head = BatchHead {
             id: e.id,
             graph: e.graph,
