@@ -477,12 +477,24 @@ impl<S: ThreadState> Exec<'_, S> {
         self.boundary(graph, node, step, &id, &instance, trace, false);
         // Completion is counted after the absorb step's stop, so the final step follows it.
         if let Some(frame) = completion {
-            match frame.absorbed(&self.me.info, node) {
-                Ok(true) => self.finish_instance(graph, node, &frame),
-                Ok(false) => {}
-                Err(e) => self.fail(sched, &n.info.name, &id, StepFailure::Rule(e)),
+            if let Err(e) = self.count_absorbed(graph, node, &frame) {
+                self.fail(sched, &n.info.name, &id, e);
             }
         }
+    }
+
+    /// A merge or stream instance absorbed one more input: run its final step if that was
+    /// the last.
+    fn count_absorbed(
+        &mut self,
+        graph: &Arc<GraphInner>,
+        node: usize,
+        frame: &Arc<Frame>,
+    ) -> Result<(), StepFailure> {
+        if frame.absorbed(&self.me.info, node).map_err(StepFailure::Rule)? {
+            self.finish_instance(graph, node, frame);
+        }
+        Ok(())
     }
 
     /// Run a leaf step on `input` (message `id`, in `frame`): its output is posted with
@@ -563,26 +575,9 @@ impl<S: ThreadState> Exec<'_, S> {
                 self.run_leaf(f, Input::Slot(s), graph, node, sched, &id, frame, owned, false)
             }
             OpFn::Merge { init, absorb, .. } | OpFn::Stream { init, absorb, .. } => {
-                match self.absorb(
-                    graph,
-                    node,
-                    (init, absorb),
-                    Input::Slot(s),
-                    frame,
-                    sched,
-                    &id,
-                    false,
-                ) {
-                    Ok(frame) => match frame.absorbed(&self.me.info, node) {
-                        Ok(true) => {
-                            self.finish_instance(graph, node, &frame);
-                            Ok(())
-                        }
-                        Ok(false) => Ok(()),
-                        Err(e) => Err(StepFailure::Rule(e)),
-                    },
-                    Err(e) => Err(e),
-                }
+                let input = Input::Slot(s);
+                self.absorb(graph, node, (init, absorb), input, frame, sched, &id, false)
+                    .and_then(|frame| self.count_absorbed(graph, node, &frame))
             }
             OpFn::Split(_) => Err(StepFailure::Rule(
                 "internal error: a split was given a message from a batch".to_owned(),
