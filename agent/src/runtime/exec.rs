@@ -2,7 +2,7 @@
 //! receive hooks, merge completion).
 
 use super::error::ScheduleError;
-use super::graph::{AbsorbFn, GraphInner, InitFn, Input, OpFn, PostSink};
+use super::graph::{AbsorbFn, GraphInner, InitFn, Input, Node, OpFn, PostSink};
 use super::hook::{Hook, SendEvent, StepEvent, StepKind, ThreadAccess};
 use super::ids::MsgId;
 use super::payload::{ErasedState, Payload};
@@ -226,13 +226,13 @@ pub(crate) fn thread_main<S: ThreadState>(sh: &Shared, me: &ThreadShared) {
         let item = match popped {
             Popped::Item(item) => item,
             Popped::FromBatch(head) => {
-                if head.sched.is_failed() {
+                if head.entry.sched.is_failed() {
                     ex.instances.retain(|_, i| !i.sched.is_failed());
                     drop(slot.as_mut().and_then(|s: &mut Box<dyn Slot>| s.take_boxed()));
                     continue;
                 }
-                ex.flush_on_switch(alive.as_ref(), &head.sched);
-                let (graph, sched) = keep_alive(&mut alive, &head.graph, &head.sched);
+                ex.flush_on_switch(alive.as_ref(), &head.entry.sched);
+                let (graph, sched) = keep_alive(&mut alive, &head.entry.graph, &head.entry.sched);
                 ex.on_batch_message(head, &mut slot, graph, sched);
                 continue;
             }
@@ -547,16 +547,22 @@ impl<S: ThreadState> Exec<'_, S> {
         let node = head.node as usize;
         let n = &graph.nodes[node];
         let free = !self.hook().is_some_and(|h| h.active());
+        let BatchEntry {
+            id,
+            graph: own_graph,
+            frame,
+            sched: own_sched,
+        } = head.entry;
         let (s, true) = (slot.as_deref_mut(), free) else {
             // A hook became active since the message was taken: it goes the usual way,
             // boxed, through the step hooks.
             if let Some(payload) = slot.as_mut().and_then(|s| s.take_boxed()) {
                 let env = Envelope {
-                    id: head.id,
-                    graph: head.graph,
+                    id,
+                    graph: own_graph,
                     payload,
-                    frame: head.frame,
-                    sched: head.sched,
+                    frame,
+                    sched: own_sched,
                     node: head.node,
                     from: head.from,
                     traced: false,
@@ -568,10 +574,9 @@ impl<S: ThreadState> Exec<'_, S> {
         let Some(s) = s else {
             return;
         };
-        let BatchHead { id, frame, .. } = head;
         let r = match &n.op {
             OpFn::Leaf(f) => {
-                let owned = (head.graph, head.sched);
+                let owned = (own_graph, own_sched);
                 self.run_leaf(f, Input::Slot(s), graph, node, sched, &id, frame, owned, false)
             }
             OpFn::Merge { init, absorb, .. } | OpFn::Stream { init, absorb, .. } => {
@@ -851,6 +856,27 @@ impl<'a> Poster<'a> {
         self.outbox = outbox;
     }
 
+    /// The next output's id, frame and handles: a single-output step hands its frame and
+    /// (when it has them) its input's handles over; a split shares its frame among its
+    /// outputs and clones the handles.
+    fn next_output(&mut self) -> BatchEntry {
+        let (id, frame) = match &self.ids {
+            IdMode::Same(id) => (id.clone(), self.frame.take()),
+            IdMode::Child(base) => (base.child(self.count), self.frame.clone()),
+        };
+        self.count += 1;
+        let (graph, sched) = self
+            .owned
+            .take()
+            .unwrap_or_else(|| (self.graph.clone(), self.sched.clone()));
+        BatchEntry {
+            id,
+            graph,
+            frame,
+            sched,
+        }
+    }
+
     /// Push every batch gathered so far.
     fn flush(&mut self) {
         for t in 0..self.batches.len() {
@@ -881,31 +907,17 @@ impl PostSink for Poster<'_> {
         if !self.batching || self.error.is_some() {
             return None;
         }
-        let (id, frame) = match &self.ids {
-            IdMode::Child(base) => (base.child(self.count), self.frame.clone()),
-            IdMode::Same(id) => (id.clone(), self.frame.take()),
-        };
-        self.count += 1;
         let next = self.node + 1;
         let n = self.graph.nodes.get(next)?;
-        let t = match n.route.pick(msg, n.threads.len()) {
+        let entry = self.next_output();
+        let t = match route_to(n, msg, &entry.id) {
             Ok(t) => t,
             Err(e) => {
-                self.error = Some(format!("cannot route message {id} to `{}`: {e}", n.info.name));
+                self.error = Some(e);
                 return None;
             }
         };
         let from = Sender::new(self.node, self.me.info.index);
-        let (graph, sched) = self
-            .owned
-            .take()
-            .unwrap_or_else(|| (self.graph.clone(), self.sched.clone()));
-        let entry = BatchEntry {
-            id,
-            graph,
-            frame,
-            sched,
-        };
         if self.outbox.is_none() {
             if self.batches.len() < n.threads.len() {
                 self.batches.resize_with(n.threads.len(), || None);
@@ -930,19 +942,15 @@ impl PostSink for Poster<'_> {
         if self.error.is_some() {
             return;
         }
-        // A single-output step hands its frame over; a split shares it among its outputs.
-        let (id, frame) = match &self.ids {
-            IdMode::Same(id) => (id.clone(), self.frame.take()),
-            IdMode::Child(base) => (base.child(self.count), self.frame.clone()),
-        };
-        self.count += 1;
+        let BatchEntry {
+            id,
+            graph,
+            frame,
+            sched,
+        } = self.next_output();
         let next = self.node + 1;
         let dest = (next < self.graph.nodes.len()).then_some(next);
         let from = Some((self.node, self.me));
-        let (graph, sched) = self
-            .owned
-            .take()
-            .unwrap_or_else(|| (self.graph.clone(), self.sched.clone()));
         if let Err(e) = deliver(
             self.sh,
             from,
@@ -958,6 +966,13 @@ impl PostSink for Poster<'_> {
             self.error = Some(e);
         }
     }
+}
+
+/// The thread of node `n` that message `id` goes to.
+fn route_to(n: &Node, msg: &dyn Any, id: &MsgId) -> Result<usize, String> {
+    n.route
+        .pick(msg, n.threads.len())
+        .map_err(|e| format!("cannot route message {id} to `{}`: {e}", n.info.name))
 }
 
 /// Route a message to operation `dest` of `g` (or back to the schedule caller when
@@ -978,16 +993,7 @@ pub(crate) fn deliver(
 ) -> Result<(), String> {
     debug_assert!(std::ptr::eq(g, &*graph));
     let dest_node = dest.map(|d| &g.nodes[d]);
-    let route = |p: &dyn Payload| -> Result<Option<usize>, String> {
-        match dest_node {
-            Some(n) => n
-                .route
-                .pick(p.as_any(), n.threads.len())
-                .map(Some)
-                .map_err(|e| format!("cannot route message {id} to `{}`: {e}", n.info.name)),
-            None => Ok(None),
-        }
-    };
+    let route = |p: &dyn Payload| dest_node.map(|n| route_to(n, p.as_any(), &id)).transpose();
     let mut to = route(&*payload)?;
     if let Some(hook) = sh.hook.as_deref().filter(|h| h.active()) {
         let mut ev = SendEvent {

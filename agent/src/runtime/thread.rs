@@ -190,10 +190,10 @@ pub(crate) enum Item {
     },
 }
 
-/// Messages of one split to one thread, gathered while no debugger is attached: one queue
-/// entry for up to [`BATCH_MAX`] messages, their payloads unboxed in one `VecDeque`. The
-/// destination and the sender are the same for every message of a batch (and none is
-/// traced). Whoever needs to see the messages one by one (listings, snapshots, reorders, a
+/// Messages from one sender (a split's outputs, or the leaf outputs a thread gathered) to
+/// one thread, gathered while no debugger is attached: one queue entry for up to
+/// [`BATCH_MAX`] messages, their payloads unboxed in one `VecDeque`. The destination and
+/// the sending node are the same for every message of a batch (and none is traced). Whoever needs to see the messages one by one (listings, snapshots, reorders, a
 /// thread taking messages one at a time for an active hook) splits it first.
 pub(crate) struct Batch {
     pub(crate) node: u32,
@@ -267,15 +267,12 @@ pub(crate) enum Popped {
     FromBatch(BatchHead),
 }
 
-/// A message taken from a batch: its id and the batch's common parts (the payload is in
-/// the slot given to [`ThreadShared::pop`]).
+/// A message taken from a batch: its entry and the batch's destination and sender (the
+/// payload is in the slot given to [`ThreadShared::pop`]).
 pub(crate) struct BatchHead {
-    pub(crate) id: MsgId,
-    pub(crate) graph: Arc<GraphInner>,
+    pub(crate) entry: BatchEntry,
     pub(crate) node: u32,
     pub(crate) from: Sender,
-    pub(crate) frame: Option<Arc<Frame>>,
-    pub(crate) sched: Arc<Sched>,
 }
 
 /// Where producers append: the shared half of a thread's queue.
@@ -367,8 +364,9 @@ struct OwnHalf {
     front_len: AtomicUsize,
     /// Set at shutdown (also in the inbox), read without locking.
     stopping: AtomicBool,
-    /// While a hook is active: the thread has taken a message whose step start the hook
-    /// has not recorded yet (set under the inbox lock, see [`ThreadShared::push`]).
+    /// The thread has taken a message, while a hook is active, whose step start the hook
+    /// has not recorded yet: receive positions count it (see [`ThreadShared::push`]).
+    /// Cleared by [`ThreadShared::started`].
     taking: AtomicBool,
 }
 
@@ -555,24 +553,19 @@ impl ThreadShared {
         let Some(Item::Batch(b)) = items.front_mut() else {
             return items.pop_front().map(Popped::Item);
         };
-        let Some(e) = b.entries.pop_front().filter(|_| b.payloads.pop_into(slot)) else {
+        let all = b.len();
+        let Some(entry) = b.entries.pop_front().filter(|_| b.payloads.pop_into(slot)) else {
             // Ids and payloads out of step (typed operations never do that): the batch is
             // dropped rather than left to block the queue.
-            let rest = b.len();
             items.pop_front();
             let n = self.own.front_len.load(Ordering::Relaxed);
-            self.own
-                .front_len
-                .store(n.saturating_sub(rest), Ordering::Relaxed);
+            self.own.front_len.store(n.saturating_sub(all), Ordering::Relaxed);
             return None;
         };
         let head = BatchHead {
-            id: e.id,
-            graph: e.graph,
+            entry,
             node: b.node,
             from: b.from,
-            frame: e.frame,
-            sched: e.sched,
         };
         if b.entries.is_empty() {
             items.pop_front();
@@ -745,10 +738,10 @@ fn current_of(p: &Popped) -> Running {
     let item = match p {
         Popped::Item(item) => item,
         Popped::FromBatch(h) => {
-            let op = &h.graph.nodes[h.node as usize].info;
+            let op = &h.entry.graph.nodes[h.node as usize].info;
             return Running {
                 op: op.id,
-                msg: h.id.clone(),
+                msg: h.entry.id.clone(),
                 step: step_of(op.kind),
             };
         }
