@@ -399,6 +399,15 @@ impl Agent {
         out
     }
 
+    /// Hand back chunks [`Agent::drain`] gave out, once emptied, for reuse (dropped when
+    /// no debugger is attached any more).
+    fn recycle(&self, chunks: Vec<Vec<Rec>>) {
+        let mut s = lock(&self.stream);
+        if self.attached.load(Relaxed) {
+            s.buf.recycle(chunks);
+        }
+    }
+
     fn drain_is_empty(&self) -> bool {
         lock(&self.stream).buf.is_empty()
     }

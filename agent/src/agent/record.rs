@@ -42,22 +42,28 @@ pub(crate) struct Fast {
 
 /// The agent's buffer: records in fixed-size chunks, so that appending never moves what
 /// is already there (a growing vector would copy every record, on the program's threads
-/// and under the buffer's lock, each time it doubles).
+/// and under the buffer's lock, each time it doubles). Chunks the network thread has
+/// emptied come back ([`Chunks::recycle`]): a fresh chunk is a `malloc` and first-touch
+/// page faults on the program's thread, about a tenth of its time while streaming.
 #[derive(Default)]
 pub(crate) struct Chunks {
     chunks: Vec<Vec<Rec>>,
     len: usize,
+    spare: Vec<Vec<Rec>>,
 }
 
 /// Records per chunk.
 const CHUNK: usize = 1024;
+
+/// Empty chunks kept for reuse (about 1 MiB).
+const SPARE_MAX: usize = 8;
 
 impl Chunks {
     pub(crate) fn push(&mut self, r: Rec) {
         match self.chunks.last_mut() {
             Some(c) if c.len() < CHUNK => c.push(r),
             _ => {
-                let mut c = Vec::with_capacity(CHUNK);
+                let mut c = self.spare.pop().unwrap_or_else(|| Vec::with_capacity(CHUNK));
                 c.push(r);
                 self.chunks.push(c);
             }
@@ -73,8 +79,23 @@ impl Chunks {
         self.len == 0
     }
 
+    /// Drop everything buffered, and the spare chunks.
     pub(crate) fn clear(&mut self) {
         self.take();
+        self.spare = Vec::new();
+    }
+
+    /// Keep emptied chunks (as [`Chunks::take`] handed them out) for the next records.
+    pub(crate) fn recycle(&mut self, chunks: impl IntoIterator<Item = Vec<Rec>>) {
+        for mut c in chunks {
+            if self.spare.len() >= SPARE_MAX {
+                break;
+            }
+            if c.capacity() == CHUNK {
+                c.clear();
+                self.spare.push(c);
+            }
+        }
     }
 
     /// Everything buffered, oldest first.

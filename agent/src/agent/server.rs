@@ -157,7 +157,12 @@ async fn serve(agent: &Arc<Agent>, stream: tokio::net::TcpStream) -> Result<(), 
                 () = agent.wake.notified() => {}
                 _ = tick.tick() => {}
             }
-            for (frame, n) in record::frames(agent.drain().into_iter().flatten(), BATCH_MAX) {
+            let mut chunks = agent.drain();
+            let frames = record::frames(chunks.iter_mut().flat_map(|c| c.drain(..)), BATCH_MAX);
+            if !chunks.is_empty() {
+                agent.recycle(chunks);
+            }
+            for (frame, n) in frames {
                 tx.send(Message::Text(frame.into())).await.map_err(|e| format!("send: {e}"))?;
                 agent.sent.fetch_add(1, Relaxed);
                 agent.sent_events.fetch_add(n as u64, Relaxed);

@@ -128,17 +128,35 @@ impl<T: Serialize + DeserializeOwned + Send> ErasedState for T {
     }
 }
 
-/// `alloc::vec::Vec<my_crate::Foo>` → `Vec<Foo>`.
+/// `my_crate::Foo` → `Foo`. Generic names (`alloc::vec::Vec<my_crate::Foo>`) stay whole:
+/// shortening their parts would need a new string, and this runs for every message sent
+/// while a debugger is attached (byte scans only: a substring search cost more than the
+/// rest of the send on the splitting thread).
 pub(crate) fn short_type_name<T: ?Sized>() -> &'static str {
     let full = std::any::type_name::<T>();
-    if !full.contains("::") {
+    let bytes = full.as_bytes();
+    if bytes.contains(&b'<') {
         return full;
     }
-    // Leak-free shortening is not possible for generic names; keep them as they are
-    // unless they are a plain path.
-    if full.contains('<') {
-        full
-    } else {
-        full.rsplit("::").next().unwrap_or(full)
+    match bytes.iter().rposition(|&c| c == b':') {
+        // Type names are valid UTF-8 and `:` is ASCII, so `i + 1` is a char boundary.
+        Some(i) => &full[i + 1..],
+        None => full,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::short_type_name;
+
+    struct Local;
+
+    #[test]
+    fn type_names_lose_their_path_unless_generic() {
+        assert_eq!(short_type_name::<u64>(), "u64");
+        assert_eq!(short_type_name::<Local>(), "Local");
+        assert_eq!(short_type_name::<String>(), "String");
+        assert_eq!(short_type_name::<Vec<Local>>(), std::any::type_name::<Vec<Local>>());
+        assert_eq!(short_type_name::<(u8, u16)>(), "(u8, u16)");
     }
 }
