@@ -5,11 +5,13 @@
 
 use futures_util::{SinkExt, StreamExt};
 use racetrack_protocol::{
-    Command, Decoded, Decoder, Event, Names, PackedEv, MAX_FRAME_BYTES, PROTOCOL_VERSION,
+    Command, Decoded, Decoder, Event, Names, PackedEv, BINARY_HEADER, MAX_FRAME_BYTES, PROTOCOL_VERSION,
 };
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::Duration;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::http::HeaderValue;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::tungstenite::Message;
 
@@ -36,8 +38,8 @@ pub struct Connection {
 type Waker = Box<dyn Fn() + Send>;
 
 /// Items buffered between the connection thread and the consumer: single events, or
-/// packed frames of up to 4,096 events (the agent's batch size), so at most about a
-/// million events, and usually far fewer (a consumer that lags behind mostly has packed
+/// packed frames of up to 1,024 events (the agent's batch size), so at most about a
+/// quarter of a million events, and usually far fewer (a consumer that lags behind mostly has packed
 /// frames waiting).
 const EVENTS_CAP: usize = 256;
 
@@ -115,7 +117,17 @@ async fn run(
     let config = WebSocketConfig::default()
         .max_message_size(Some(MAX_FRAME_BYTES))
         .max_frame_size(Some(MAX_FRAME_BYTES));
-    let ws = match tokio_tungstenite::connect_async_with_config(url.as_str(), Some(config), true).await {
+    // Packed events come as binary frames: nothing to format or parse in decimal.
+    let request = url.as_str().into_client_request().map(|mut r| {
+        r.headers_mut()
+            .insert(BINARY_HEADER, HeaderValue::from_static("binary"));
+        r
+    });
+    let connected = match request {
+        Ok(r) => tokio_tungstenite::connect_async_with_config(r, Some(config), true).await,
+        Err(e) => Err(e),
+    };
+    let ws = match connected {
         Ok((ws, _)) => ws,
         Err(e) => {
             let _ = ready.send(Err(format!("cannot connect to {url}: {e}")));
@@ -127,8 +139,15 @@ async fn run(
     let mut decoder = Decoder::default();
     let reason = loop {
         tokio::select! {
-            m = rx.next() => match m {
-                Some(Ok(Message::Text(t))) => match decoder.decode_frame(&t) {
+            m = rx.next() => {
+                let decoded = match m {
+                    Some(Ok(Message::Text(t))) => decoder.decode_frame(&t),
+                    Some(Ok(Message::Binary(b))) => decoder.decode_binary(&b),
+                    Some(Ok(Message::Close(_))) | None => break None,
+                    Some(Ok(_)) => continue,
+                    Some(Err(e)) => break Some(format!("connection lost: {e}")),
+                };
+                match decoded {
                     Ok(Decoded::Packed(names, ps)) => {
                         // One channel operation for the whole frame.
                         if events.send(ConnEvent::Packed(names, ps)).is_err() {
@@ -150,11 +169,8 @@ async fn run(
                     Err(e) => {
                         let _ = events.send(ConnEvent::Event(Event::Error { message: format!("unreadable frame from the agent: {e}") }));
                     }
-                },
-                Some(Ok(Message::Close(_))) | None => break None,
-                Some(Ok(_)) => {}
-                Some(Err(e)) => break Some(format!("connection lost: {e}")),
-            },
+                }
+            }
             c = cmds.recv() => match c {
                 Some(cmd) => {
                     let text = serde_json::to_string(&cmd).unwrap_or_default();

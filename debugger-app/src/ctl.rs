@@ -23,8 +23,10 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 const RECENT_MAX: usize = 200_000;
-/// Items (single events, or packed frames of up to 4,096) the printer takes at once.
+/// Items (single events, or packed frames of up to 1,024) the printer takes at once.
 const CHUNK: usize = 64;
+/// Printed bytes written to stdout at a time.
+const PRINT_CHUNK: usize = 64 * 1024;
 
 /// Recent events as they arrived: single events, and packed frames kept whole (their
 /// events are expanded only when a `wait` matches against them).
@@ -129,26 +131,31 @@ impl Ctl {
     }
 
     /// Print what arrived, up to the connection's end, with one flush.
-    fn print_all(&self, items: &[ConnEvent]) {
+    fn print_all(&self, items: &[ConnEvent], buf: &mut Vec<u8>) {
         let mut out = self.out.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let mut w = std::io::BufWriter::with_capacity(1 << 16, &mut *out);
         for item in items {
             match item {
                 ConnEvent::Event(ev) => {
-                    let _ = serde_json::to_writer(&mut w, ev);
-                    let _ = w.write_all(b"\n");
+                    let _ = serde_json::to_writer(&mut *buf, ev);
+                    buf.push(b'\n');
                 }
                 // Printed from the compact form, exactly as the expanded events would be.
                 ConnEvent::Packed(names, ps) => {
                     for p in ps {
-                        let _ = p.write_json(names, &mut w);
-                        let _ = w.write_all(b"\n");
+                        p.append_json(names, buf);
+                        buf.push(b'\n');
                     }
                 }
                 ConnEvent::Closed(_) => break,
             }
+            if buf.len() >= PRINT_CHUNK {
+                let _ = out.write_all(buf);
+                buf.clear();
+            }
         }
-        let _ = w.flush();
+        let _ = out.write_all(buf);
+        buf.clear();
+        let _ = out.flush();
     }
 
     fn print(&self, ev: &Event) {
@@ -223,6 +230,7 @@ pub fn run_with(conn: Connection, launched: Option<Launched>, input: Input) -> i
                 // under one lock: per-event syscalls and locking would make the controller
                 // the bottleneck of a fast program.
                 let mut chunk = Vec::with_capacity(CHUNK);
+                let mut printed = Vec::with_capacity(PRINT_CHUNK + 4096);
                 'outer: while let Ok(first) = rx.recv() {
                     chunk.clear();
                     chunk.push(first);
@@ -250,7 +258,7 @@ pub fn run_with(conn: Connection, launched: Option<Launched>, input: Input) -> i
                             ConnEvent::Closed(reason) => closed = Some(reason.clone()),
                         }
                     }
-                    ctl.print_all(&chunk);
+                    ctl.print_all(&chunk, &mut printed);
                     let mut st = ctl.lock();
                     for ce in chunk.drain(..) {
                         let item = match ce {

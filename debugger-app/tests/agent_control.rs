@@ -539,3 +539,83 @@ fn bad_commands_get_errors_and_change_nothing() {
     s.send(cont());
     s.finish_correctly();
 }
+
+/// One run of a small farm watched by a raw WebSocket client that asks for binary packed
+/// frames or not: (packed text frames, binary frames, every event of the `Work` leaf as
+/// kind and message id, sorted). Events before the start hold may come before the attach
+/// or after it; the leaf's all come after.
+fn raw_client_run(binary: bool) -> (usize, usize, Vec<(String, String)>) {
+    use racetrack_protocol::{Decoded, Decoder, Event, BINARY_HEADER};
+    use tokio_tungstenite::tungstenite::{self, client::IntoClientRequest, stream::MaybeTlsStream, Message};
+    let prog = support::Program::start(
+        "farm",
+        &["--threads", "2", "--tasks", "300"],
+        &[("RACETRACK_WAIT", "1")],
+    );
+    let mut req = prog.url.as_str().into_client_request().unwrap();
+    if binary {
+        req.headers_mut().insert(BINARY_HEADER, "binary".parse().unwrap());
+    }
+    let (mut ws, _) = tungstenite::connect(req).unwrap();
+    if let MaybeTlsStream::Plain(s) = ws.get_ref() {
+        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    }
+    let mut d = Decoder::default();
+    let (mut texts, mut bins, mut seen) = (0, 0, Vec::new());
+    loop {
+        let decoded = match ws.read() {
+            Ok(Message::Text(t)) => {
+                texts += usize::from(t.starts_with(r#"{"event":"packed""#));
+                d.decode_frame(&t)
+            }
+            Ok(Message::Binary(b)) => {
+                bins += 1;
+                d.decode_binary(&b)
+            }
+            Ok(Message::Close(_)) | Err(tungstenite::Error::ConnectionClosed) => break,
+            Ok(_) => continue,
+            Err(e) => panic!("reading from the agent: {e}"),
+        };
+        let events = match decoded.expect("every frame decodes") {
+            Decoded::Events(evs) => evs,
+            Decoded::Packed(names, ps) => ps.into_iter().map(|p| names.expand(p).unwrap()).collect(),
+        };
+        for ev in events {
+            let v = serde_json::to_value(&ev).unwrap();
+            if matches!(ev, Event::Snapshot { .. }) {
+                ws.send(Message::Text(cont().to_string().into())).unwrap();
+            }
+            if ev.event_id().is_some() && v["op"] == "Work" {
+                let s = |k: &str| v[k].as_str().unwrap_or_default().to_owned();
+                seen.push((s("event"), s("msg")));
+            }
+        }
+    }
+    let (_, report) = prog.finish(Duration::from_secs(30));
+    assert_eq!(report["matches_reference"], true);
+    seen.sort();
+    (texts, bins, seen)
+}
+
+#[test]
+fn packed_events_are_json_text_unless_the_debugger_asks_for_binary() {
+    let (texts, bins, as_text) = raw_client_run(false);
+    assert!(
+        texts > 0 && bins == 0,
+        "{texts} packed text frames, {bins} binary"
+    );
+    let (texts, bins, as_binary) = raw_client_run(true);
+    assert!(
+        texts == 0 && bins > 0,
+        "{texts} packed text frames, {bins} binary"
+    );
+    // 300 tasks: a recv, start, stop and send at the leaf for each.
+    assert_eq!(as_text.len(), 4 * 300);
+    let differ = as_text.iter().zip(&as_binary).find(|(a, b)| a != b);
+    assert!(
+        as_text.len() == as_binary.len() && differ.is_none(),
+        "the same events either way: {} and {} events, first difference {differ:?}",
+        as_text.len(),
+        as_binary.len()
+    );
+}

@@ -1,5 +1,6 @@
 //! Racetrack's wire protocol: the only crate that defines what travels between the
-//! in-process agent and the debugger. JSON text frames over a WebSocket; see
+//! in-process agent and the debugger. JSON text frames over a WebSocket (streamed events
+//! optionally in binary [`binary`] frames); see
 //! `docs/PROTOCOL.md` for the prose version.
 //!
 //! - The agent sends [`Event`]s: `hello` and `structure` first, then `snapshot`, then
@@ -10,8 +11,10 @@
 //!
 //! Field names are part of the contract; golden tests (`tests/golden.rs`) pin them.
 
+pub mod binary;
 mod packed;
 
+pub use binary::{BinaryEv, BinaryText, BinaryWriter, BINARY_HEADER};
 pub use packed::{Decoded, Decoder, Names, PackedEv, SmolStr};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;

@@ -208,101 +208,91 @@ impl PackedEv {
     /// [`Names::expand`]'s result gives, without building it. `names` must pass
     /// [`Names::check`] for this event (unknown indexes are written as absent names).
     pub fn write_json(&self, names: &Names, w: &mut impl Write) -> io::Result<()> {
+        let mut out = Vec::with_capacity(256);
+        self.append_json(names, &mut out);
+        w.write_all(&out)
+    }
+
+    /// [`PackedEv::write_json`] into a buffer: this runs for every event `racetrack ctl`
+    /// prints, so it appends bytes directly (no writer calls, no error paths per field).
+    pub fn append_json(&self, names: &Names, out: &mut Vec<u8>) {
         let PackedEv(kind, event_id, thread, op, msg, a, b, traced, text) = self;
-        fn name(r: Result<Option<&str>, String>) -> Option<&str> {
-            r.ok().flatten()
-        }
-        // serde_json's writers (escaping, itoa) rather than `write!`: this runs per event.
-        let s = |w: &mut dyn Write, v: &str| serde_json::to_writer(w, v).map_err(io::Error::from);
-        let n = |w: &mut dyn Write, v: u64| serde_json::to_writer(w, &v).map_err(io::Error::from);
-        let flag = |w: &mut dyn Write, key: &[u8], v: bool| {
-            w.write_all(key)?;
-            w.write_all(if v { b"true" } else { b"false" })
+        let mut digits = itoa::Buffer::new();
+        // Names go out pre-quoted (`None`: absent).
+        let name_json = |list: &'_ [String], i: i64| -> Option<usize> {
+            usize::try_from(i).ok().filter(|&i| i < list.len())
         };
-        // Names go out pre-quoted; message ids are digits and dots, written as they are.
-        let thread_json = usize::try_from(*thread)
-            .ok()
-            .and_then(|i| names.threads_json.get(i));
-        let op_json = usize::try_from(*op).ok().and_then(|i| names.ops_json.get(i));
-        let q = |w: &mut dyn Write, json: Option<&String>, v: &str| match json {
-            Some(j) => w.write_all(j.as_bytes()),
-            None => s(w, v),
-        };
-        let id = |w: &mut dyn Write, v: &str| {
-            if v.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
-                w.write_all(b"\"")?;
-                w.write_all(v.as_bytes())?;
-                w.write_all(b"\"")
-            } else {
-                s(w, v)
-            }
-        };
-        w.write_all(br#"{"event":""#)?;
-        w.write_all(self.kind_name().as_bytes())?;
-        w.write_all(br#"","event_id":"#)?;
-        n(w, *event_id)?;
-        let (thread, op) = (name(names.thread(*thread)), name(names.op(*op)));
-        // `recv`, `start` and `stop` begin alike.
-        let thread_op_msg = |w: &mut dyn Write| {
-            w.write_all(br#","thread":"#)?;
-            q(w, thread_json, thread.unwrap_or_default())?;
-            w.write_all(br#","op":"#)?;
-            q(w, op_json, op.unwrap_or_default())?;
-            w.write_all(br#","msg":"#)?;
-            id(w, msg)
-        };
+        let thread_json = name_json(&names.threads_json, *thread).map(|i| names.threads_json[i].as_bytes());
+        let op_json = name_json(&names.ops_json, *op).map(|i| names.ops_json[i].as_bytes());
+        let flag = |out: &mut Vec<u8>, v: bool| out.extend_from_slice(if v { b"true" } else { b"false" });
+        out.extend_from_slice(br#"{"event":""#);
+        out.extend_from_slice(self.kind_name().as_bytes());
+        out.extend_from_slice(br#"","event_id":"#);
+        out.extend_from_slice(digits.format(*event_id).as_bytes());
         match kind {
             0 => {
-                for (key, v, j) in [
-                    (&br#","thread":"#[..], thread, thread_json),
-                    (br#","op":"#, op, op_json),
-                ] {
+                for (key, v) in [(&br#","thread":"#[..], thread_json), (br#","op":"#, op_json)] {
                     if let Some(v) = v {
-                        w.write_all(key)?;
-                        q(w, j, v)?;
+                        out.extend_from_slice(key);
+                        out.extend_from_slice(v);
                     }
                 }
-                w.write_all(br#","msg":"#)?;
-                id(w, msg)?;
-                let to_op_json = usize::try_from(*a).ok().and_then(|i| names.ops_json.get(i));
-                let to_thread_json = usize::try_from(*b).ok().and_then(|i| names.threads_json.get(i));
-                for (key, v, j) in [
-                    (&br#","to_op":"#[..], name(names.op(*a)), to_op_json),
-                    (br#","to_thread":"#, name(names.thread(*b)), to_thread_json),
-                ] {
+                out.extend_from_slice(br#","msg":"#);
+                push_str(out, msg);
+                let to_op = name_json(&names.ops_json, *a).map(|i| names.ops_json[i].as_bytes());
+                let to_thread = name_json(&names.threads_json, *b).map(|i| names.threads_json[i].as_bytes());
+                for (key, v) in [(&br#","to_op":"#[..], to_op), (br#","to_thread":"#, to_thread)] {
                     if let Some(v) = v {
-                        w.write_all(key)?;
-                        q(w, j, v)?;
+                        out.extend_from_slice(key);
+                        out.extend_from_slice(v);
                     }
                 }
-                w.write_all(br#","type":"#)?;
-                s(w, text)?;
-                flag(w, br#","traced":"#, *traced)?;
-                w.write_all(br#","held":false}"#)
-            }
-            1 => {
-                thread_op_msg(w)?;
-                w.write_all(br#","position":"#)?;
-                n(w, u64::try_from(*a).unwrap_or_default())?;
-                flag(w, br#","traced":"#, *traced)?;
-                w.write_all(b"}")
+                out.extend_from_slice(br#","type":"#);
+                push_str(out, text);
+                out.extend_from_slice(br#","traced":"#);
+                flag(out, *traced);
+                out.extend_from_slice(br#","held":false}"#);
             }
             _ => {
-                thread_op_msg(w)?;
-                w.write_all(br#","instance":"#)?;
-                id(w, if text.is_empty() { msg } else { text })?;
-                let step = match step_of(*a) {
-                    Step::Run => "run",
-                    Step::Absorb => "absorb",
-                    Step::Final => "final",
-                };
-                w.write_all(br#","step":""#)?;
-                w.write_all(step.as_bytes())?;
-                w.write_all(b"\"")?;
-                flag(w, br#","traced":"#, *traced)?;
-                w.write_all(br#","held":false}"#)
+                // `recv`, `start` and `stop` begin alike (an unknown name is written empty).
+                out.extend_from_slice(br#","thread":"#);
+                out.extend_from_slice(thread_json.unwrap_or(b"\"\""));
+                out.extend_from_slice(br#","op":"#);
+                out.extend_from_slice(op_json.unwrap_or(b"\"\""));
+                out.extend_from_slice(br#","msg":"#);
+                push_str(out, msg);
+                if *kind == 1 {
+                    out.extend_from_slice(br#","position":"#);
+                    out.extend_from_slice(digits.format(u64::try_from(*a).unwrap_or_default()).as_bytes());
+                    out.extend_from_slice(br#","traced":"#);
+                    flag(out, *traced);
+                    out.push(b'}');
+                } else {
+                    out.extend_from_slice(br#","instance":"#);
+                    push_str(out, if text.is_empty() { msg } else { text });
+                    out.extend_from_slice(match step_of(*a) {
+                        Step::Run => br#","step":"run","traced":"#,
+                        Step::Absorb => br#","step":"absorb","traced":"#,
+                        Step::Final => br#","step":"final","traced":"#,
+                    });
+                    flag(out, *traced);
+                    out.extend_from_slice(br#","held":false}"#);
+                }
             }
         }
+    }
+}
+
+/// Append `s` as a JSON string: as it is between quotes when nothing in it needs escaping
+/// (message ids and type names, nearly always), else as serde_json escapes it.
+fn push_str(out: &mut Vec<u8>, s: &str) {
+    if s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+        out.push(b'"');
+        out.extend_from_slice(s.as_bytes());
+        out.push(b'"');
+    } else {
+        // Writing into a vector cannot fail.
+        let _ = serde_json::to_writer(&mut *out, s);
     }
 }
 
@@ -348,6 +338,16 @@ impl Decoder {
         let mut out = Vec::new();
         self.flatten(ev, &mut out)?;
         Ok(Decoded::Events(out))
+    }
+
+    /// Decode one binary frame (a binary packed frame, see [`crate::binary`]); every event
+    /// in it is checked against the names, as in a text packed frame.
+    pub fn decode_binary(&mut self, bytes: &[u8]) -> Result<Decoded, String> {
+        let events = crate::binary::parse_binary(bytes)?;
+        for p in &events {
+            self.names.check(p)?;
+        }
+        Ok(Decoded::Packed(self.names.clone(), events))
     }
 
     /// Decode one text frame into ordinary events, in order (packed ones expanded).
@@ -537,6 +537,9 @@ mod tests {
             PackedEv(2, 5, 2, 1, "0.3".into(), 0, 0, false, SmolStr::default()),
             PackedEv(3, 6, 0, 0, "0.3.1".into(), 2, 0, true, "0.3".into()),
             PackedEv(3, 7, 0, 0, "0.3".into(), 1, 0, false, SmolStr::default()),
+            // Text that needs escaping, and text that does not but is not ASCII.
+            PackedEv(0, 8, 0, 0, "x\"y".into(), 1, 2, false, "Wei\\rd<\u{7}>".into()),
+            PackedEv(2, 9, 2, 1, "0.1".into(), 1, 0, true, "é\u{7f}".into()),
         ];
         for p in cases {
             let mut out = Vec::new();

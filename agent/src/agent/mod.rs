@@ -401,7 +401,11 @@ impl Agent {
 
     /// Hand back chunks [`Agent::drain`] gave out, once emptied, for reuse (dropped when
     /// no debugger is attached any more).
-    fn recycle(&self, chunks: Vec<Vec<Rec>>) {
+    fn recycle(&self, mut chunks: Vec<Vec<Rec>>) {
+        // Records are dropped here, not under the lock the program's threads take.
+        for c in &mut chunks {
+            c.clear();
+        }
         let mut s = lock(&self.stream);
         if self.attached.load(Relaxed) {
             s.buf.recycle(chunks);

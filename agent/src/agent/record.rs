@@ -8,7 +8,7 @@
 
 use crate::runtime::hook::{OpInfo, StepKind, ThreadInfo};
 use crate::runtime::ids::MsgId;
-use racetrack_protocol::Event;
+use racetrack_protocol::{BinaryEv, BinaryText, BinaryWriter, Event};
 
 /// One buffered event.
 pub(crate) enum Rec {
@@ -87,12 +87,11 @@ impl Chunks {
 
     /// Keep emptied chunks (as [`Chunks::take`] handed them out) for the next records.
     pub(crate) fn recycle(&mut self, chunks: impl IntoIterator<Item = Vec<Rec>>) {
-        for mut c in chunks {
+        for c in chunks {
             if self.spare.len() >= SPARE_MAX {
                 break;
             }
-            if c.capacity() == CHUNK {
-                c.clear();
+            if c.is_empty() && c.capacity() == CHUNK {
                 self.spare.push(c);
             }
         }
@@ -209,27 +208,91 @@ impl Fast {
         }
         out.push(b']');
     }
+
+    /// Append the binary form (see [`racetrack_protocol::binary`]).
+    fn write_binary(&self, w: &mut BinaryWriter) {
+        w.push(&BinaryEv {
+            kind: self.kind,
+            event_id: self.event_id,
+            thread: self.thread,
+            op: self.op,
+            msg: self.msg.components(),
+            a: self.a,
+            b: self.b,
+            traced: self.traced,
+            text: match &self.text {
+                Text::None => BinaryText::None,
+                Text::Type(t) => BinaryText::Str(t),
+                Text::Instance(i) => BinaryText::Id(i.components()),
+            },
+        });
+    }
 }
 
-/// Text frames for drained records, in order, with the number of events in each: runs of
-/// fast records become `packed` frames, runs of the others `batch` frames, each of at most
-/// `max` events.
-pub(crate) fn frames(recs: impl IntoIterator<Item = Rec>, max: usize) -> Vec<(String, usize)> {
+/// One frame to send.
+#[derive(Debug)]
+pub(crate) enum Frame {
+    Text(String),
+    Binary(Vec<u8>),
+}
+
+impl Frame {
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        match self {
+            Frame::Text(t) => t.len(),
+            Frame::Binary(b) => b.len(),
+        }
+    }
+}
+
+/// How the network thread writes packed events.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Packing {
+    /// `packed` JSON text frames.
+    Text,
+    /// Binary packed frames (the debugger asked for them).
+    Binary,
+}
+
+/// A packed frame being written.
+enum Packer {
+    Text(Vec<u8>),
+    Binary(BinaryWriter),
+}
+
+/// Frames for drained records, in order, with the number of events in each: runs of fast
+/// records become packed frames (text or binary), runs of the others `batch` frames, each
+/// of at most `max` events. Records are read in place (moving each out of its chunk was
+/// the network thread's largest cost after the formatting).
+pub(crate) fn frames<'a>(
+    recs: impl IntoIterator<Item = &'a Rec>,
+    max: usize,
+    packing: Packing,
+) -> Vec<(Frame, usize)> {
     let mut out = Vec::new();
-    let mut packed: Vec<u8> = Vec::with_capacity(64 * max);
+    // Text: about 40 bytes an event; binary: about 12.
+    let new_packer = || match packing {
+        Packing::Text => Packer::Text(Vec::with_capacity(48 * max)),
+        Packing::Binary => Packer::Binary(BinaryWriter::with_capacity(16 * max)),
+    };
+    let mut packer = new_packer();
     let mut n_packed = 0;
     let mut full = Vec::new();
-    let flush_packed = |packed: &mut Vec<u8>, n: &mut usize, out: &mut Vec<(String, usize)>| {
+    let flush_packed = |packer: &mut Packer, n: &mut usize, out: &mut Vec<(Frame, usize)>| {
         if *n > 0 {
-            packed.extend_from_slice(b"]}");
-            // serde_json writes UTF-8 only.
-            let cap = packed.capacity();
-            let text =
-                String::from_utf8(std::mem::replace(packed, Vec::with_capacity(cap))).unwrap_or_default();
-            out.push((text, std::mem::take(n)));
+            let frame = match std::mem::replace(packer, new_packer()) {
+                Packer::Text(mut text) => {
+                    text.extend_from_slice(b"]}");
+                    // Written from ASCII and serde_json's UTF-8.
+                    Frame::Text(String::from_utf8(text).unwrap_or_default())
+                }
+                Packer::Binary(w) => Frame::Binary(w.finish()),
+            };
+            out.push((frame, std::mem::take(n)));
         }
     };
-    let flush_full = |full: &mut Vec<Event>, out: &mut Vec<(String, usize)>| {
+    let flush_full = |full: &mut Vec<&Event>, out: &mut Vec<(Frame, usize)>| {
         // A frame larger than the limit would make the debugger close the connection:
         // such batches are split, and an event too large by itself is replaced by an error.
         let limit = racetrack_protocol::MAX_FRAME_BYTES - 64;
@@ -251,7 +314,7 @@ pub(crate) fn frames(recs: impl IntoIterator<Item = Rec>, max: usize) -> Vec<(St
             }
             if n > 0 && text.len() + one.len() + 2 > limit {
                 text.push_str("]}");
-                out.push((std::mem::take(&mut text), std::mem::take(&mut n)));
+                out.push((Frame::Text(std::mem::take(&mut text)), std::mem::take(&mut n)));
             }
             text.push_str(if n == 0 {
                 r#"{"event":"batch","events":["#
@@ -263,30 +326,35 @@ pub(crate) fn frames(recs: impl IntoIterator<Item = Rec>, max: usize) -> Vec<(St
         }
         if n > 0 {
             text.push_str("]}");
-            out.push((text, n));
+            out.push((Frame::Text(text), n));
         }
     };
     for r in recs {
         match r {
             Rec::Fast(f) => {
                 flush_full(&mut full, &mut out);
-                packed.extend_from_slice(if n_packed == 0 { PACKED_HEAD } else { b"," });
-                f.write_json(&mut packed);
+                match &mut packer {
+                    Packer::Text(text) => {
+                        text.extend_from_slice(if n_packed == 0 { PACKED_HEAD } else { b"," });
+                        f.write_json(text);
+                    }
+                    Packer::Binary(w) => f.write_binary(w),
+                }
                 n_packed += 1;
                 if n_packed >= max {
-                    flush_packed(&mut packed, &mut n_packed, &mut out);
+                    flush_packed(&mut packer, &mut n_packed, &mut out);
                 }
             }
             Rec::Full(ev) => {
-                flush_packed(&mut packed, &mut n_packed, &mut out);
-                full.push(*ev);
+                flush_packed(&mut packer, &mut n_packed, &mut out);
+                full.push(ev);
                 if full.len() >= max {
                     flush_full(&mut full, &mut out);
                 }
             }
         }
     }
-    flush_packed(&mut packed, &mut n_packed, &mut out);
+    flush_packed(&mut packer, &mut n_packed, &mut out);
     flush_full(&mut full, &mut out);
     out
 }
@@ -298,7 +366,21 @@ const PACKED_HEAD: &[u8] = br#"{"event":"packed","events":["#;
 mod tests {
     use super::*;
     use racetrack_protocol as proto;
-    use racetrack_protocol::Decoder;
+    use racetrack_protocol::{Decoded, Decoder};
+
+    /// The events a frame carries, packed ones expanded.
+    fn decode(d: &mut Decoder, frame: &Frame) -> Vec<Event> {
+        match frame {
+            Frame::Text(t) => d.decode(t).expect("decodes"),
+            Frame::Binary(b) => match d.decode_binary(b).expect("decodes") {
+                Decoded::Packed(names, ps) => ps
+                    .into_iter()
+                    .map(|p| names.expand(p).expect("expands"))
+                    .collect(),
+                Decoded::Events(evs) => evs,
+            },
+        }
+    }
 
     #[test]
     fn no_frame_exceeds_the_limit() {
@@ -309,11 +391,15 @@ mod tests {
             }))
         };
         let max = racetrack_protocol::MAX_FRAME_BYTES;
-        let frames = frames(vec![big(max / 2), big(max / 2), big(max + 1), big(10)], 1024);
+        let frames = frames(
+            &[big(max / 2), big(max / 2), big(max + 1), big(10)],
+            1024,
+            Packing::Text,
+        );
         assert!(frames.iter().all(|(t, _)| t.len() <= max));
         let evs: Vec<Event> = frames
             .iter()
-            .flat_map(|(t, _)| Decoder::default().decode(t).expect("decodes"))
+            .flat_map(|(t, _)| decode(&mut Decoder::default(), t))
             .collect();
         assert_eq!(
             evs.len(),
@@ -326,6 +412,13 @@ mod tests {
 
     #[test]
     fn packed_frames_decode_to_the_events_they_record() {
+        let text = packed_frames_decode(Packing::Text);
+        let binary = packed_frames_decode(Packing::Binary);
+        assert_eq!(text, binary, "binary frames carry what text frames do");
+    }
+
+    /// Check the events of a few records, written with `packing`; returns them.
+    fn packed_frames_decode(packing: Packing) -> Vec<Event> {
         let fast = |kind, msg: &str, a, text| {
             Rec::Fast(Fast {
                 kind,
@@ -345,8 +438,10 @@ mod tests {
             fast(STOP, "0.3.1", 2, Text::Instance("0.3".parse().expect("id"))),
             fast(RECV, "0", 2, Text::None),
         ];
-        let frames = frames(recs, 1);
+        let frames = frames(&recs, 1, packing);
         assert_eq!(frames.iter().map(|f| f.1).collect::<Vec<_>>(), [1, 1, 1, 1]);
+        let binary = frames.iter().filter(|f| matches!(f.0, Frame::Binary(_))).count();
+        assert_eq!(binary, if packing == Packing::Binary { 3 } else { 0 });
         let mut d = Decoder::default();
         d.observe(&Event::Structure {
             operations: vec![proto::OperationDesc {
@@ -361,10 +456,7 @@ mod tests {
             }],
             edges: vec![],
         });
-        let evs: Vec<Event> = frames
-            .iter()
-            .flat_map(|(text, _)| d.decode(text).expect("decodes"))
-            .collect();
+        let evs: Vec<Event> = frames.iter().flat_map(|(f, _)| decode(&mut d, f)).collect();
         let Event::Send(s) = &evs[0] else {
             panic!("{:?}", evs[0])
         };
@@ -394,5 +486,19 @@ mod tests {
         // A packed event naming a thread the structure lacks is an error, not a panic.
         let bad = r#"{"event":"packed","events":[[1,1,9,0,"0",0,0,false,""]]}"#;
         assert!(d.decode(bad).unwrap_err().contains("thread #9"));
+        let mut w = BinaryWriter::with_capacity(16);
+        w.push(&BinaryEv {
+            kind: 1,
+            event_id: 1,
+            thread: 9,
+            op: 0,
+            msg: &[0],
+            a: 0,
+            b: 0,
+            traced: false,
+            text: BinaryText::None,
+        });
+        assert!(d.decode_binary(&w.finish()).unwrap_err().contains("thread #9"));
+        evs
     }
 }

@@ -1,11 +1,13 @@
 //! The agent's own thread (`racetrack-agent`): a single-threaded tokio runtime that
 //! accepts debugger connections, sends `hello`, `structure` and `snapshot`, then flushes
-//! the event buffer in `batch` frames (at once when woken, else every tick) and applies
-//! the commands it receives. One controlling debugger at a time.
+//! the event buffer in `batch` and `packed` frames (at once when woken, else every tick;
+//! packed ones binary if the debugger asked so in its handshake) and applies the commands
+//! it receives. One controlling debugger at a time.
 
-use super::{record, Agent};
+use super::record::{self, Frame, Packing};
+use super::Agent;
 use futures_util::{SinkExt, StreamExt};
-use racetrack_protocol::{Command, Event, MAX_FRAME_BYTES};
+use racetrack_protocol::{Command, Event, BINARY_HEADER, MAX_FRAME_BYTES};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Duration;
@@ -75,6 +77,21 @@ fn is_loopback_host(host: &str) -> bool {
     h == "localhost" || h.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
+/// How the client asked for packed events: binary with the request header
+/// [`BINARY_HEADER`]`: binary`, JSON text otherwise.
+fn packing_asked(req: &Request) -> Packing {
+    let binary = req
+        .headers()
+        .get(BINARY_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("binary"));
+    if binary {
+        Packing::Binary
+    } else {
+        Packing::Text
+    }
+}
+
 /// Check the WebSocket handshake: token, browser origins, DNS rebinding.
 #[allow(clippy::result_large_err)]
 fn check_handshake(req: &Request, token: Option<&str>) -> Result<(), String> {
@@ -110,8 +127,10 @@ async fn serve(agent: &Arc<Agent>, stream: tokio::net::TcpStream) -> Result<(), 
         .max_message_size(Some(MAX_FRAME_BYTES))
         .max_frame_size(Some(MAX_FRAME_BYTES));
     let token = agent.token.clone();
+    let mut packing = Packing::Text;
     #[allow(clippy::result_large_err)]
-    let callback = move |req: &Request, resp: Response| -> Result<Response, ErrorResponse> {
+    let callback = |req: &Request, resp: Response| -> Result<Response, ErrorResponse> {
+        packing = packing_asked(req);
         match check_handshake(req, token.as_deref()) {
             Ok(()) => Ok(resp),
             Err(reason) => {
@@ -157,13 +176,17 @@ async fn serve(agent: &Arc<Agent>, stream: tokio::net::TcpStream) -> Result<(), 
                 () = agent.wake.notified() => {}
                 _ = tick.tick() => {}
             }
-            let mut chunks = agent.drain();
-            let frames = record::frames(chunks.iter_mut().flat_map(|c| c.drain(..)), BATCH_MAX);
+            let chunks = agent.drain();
+            let frames = record::frames(chunks.iter().flatten(), BATCH_MAX, packing);
             if !chunks.is_empty() {
                 agent.recycle(chunks);
             }
             for (frame, n) in frames {
-                tx.send(Message::Text(frame.into())).await.map_err(|e| format!("send: {e}"))?;
+                let m = match frame {
+                    Frame::Text(t) => Message::Text(t.into()),
+                    Frame::Binary(b) => Message::Binary(b.into()),
+                };
+                tx.send(m).await.map_err(|e| format!("send: {e}"))?;
                 agent.sent.fetch_add(1, Relaxed);
                 agent.sent_events.fetch_add(n as u64, Relaxed);
             }

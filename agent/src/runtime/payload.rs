@@ -156,7 +156,10 @@ mod tests {
         assert_eq!(short_type_name::<u64>(), "u64");
         assert_eq!(short_type_name::<Local>(), "Local");
         assert_eq!(short_type_name::<String>(), "String");
-        assert_eq!(short_type_name::<Vec<Local>>(), std::any::type_name::<Vec<Local>>());
+        assert_eq!(
+            short_type_name::<Vec<Local>>(),
+            std::any::type_name::<Vec<Local>>()
+        );
         assert_eq!(short_type_name::<(u8, u16)>(), "(u8, u16)");
     }
 }
