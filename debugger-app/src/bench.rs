@@ -12,6 +12,11 @@
 //! 4. the GUI's model attached (`racetrack model-sink`: the GUI's connection and ingest path,
 //!    without drawing).
 //!
+//! Configurations 2–4 run with `RACETRACK_WAIT=1`, so nothing streams before the debugger
+//! is there: the program's first step waits until the debugger has started, attached and
+//! said continue. That wait is inside the program's own timing; the agent measures it and
+//! reports it at exit, and the table gives run times without it (and the wait apart).
+//!
 //! It also checks that streaming is lossless (the event numbers received are contiguous
 //! and as many as the agent numbered, by its own count at exit), shows
 //! the agent's memory with a debugger that lags behind, and compares the runtime with a
@@ -77,7 +82,12 @@ const CONFIGS: [&str; 5] = [
 
 /// One measured run.
 struct Run {
+    /// The program's run time, less the start hold.
     elapsed_ms: f64,
+    /// How long the `RACETRACK_WAIT` start hold held it (0 without a debugger): the
+    /// debugger starting, attaching and saying continue, inside the program's timed
+    /// region but no cost of its events.
+    held_ms: f64,
     events: Option<u64>,
     lossless: Option<bool>,
     peak_rss_kib: u64,
@@ -94,10 +104,19 @@ pub fn rss_kib(pid: u32) -> Option<u64> {
         .ok()
 }
 
+/// What the agent says of itself at exit (its `RACETRACK_DEBUG` summary).
+#[derive(Debug, Default, Clone, Copy)]
+struct AgentSummary {
+    /// The number it would have given its next event, to check that the debugger received
+    /// the last one.
+    next_id: Option<u64>,
+    /// How long the start hold lasted, in microseconds.
+    start_hold_us: Option<u64>,
+}
+
 /// The agent's URL from the program's stderr; the rest of stderr is read on a thread that
-/// returns the number the agent would have given its next event (its `RACETRACK_DEBUG`
-/// summary at exit), to check that the debugger received the last one.
-fn read_url(child: &mut Child) -> Result<(String, std::thread::JoinHandle<Option<u64>>), String> {
+/// returns the agent's summary at exit.
+fn read_url(child: &mut Child) -> Result<(String, std::thread::JoinHandle<AgentSummary>), String> {
     let stderr = child.stderr.take().ok_or("no stderr")?;
     let mut rest = BufReader::new(stderr);
     let mut line = Vec::new();
@@ -116,15 +135,18 @@ fn read_url(child: &mut Child) -> Result<(String, std::thread::JoinHandle<Option
     let numbered = std::thread::spawn(move || {
         // Read to the end whatever the program writes (bytes, not necessarily UTF-8), so
         // that it never blocks on a full pipe.
-        let mut next = None;
+        let mut summary = AgentSummary::default();
         let mut line = Vec::new();
         while rest.read_until(b'\n', &mut line).is_ok_and(|k| k > 0) {
             if let Some(n) = number_after(&line, b", next id ") {
-                next = Some(n);
+                summary = AgentSummary {
+                    next_id: Some(n),
+                    start_hold_us: number_after(&line, b", start hold "),
+                };
             }
             line.clear();
         }
-        next
+        summary
     });
     Ok((url, numbered))
 }
@@ -338,7 +360,9 @@ fn run_once(exe: &str, w: &Workload, config: usize, slow_us: u64) -> Result<Run,
         }
         let _ = c.wait();
     }
-    let agent_next = produced.and_then(|t| t.join().ok().flatten());
+    let summary = produced.and_then(|t| t.join().ok()).unwrap_or_default();
+    let agent_next = summary.next_id;
+    let held_ms = summary.start_hold_us.map_or(0.0, |us| us as f64 / 1e3);
     let events = tally.map(|t| t.n);
     // The sink checked its numbers itself; both need the agent's count (printed at exit
     // under RACETRACK_DEBUG: without it, nothing says the end arrived).
@@ -347,7 +371,8 @@ fn run_once(exe: &str, w: &Workload, config: usize, slow_us: u64) -> Result<Run,
         own && agent_next.is_some() && t.ends_match(agent_next)
     });
     Ok(Run {
-        elapsed_ms,
+        elapsed_ms: elapsed_ms - held_ms,
+        held_ms,
         events,
         lossless,
         peak_rss_kib: peak,
@@ -411,10 +436,11 @@ pub fn main(args: &[String]) -> i32 {
         }
     };
     println!("# racetrack bench: {reps} repetitions, medians; ratio = run time / no agent");
+    println!("(run time: the program's own timing, less the start hold, reported apart)");
     println!(
-        "| workload | configuration | median ms | ratio | events received/s | lossless | peak RSS MiB |"
+        "| workload | configuration | median ms | ratio | start hold ms | events received/s | lossless | peak RSS MiB |"
     );
-    println!("|---|---|---:|---:|---:|---|---:|");
+    println!("|---|---|---:|---:|---:|---:|---|---:|");
     for w in WORKLOADS
         .iter()
         .filter(|w| only.is_none_or(|o| w.name.contains(o.as_str())))
@@ -452,8 +478,13 @@ pub fn main(args: &[String]) -> i32 {
                 v => format!("{}/{}", v.iter().filter(|x| **x).count(), v.len()),
             };
             let rss = runs.iter().map(|r| r.peak_rss_kib).max().unwrap_or(0) as f64 / 1024.0;
+            let held = if c >= 2 {
+                format!("{:.1}", median(runs.iter().map(|r| r.held_ms).collect()))
+            } else {
+                "-".to_owned()
+            };
             println!(
-                "| {} | {c}. {cname} | {ms:.1} | {:.2} | {rate} | {lossless} | {rss:.1} |",
+                "| {} | {c}. {cname} | {ms:.1} | {:.2} | {held} | {rate} | {lossless} | {rss:.1} |",
                 w.name,
                 ms / base_ms
             );

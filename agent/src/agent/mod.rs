@@ -151,6 +151,8 @@ pub struct Agent {
     sent_events: std::sync::atomic::AtomicU64,
     /// Times a program thread waited for room in the buffer (backpressure).
     waits: std::sync::atomic::AtomicU64,
+    /// How long the `RACETRACK_WAIT` start hold held the program, in microseconds.
+    start_hold_us: std::sync::atomic::AtomicU64,
     token: Option<String>,
     policy: Mutex<Policy>,
     stream: Mutex<Stream>,
@@ -315,6 +317,7 @@ impl Agent {
             sent: std::sync::atomic::AtomicU64::new(0),
             sent_events: std::sync::atomic::AtomicU64::new(0),
             waits: std::sync::atomic::AtomicU64::new(0),
+            start_hold_us: std::sync::atomic::AtomicU64::new(0),
             token,
             policy: Mutex::new(Policy::default()),
             stream: Mutex::new(Stream::default()),
@@ -464,7 +467,24 @@ impl Agent {
             );
         }
         self.wake.notify_one();
-        let name = &thread.name;
+        if reason == HoldReason::Wait {
+            let t0 = std::time::Instant::now();
+            let r = self.held_loop(id, &thread.name, &rx, site);
+            let us = u64::try_from(t0.elapsed().as_micros()).unwrap_or(u64::MAX);
+            self.start_hold_us.fetch_add(us, Relaxed);
+            return r;
+        }
+        self.held_loop(id, &thread.name, &rx, site)
+    }
+
+    /// Serve a held event's commands until it is released.
+    fn held_loop(
+        &self,
+        id: u64,
+        name: &str,
+        rx: &mpsc::Receiver<HeldCmd>,
+        site: &mut dyn Site,
+    ) -> Option<bool> {
         loop {
             match rx.recv() {
                 Err(_) => return None,
@@ -1100,11 +1120,12 @@ impl Hook for Agent {
                 (s.buf.len(), s.next_id)
             };
             eprintln!(
-                "racetrack: finished={} with {buffered} events buffered, {} frames and {} events sent, next id {next_id}, {} waits for room",
+                "racetrack: finished={} with {buffered} events buffered, {} frames and {} events sent, next id {next_id}, {} waits for room, start hold {} us",
                 *guard,
                 self.sent.load(Relaxed),
                 self.sent_events.load(Relaxed),
-                self.waits.load(Relaxed)
+                self.waits.load(Relaxed),
+                self.start_hold_us.load(Relaxed)
             );
         }
     }
