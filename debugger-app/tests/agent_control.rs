@@ -582,7 +582,11 @@ fn raw_client_run(binary: bool) -> (usize, usize, Vec<(String, String)>) {
         };
         for ev in events {
             let v = serde_json::to_value(&ev).unwrap();
-            if matches!(ev, Event::Snapshot { .. }) {
+            // The start hold: in the snapshot if the program got there first, else
+            // streamed after it.
+            let snapshot_hold =
+                v["event"] == "snapshot" && v["held"].as_array().is_some_and(|h| !h.is_empty());
+            if snapshot_hold || is_held(&v) {
                 ws.send(Message::Text(cont().to_string().into())).unwrap();
             }
             if ev.event_id().is_some() && v["op"] == "Work" {

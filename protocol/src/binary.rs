@@ -4,7 +4,8 @@
 //! decimal numbers, and they are about a third of the text's size: per event, this is what
 //! a debugger attached to a busy program costs both sides most.
 //!
-//! Layout: the byte [`BINARY_PACKED`], then the events one after the other until the end.
+//! Layout: the byte [`BINARY_PACKED`], the number of events (4 bytes, little-endian: the
+//! reader sizes its vector once), then the events one after the other until the end.
 //! Integers are LEB128 varints (7 bits a byte, low bits first); signed ones zigzag-encoded
 //! first (0, -1, 1, -2, … → 0, 1, 2, 3, …). One event:
 //!
@@ -73,6 +74,8 @@ impl BinaryWriter {
     pub fn with_capacity(capacity: usize) -> Self {
         let mut out = Vec::with_capacity(capacity);
         out.push(BINARY_PACKED);
+        // The count, set by `finish`.
+        out.extend_from_slice(&[0; 4]);
         Self {
             out,
             prev_id: 0,
@@ -118,7 +121,9 @@ impl BinaryWriter {
     }
 
     /// The frame's bytes.
-    pub fn finish(self) -> Vec<u8> {
+    pub fn finish(mut self) -> Vec<u8> {
+        let n = u32::try_from(self.len).unwrap_or(u32::MAX);
+        self.out[1..5].copy_from_slice(&n.to_le_bytes());
         self.out
     }
 }
@@ -153,14 +158,25 @@ pub(crate) fn parse_binary(bytes: &[u8]) -> Result<Vec<PackedEv>, String> {
         }
         None => return Err("empty binary frame".to_owned()),
     };
+    let Some((count, body)) = body.split_first_chunk::<4>() else {
+        return Err("binary packed frame: no event count".to_owned());
+    };
+    let count = u32::from_le_bytes(*count) as usize;
+    // The smallest event takes 7 bytes.
+    if count > body.len() / 7 {
+        return Err(format!(
+            "binary packed frame: {count} events cannot fit in {} bytes",
+            body.len()
+        ));
+    }
     let mut r = Reader {
         b: body,
         i: 0,
         scratch: Vec::with_capacity(32),
     };
-    // The smallest event takes 8 bytes.
-    let mut out = Vec::with_capacity(body.len() / 8);
+    let mut out = Vec::with_capacity(count);
     let mut prev_id = 0u64;
+    let mut last_text: Option<(&[u8], SmolStr)> = None;
     while r.i < r.b.len() {
         let at = r.i;
         let head = r.byte()?;
@@ -175,19 +191,26 @@ pub(crate) fn parse_binary(bytes: &[u8]) -> Result<Vec<PackedEv>, String> {
         let (thread, op) = (r.i()?, r.i()?);
         let msg = r.id()?;
         let (a, b) = (r.i()?, r.i()?);
-        let text =
-            match (head >> 3) & 3 {
-                0 => SmolStr::default(),
-                1 => {
-                    let n = usize::try_from(r.u()?).map_err(|_| r.truncated())?;
-                    let s = r.b.get(r.i..r.i.saturating_add(n)).ok_or_else(|| r.truncated())?;
-                    r.i += n;
-                    SmolStr::new(std::str::from_utf8(s).map_err(|e| {
-                        format!("binary packed frame: event {event_id}: text is not UTF-8: {e}")
-                    })?)
+        let text = match (head >> 3) & 3 {
+            0 => SmolStr::default(),
+            1 => {
+                let n = usize::try_from(r.u()?).map_err(|_| r.truncated())?;
+                let s = r.b.get(r.i..r.i.saturating_add(n)).ok_or_else(|| r.truncated())?;
+                r.i += n;
+                // Type names repeat: the last one is reused when the bytes match.
+                match &last_text {
+                    Some((bytes, text)) if *bytes == s => text.clone(),
+                    _ => {
+                        let text = SmolStr::new(std::str::from_utf8(s).map_err(|e| {
+                            format!("binary packed frame: event {event_id}: text is not UTF-8: {e}")
+                        })?);
+                        last_text = Some((s, text.clone()));
+                        text
+                    }
                 }
-                _ => r.id()?,
-            };
+            }
+            _ => r.id()?,
+        };
         out.push(PackedEv(
             head & 3,
             event_id,
@@ -198,6 +221,12 @@ pub(crate) fn parse_binary(bytes: &[u8]) -> Result<Vec<PackedEv>, String> {
             b,
             head & 4 != 0,
             text,
+        ));
+    }
+    if out.len() != count {
+        return Err(format!(
+            "binary packed frame: {} events where its header says {count}",
+            out.len()
         ));
     }
     Ok(out)
@@ -258,26 +287,80 @@ impl Reader<'_> {
         Ok(((z >> 1) as i64) ^ -((z & 1) as i64))
     }
 
-    /// A message id, as its text (`"3.0.17"`).
+    /// A message id, as its text (`"3.0.17"`). Built in place when it fits a `SmolStr`
+    /// inline (23 bytes: nearly every id), without an intermediate string.
     fn id(&mut self) -> Result<SmolStr, String> {
         let n = self.u()?;
         // Every component takes a byte at least.
         if n > (self.b.len() - self.i) as u64 {
             return Err(self.truncated());
         }
+        let mut inline = [0u8; INLINE];
+        let mut len = 0;
+        let mut k = 0;
+        while k < n {
+            let c = self.u()?;
+            let dot = usize::from(k > 0);
+            let d = digits(c);
+            if len + dot + d > INLINE {
+                return self.long_id(&inline[..len], k, c, n);
+            }
+            if dot == 1 {
+                inline[len] = b'.';
+            }
+            write_digits(&mut inline[len + dot..len + dot + d], c);
+            len += dot + d;
+            k += 1;
+        }
+        // Digits and dots only: valid UTF-8.
+        Ok(SmolStr::new_inline(
+            std::str::from_utf8(&inline[..len]).unwrap_or_default(),
+        ))
+    }
+
+    /// The rest of an id longer than [`INLINE`] bytes: `done` is its text so far, `c`
+    /// component number `k` (read), of `n`.
+    fn long_id(&mut self, done: &[u8], mut k: u64, mut c: u64, n: u64) -> Result<SmolStr, String> {
         let mut s = std::mem::take(&mut self.scratch);
         s.clear();
-        let mut digits = itoa::Buffer::new();
-        for k in 0..n {
+        s.extend_from_slice(done);
+        let mut buf = itoa::Buffer::new();
+        loop {
             if k > 0 {
                 s.push(b'.');
             }
-            s.extend_from_slice(digits.format(self.u()?).as_bytes());
+            s.extend_from_slice(buf.format(c).as_bytes());
+            k += 1;
+            if k == n {
+                break;
+            }
+            c = self.u()?;
         }
         // Digits and dots only.
         let id = SmolStr::new(std::str::from_utf8(&s).unwrap_or_default());
         self.scratch = s;
         Ok(id)
+    }
+}
+
+/// What a `SmolStr` holds inline.
+const INLINE: usize = 23;
+
+/// Decimal digits of `n`.
+fn digits(mut n: u64) -> usize {
+    let mut d = 1;
+    while n >= 10 {
+        n /= 10;
+        d += 1;
+    }
+    d
+}
+
+/// Write `n` in decimal into `out`, which is exactly [`digits`]`(n)` long.
+fn write_digits(out: &mut [u8], mut n: u64) {
+    for b in out.iter_mut().rev() {
+        *b = b'0' + (n % 10) as u8;
+        n /= 10;
     }
 }
 
@@ -353,8 +436,8 @@ mod tests {
         let mut w = BinaryWriter::with_capacity(64);
         w.push(&ev(0, 1, &[1, 2, 3], BinaryText::Str("T")));
         let good = w.finish();
-        // A cut inside the event (one byte: the layout byte and no event, a valid frame).
-        for cut in (0..good.len()).filter(|&c| c != 1) {
+        // Any cut: no layout, no count, or fewer events than counted.
+        for cut in 0..good.len() {
             let r = parse_binary(&good[..cut]);
             assert!(r.is_err(), "a frame cut to {cut} bytes read as {r:?}");
         }
@@ -362,15 +445,39 @@ mod tests {
         bad[0] = 9;
         assert!(parse_binary(&bad).unwrap_err().contains("unknown layout 9"));
         let mut bad = good.clone();
-        bad[1] = 0xff;
+        bad[5] = 0xff;
         assert!(parse_binary(&bad).unwrap_err().contains("bad event head"));
+        // Counts that disagree with the events.
+        let mut bad = good.clone();
+        bad[1] = 9;
+        assert!(parse_binary(&bad).unwrap_err().contains("cannot fit"));
+        let mut bad = good.clone();
+        bad.extend_from_slice(&good[5..]);
+        assert!(parse_binary(&bad)
+            .unwrap_err()
+            .contains("2 events where its header says 1"));
         // A varint longer than 64 bits.
-        let mut bad = vec![BINARY_PACKED, 0];
+        let mut bad = vec![BINARY_PACKED, 1, 0, 0, 0, 0];
         bad.extend([0xff; 10]);
         bad.push(0);
         assert!(parse_binary(&bad).unwrap_err().contains("too large"));
         // A huge component count.
-        let bad = [BINARY_PACKED, 0, 1, 0, 0, 0xff, 0xff, 0xff, 0xff, 0x0f];
+        let bad = [
+            BINARY_PACKED,
+            1,
+            0,
+            0,
+            0,
+            0,
+            1,
+            0,
+            0,
+            0xff,
+            0xff,
+            0xff,
+            0xff,
+            0x0f,
+        ];
         assert!(parse_binary(&bad).is_err());
     }
 }
