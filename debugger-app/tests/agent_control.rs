@@ -545,7 +545,7 @@ fn bad_commands_get_errors_and_change_nothing() {
 /// kind and message id, sorted). Events before the start hold may come before the attach
 /// or after it; the leaf's all come after.
 fn raw_client_run(binary: bool) -> (usize, usize, Vec<(String, String)>) {
-    use racetrack_protocol::{Decoded, Decoder, Event, BINARY_HEADER};
+    use racetrack_protocol::{Decoded, Decoder, BINARY_HEADER};
     use tokio_tungstenite::tungstenite::{self, client::IntoClientRequest, stream::MaybeTlsStream, Message};
     let prog = support::Program::start(
         "farm",
