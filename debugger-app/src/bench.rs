@@ -362,6 +362,12 @@ fn run_once(exe: &str, w: &Workload, config: usize, slow_us: u64) -> Result<Run,
     }
     let summary = produced.and_then(|t| t.join().ok()).unwrap_or_default();
     let agent_next = summary.next_id;
+    if config >= 2 && summary.start_hold_us.is_none() {
+        eprintln!(
+            "{} / configuration {config}: the agent printed no start hold (its summary is missing); the run time includes it",
+            w.name
+        );
+    }
     let held_ms = summary.start_hold_us.map_or(0.0, |us| us as f64 / 1e3);
     let events = tally.map(|t| t.n);
     // The sink checked its numbers itself; both need the agent's count (printed at exit

@@ -117,7 +117,7 @@ async fn run(
     let config = WebSocketConfig::default()
         .max_message_size(Some(MAX_FRAME_BYTES))
         .max_frame_size(Some(MAX_FRAME_BYTES));
-    // Packed events come as binary frames: nothing to format or parse in decimal.
+    // Packed events come as binary frames: no decimal numbers to parse.
     let request = url.as_str().into_client_request().map(|mut r| {
         r.headers_mut()
             .insert(BINARY_HEADER, HeaderValue::from_static("binary"));

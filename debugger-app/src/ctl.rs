@@ -155,6 +155,8 @@ impl Ctl {
         }
         let _ = out.write_all(buf);
         buf.clear();
+        // One huge event (up to a frame's 16 MiB) does not keep its room for good.
+        buf.shrink_to(2 * PRINT_CHUNK);
         let _ = out.flush();
     }
 

@@ -1,8 +1,9 @@
 //! Binary `packed` frames: the same events as a text `packed` frame ([`PackedEv`]), in a
 //! WebSocket binary frame, for a debugger that asks for them in its handshake (request
-//! header [`BINARY_HEADER`]`: binary`). Writing and reading them formats and parses no
-//! decimal numbers, and they are about a third of the text's size: per event, this is what
-//! a debugger attached to a busy program costs both sides most.
+//! header [`BINARY_HEADER`]`: binary`). The agent formats no decimal numbers and the
+//! debugger parses none (it formats message ids once, for the text it keeps), and they
+//! are about a third of the text's size: per event, this is what a debugger attached to a
+//! busy program costs both sides most.
 //!
 //! Layout: the byte [`BINARY_PACKED`], the number of events (4 bytes, little-endian: the
 //! reader sizes its vector once), then the events one after the other until the end.
@@ -11,7 +12,7 @@
 //!
 //! | field | encoding |
 //! |---|---|
-//! | head | one byte: kind in bits 0–1, `traced` in bit 2, text form in bits 3–4 (0: `""`, 1: a string, 2: a message id) |
+//! | head | one byte: kind in bits 0–1, `traced` in bit 2, text form in bits 3–4 (0: `""`, 1: a string, 2: a message id); bits 5–7 are 0 |
 //! | `event_id` | varint: the difference to the previous event's id in the frame (the first: to 0), modulo 2⁶⁴ |
 //! | `thread`, `op` | signed varints |
 //! | `msg` | varint count of components, then each component as a varint (`"3.0.17"`: 3, 3, 0, 17) |
@@ -174,7 +175,8 @@ pub(crate) fn parse_binary(bytes: &[u8]) -> Result<Vec<PackedEv>, String> {
         i: 0,
         scratch: Vec::with_capacity(32),
     };
-    let mut out = Vec::with_capacity(count);
+    // (A frame claiming more events than the agent ever puts in one grows as it is read.)
+    let mut out = Vec::with_capacity(count.min(4096));
     let mut prev_id = 0u64;
     let mut last_text: Option<(&[u8], SmolStr)> = None;
     while r.i < r.b.len() {
@@ -183,7 +185,7 @@ pub(crate) fn parse_binary(bytes: &[u8]) -> Result<Vec<PackedEv>, String> {
         if head >> 5 != 0 || (head >> 3) & 3 == 3 {
             return Err(format!(
                 "binary packed frame: bad event head {head:#04x} at byte {}",
-                at + 1
+                at + HEADER + 1
             ));
         }
         let event_id = prev_id.wrapping_add(r.u()?);
@@ -241,7 +243,7 @@ struct Reader<'a> {
 
 impl Reader<'_> {
     fn truncated(&self) -> String {
-        format!("binary packed frame: truncated at byte {}", self.i + 1)
+        format!("binary packed frame: truncated at byte {}", self.i + HEADER + 1)
     }
 
     fn byte(&mut self) -> Result<u8, String> {
@@ -277,7 +279,7 @@ impl Reader<'_> {
         }
         Err(format!(
             "binary packed frame: number too large at byte {}",
-            self.i
+            self.i + HEADER
         ))
     }
 
@@ -342,6 +344,10 @@ impl Reader<'_> {
         Ok(id)
     }
 }
+
+/// Bytes before the events: the layout byte and the count (error messages give positions
+/// in the whole frame).
+const HEADER: usize = 5;
 
 /// What a `SmolStr` holds inline.
 const INLINE: usize = 23;

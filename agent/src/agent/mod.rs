@@ -405,13 +405,15 @@ impl Agent {
     /// Hand back chunks [`Agent::drain`] gave out, once emptied, for reuse (dropped when
     /// no debugger is attached any more).
     fn recycle(&self, mut chunks: Vec<Vec<Rec>>) {
-        // Records are dropped here, not under the lock the program's threads take.
+        // Records, and chunks beyond what is kept, are dropped here, not under the lock
+        // the program's threads take.
+        chunks.truncate(record::SPARE_MAX);
         for c in &mut chunks {
             c.clear();
         }
         let mut s = lock(&self.stream);
         if self.attached.load(Relaxed) {
-            s.buf.recycle(chunks);
+            s.buf.recycle(&mut chunks);
         }
     }
 

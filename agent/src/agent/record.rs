@@ -56,7 +56,7 @@ pub(crate) struct Chunks {
 const CHUNK: usize = 1024;
 
 /// Empty chunks kept for reuse (about 1 MiB).
-const SPARE_MAX: usize = 8;
+pub(crate) const SPARE_MAX: usize = 8;
 
 impl Chunks {
     pub(crate) fn push(&mut self, r: Rec) {
@@ -85,14 +85,14 @@ impl Chunks {
         self.spare = Vec::new();
     }
 
-    /// Keep emptied chunks (as [`Chunks::take`] handed them out) for the next records.
-    pub(crate) fn recycle(&mut self, chunks: impl IntoIterator<Item = Vec<Rec>>) {
-        for c in chunks {
-            if self.spare.len() >= SPARE_MAX {
-                break;
-            }
-            if c.is_empty() && c.capacity() == CHUNK {
-                self.spare.push(c);
+    /// Keep emptied chunks (as [`Chunks::take`] handed them out) for the next records,
+    /// up to [`SPARE_MAX`]; what is not kept stays in `chunks`.
+    pub(crate) fn recycle(&mut self, chunks: &mut Vec<Vec<Rec>>) {
+        while self.spare.len() < SPARE_MAX {
+            match chunks.pop() {
+                Some(c) if c.is_empty() && c.capacity() == CHUNK => self.spare.push(c),
+                Some(_) => {}
+                None => break,
             }
         }
     }

@@ -168,7 +168,7 @@ async fn serve(agent: &Arc<Agent>, stream: tokio::net::TcpStream) -> Result<(), 
                         Ok(cmd) => agent.apply(cmd),
                         Err(e) => agent.error(e),
                     },
-                    Some(Ok(Message::Binary(_))) => agent.error("binary frames are not part of the protocol; send JSON text".into()),
+                    Some(Ok(Message::Binary(_))) => agent.error("binary frames from a debugger are not accepted; send commands as JSON text".into()),
                     Some(Ok(Message::Close(_))) | None => close = true,
                     Some(Ok(_)) => {}
                     Some(Err(e)) => return Err(format!("receive: {e}")),
