@@ -438,6 +438,48 @@ mod tests {
     }
 
     #[test]
+    fn random_damage_never_panics() {
+        let mut w = BinaryWriter::with_capacity(256);
+        for (i, e) in [
+            ev(0, 7, &[0, 300], BinaryText::Str("Task")),
+            ev(1, 8, &[0, 300], BinaryText::None),
+            ev(2, 9, &[1, 2, 3, 4, 5, 6, 7, 8], BinaryText::Id(&[u64::MAX; 3])),
+            ev(3, 10, &[0], BinaryText::None),
+        ]
+        .iter()
+        .enumerate()
+        {
+            assert_eq!(w.len(), i);
+            w.push(e);
+        }
+        let good = w.finish();
+        assert_eq!(parse_binary(&good).unwrap().len(), 4);
+        // A small linear congruential generator: the same cases every run.
+        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+        let mut next = move || {
+            x = x
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            (x >> 33) as usize
+        };
+        let mut errors = 0;
+        for _ in 0..20_000 {
+            let mut bad = good.clone();
+            for _ in 0..=next() % 4 {
+                let at = next() % bad.len();
+                bad[at] = next() as u8;
+            }
+            bad.truncate(next() % (bad.len() + 1));
+            // Either outcome is fine; a panic fails the test.
+            errors += usize::from(parse_binary(&bad).is_err());
+        }
+        assert!(
+            errors > 10_000,
+            "most damaged frames are refused: {errors} of 20000"
+        );
+    }
+
+    #[test]
     fn damaged_frames_are_errors_not_panics() {
         let mut w = BinaryWriter::with_capacity(64);
         w.push(&ev(0, 1, &[1, 2, 3], BinaryText::Str("T")));
