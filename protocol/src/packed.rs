@@ -52,9 +52,13 @@ pub struct Names {
     pub ops: Vec<String>,
     /// Thread names by index.
     pub threads: Vec<String>,
-    /// The same names as JSON strings (quoted, escaped), for [`PackedEv::write_json`].
-    ops_json: Vec<String>,
-    threads_json: Vec<String>,
+    /// Whole JSON fields naming them, for [`PackedEv::write_json`]: `,"op":"Work"`,
+    /// `,"to_op":"Work"`, `,"thread":"proc[1]"`, `,"to_thread":"proc[1]"` (names quoted
+    /// and escaped).
+    op_fields: Vec<Box<[u8]>>,
+    to_op_fields: Vec<Box<[u8]>>,
+    thread_fields: Vec<Box<[u8]>>,
+    to_thread_fields: Vec<Box<[u8]>>,
 }
 
 impl Names {
@@ -78,14 +82,20 @@ impl Names {
 
     /// Names from operation and thread lists in index order.
     pub fn new(ops: Vec<String>, threads: Vec<String>) -> Self {
-        let json = |v: &[String]| {
+        let fields = |key: &str, v: &[String]| {
             v.iter()
-                .map(|n| serde_json::to_string(n).unwrap_or_default())
+                .map(|n| {
+                    format!(",\"{key}\":{}", serde_json::to_string(n).unwrap_or_default())
+                        .into_bytes()
+                        .into()
+                })
                 .collect()
         };
         Self {
-            ops_json: json(&ops),
-            threads_json: json(&threads),
+            op_fields: fields("op", &ops),
+            to_op_fields: fields("to_op", &ops),
+            thread_fields: fields("thread", &threads),
+            to_thread_fields: fields("to_thread", &threads),
             ops,
             threads,
         }
@@ -231,69 +241,66 @@ impl PackedEv {
     /// prints, so it appends bytes directly (no writer calls, no error paths per field).
     pub fn append_json(&self, names: &Names, out: &mut Vec<u8>) {
         let PackedEv(kind, event_id, thread, op, msg, a, b, traced, text) = self;
-        let mut digits = itoa::Buffer::new();
-        // Names go out pre-quoted (`None`: absent).
-        let name_json = |list: &'_ [String], i: i64| -> Option<usize> {
-            usize::try_from(i).ok().filter(|&i| i < list.len())
-        };
-        let thread_json = name_json(&names.threads_json, *thread).map(|i| names.threads_json[i].as_bytes());
-        let op_json = name_json(&names.ops_json, *op).map(|i| names.ops_json[i].as_bytes());
-        let flag = |out: &mut Vec<u8>, v: bool| out.extend_from_slice(if v { b"true" } else { b"false" });
-        out.extend_from_slice(br#"{"event":""#);
-        out.extend_from_slice(self.kind_name().as_bytes());
-        out.extend_from_slice(br#"","event_id":"#);
-        out.extend_from_slice(digits.format(*event_id).as_bytes());
-        match kind {
-            0 => {
-                for (key, v) in [(&br#","thread":"#[..], thread_json), (br#","op":"#, op_json)] {
-                    if let Some(v) = v {
-                        out.extend_from_slice(key);
-                        out.extend_from_slice(v);
-                    }
-                }
-                out.extend_from_slice(br#","msg":"#);
-                push_str(out, msg);
-                let to_op = name_json(&names.ops_json, *a).map(|i| names.ops_json[i].as_bytes());
-                let to_thread = name_json(&names.threads_json, *b).map(|i| names.threads_json[i].as_bytes());
-                for (key, v) in [(&br#","to_op":"#[..], to_op), (br#","to_thread":"#, to_thread)] {
-                    if let Some(v) = v {
-                        out.extend_from_slice(key);
-                        out.extend_from_slice(v);
-                    }
-                }
-                out.extend_from_slice(br#","type":"#);
-                push_str(out, text);
-                out.extend_from_slice(br#","traced":"#);
-                flag(out, *traced);
-                out.extend_from_slice(br#","held":false}"#);
-            }
-            _ => {
-                // `recv`, `start` and `stop` begin alike (an unknown name is written empty).
-                out.extend_from_slice(br#","thread":"#);
-                out.extend_from_slice(thread_json.unwrap_or(b"\"\""));
-                out.extend_from_slice(br#","op":"#);
-                out.extend_from_slice(op_json.unwrap_or(b"\"\""));
-                out.extend_from_slice(br#","msg":"#);
-                push_str(out, msg);
-                if *kind == 1 {
-                    out.extend_from_slice(br#","position":"#);
-                    out.extend_from_slice(digits.format(u64::try_from(*a).unwrap_or_default()).as_bytes());
-                    out.extend_from_slice(br#","traced":"#);
-                    flag(out, *traced);
-                    out.push(b'}');
-                } else {
-                    out.extend_from_slice(br#","instance":"#);
-                    push_str(out, if text.is_empty() { msg } else { text });
-                    out.extend_from_slice(match step_of(*a) {
-                        Step::Run => br#","step":"run","traced":"#,
-                        Step::Absorb => br#","step":"absorb","traced":"#,
-                        Step::Final => br#","step":"final","traced":"#,
-                    });
-                    flag(out, *traced);
-                    out.extend_from_slice(br#","held":false}"#);
-                }
-            }
+        // Room for the common event at once; the pieces below are whole fields.
+        out.reserve(160);
+        fn field(list: &[Box<[u8]>], i: i64) -> Option<&[u8]> {
+            usize::try_from(i).ok().and_then(|i| list.get(i)).map(|f| &f[..])
         }
+        let mut digits = itoa::Buffer::new();
+        out.extend_from_slice(match kind {
+            0 => br#"{"event":"send","event_id":"#,
+            1 => br#"{"event":"recv","event_id":"#,
+            2 => br#"{"event":"start","event_id":"#,
+            _ => br#"{"event":"stop","event_id":"#,
+        });
+        out.extend_from_slice(digits.format(*event_id).as_bytes());
+        let thread = field(&names.thread_fields, *thread);
+        let op = field(&names.op_fields, *op);
+        if *kind == 0 {
+            // A send names what it knows (absent: the schedule's caller or no thread).
+            for f in [thread, op].into_iter().flatten() {
+                out.extend_from_slice(f);
+            }
+            out.extend_from_slice(br#","msg":"#);
+            push_str(out, msg);
+            let to = [field(&names.to_op_fields, *a), field(&names.to_thread_fields, *b)];
+            for f in to.into_iter().flatten() {
+                out.extend_from_slice(f);
+            }
+            out.extend_from_slice(br#","type":"#);
+            push_str(out, text);
+            out.extend_from_slice(if *traced {
+                br#","traced":true,"held":false}"#
+            } else {
+                br#","traced":false,"held":false}"#
+            });
+            return;
+        }
+        // `recv`, `start` and `stop` name both (an unknown name is written empty).
+        out.extend_from_slice(thread.unwrap_or(br#","thread":"""#));
+        out.extend_from_slice(op.unwrap_or(br#","op":"""#));
+        out.extend_from_slice(br#","msg":"#);
+        push_str(out, msg);
+        if *kind == 1 {
+            out.extend_from_slice(br#","position":"#);
+            out.extend_from_slice(digits.format(u64::try_from(*a).unwrap_or_default()).as_bytes());
+            out.extend_from_slice(if *traced {
+                br#","traced":true}"#
+            } else {
+                br#","traced":false}"#
+            });
+            return;
+        }
+        out.extend_from_slice(br#","instance":"#);
+        push_str(out, if text.is_empty() { msg } else { text });
+        out.extend_from_slice(match (step_of(*a), *traced) {
+            (Step::Run, false) => br#","step":"run","traced":false,"held":false}"#,
+            (Step::Run, true) => br#","step":"run","traced":true,"held":false}"#,
+            (Step::Absorb, false) => br#","step":"absorb","traced":false,"held":false}"#,
+            (Step::Absorb, true) => br#","step":"absorb","traced":true,"held":false}"#,
+            (Step::Final, false) => br#","step":"final","traced":false,"held":false}"#,
+            (Step::Final, true) => br#","step":"final","traced":true,"held":false}"#,
+        });
     }
 }
 
