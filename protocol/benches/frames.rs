@@ -1,0 +1,120 @@
+#![allow(missing_docs)] // criterion_group! generates undocumented functions
+//! Criterion micro-benchmarks of what a debugger does with every streamed event: reading a
+//! packed frame of 1,024 farm-like events (send, recv, start, stop over four workers) in
+//! its binary and its JSON text form, and printing those events as `racetrack ctl` does.
+//!
+//! `cargo bench -p racetrack-protocol --bench frames`
+
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use racetrack_protocol::{
+    BinaryEv, BinaryText, BinaryWriter, CollectionDesc, Decoded, Decoder, Event, OperationDesc, PackedEv,
+};
+use std::hint::black_box;
+
+const TASKS: u64 = 256;
+
+fn structure() -> Event {
+    let procs: Vec<String> = (0..4).map(|i| format!("proc[{i}]")).collect();
+    let op = |name: &str, kind: &str, coll: &str, threads: &[String]| OperationDesc {
+        name: name.into(),
+        kind: kind.into(),
+        collection: coll.into(),
+        threads: threads.to_vec(),
+    };
+    let main = vec!["main[0]".to_owned()];
+    Event::Structure {
+        operations: vec![
+            op("Split", "split", "main", &main),
+            op("Work", "leaf", "proc", &procs),
+            op("Sum", "merge", "main", &main),
+        ],
+        collections: vec![
+            CollectionDesc {
+                name: "main".into(),
+                threads: main.clone(),
+            },
+            CollectionDesc {
+                name: "proc".into(),
+                threads: procs,
+            },
+        ],
+        edges: vec![],
+    }
+}
+
+/// The same 1,024 events as a binary frame and as a JSON text frame.
+fn frames() -> (Vec<u8>, String) {
+    let mut w = BinaryWriter::with_capacity(16 * 1024);
+    let mut text = Vec::new();
+    let mut id = 1_000_000;
+    for t in 0..TASKS {
+        let msg = [7, 100_000 + t];
+        let msg_text = format!("7.{}", 100_000 + t);
+        let worker = 1 + (t % 4) as i64;
+        for (kind, thread, op, a, b, txt) in [
+            (0u8, 0, 0, 1, worker, BinaryText::Str("u64")),
+            (1, worker, 1, 3, 0, BinaryText::None),
+            (2, worker, 1, 0, 0, BinaryText::None),
+            (3, worker, 1, 0, 0, BinaryText::None),
+        ] {
+            w.push(&BinaryEv {
+                kind,
+                event_id: id,
+                thread,
+                op,
+                msg: &msg,
+                a,
+                b,
+                traced: false,
+                text: txt,
+            });
+            let txt = if kind == 0 { "u64" } else { "" };
+            text.push(PackedEv(
+                kind,
+                id,
+                thread,
+                op,
+                msg_text.as_str().into(),
+                a,
+                b,
+                false,
+                txt.into(),
+            ));
+            id += 1;
+        }
+    }
+    (w.finish(), Event::Packed { events: text }.to_json())
+}
+
+fn bench(c: &mut Criterion) {
+    let (binary, text) = frames();
+    let mut decoder = Decoder::default();
+    decoder.observe(&structure());
+    let events = match decoder.decode_binary(&binary).expect("decodes") {
+        Decoded::Packed(names, ps) => (names, ps),
+        Decoded::Events(_) => unreachable!("a packed frame"),
+    };
+    let mut g = c.benchmark_group("frame of 1,024 events");
+    g.throughput(Throughput::Elements(4 * TASKS));
+    g.bench_function("read binary", |b| {
+        b.iter(|| black_box(decoder.decode_binary(black_box(&binary)).expect("decodes")))
+    });
+    g.bench_function("read JSON text", |b| {
+        b.iter(|| black_box(decoder.decode_frame(black_box(&text)).expect("decodes")))
+    });
+    let mut out = Vec::with_capacity(256 * 1024);
+    g.bench_function("print as ctl does", |b| {
+        b.iter(|| {
+            out.clear();
+            for p in &events.1 {
+                p.append_json(&events.0, &mut out);
+                out.push(b'\n');
+            }
+            black_box(out.len())
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
