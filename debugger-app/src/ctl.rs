@@ -467,7 +467,7 @@ fn move_cmd(model: &Model, v: &Value) -> Result<Option<Command>, String> {
             .get(thread)
             .into_iter()
             .flatten()
-            .map(|m| (m.id.clone(), m.op.clone())),
+            .map(|m| (m.id.to_string(), m.op.to_string())),
     );
     let key = |(id, op): &(String, String)| {
         if rows.iter().filter(|r| &r.0 == id).count() > 1 {

@@ -320,11 +320,11 @@ impl Model {
                     self.in_flight.remove(&self.key);
                 }
                 let entry = QueueEntry {
-                    id: msg.to_owned(),
+                    id: p.4.clone(),
                     type_name: String::new(),
                     from: None,
                     to: String::new(),
-                    op: op.to_owned(),
+                    op: op.into(),
                     traced: p.7,
                     content: None,
                 };
@@ -495,11 +495,11 @@ impl Model {
         let info = self.in_flight.remove(&self.key);
         let from = info.as_ref().and_then(|i| i.from.as_ref());
         let entry = QueueEntry {
-            id: r.msg.clone(),
+            id: r.msg.as_str().into(),
             type_name: info.as_ref().map(|i| i.type_name.clone()).unwrap_or_default(),
             from: from.map(|(o, t)| format!("{o}@{t}")),
             to: format!("{}@{}", r.op, r.thread),
-            op: r.op.clone(),
+            op: r.op.as_str().into(),
             traced: r.traced,
             content: info.as_ref().and_then(|i| i.content.clone()),
         };

@@ -194,7 +194,7 @@ fn reorder_with_the_buttons_is_applied_by_the_agent() {
     );
     let q: Vec<String> = h.state().model.queues["proc[0]"]
         .iter()
-        .map(|m| m.id.clone())
+        .map(|m| m.id.to_string())
         .collect();
     assert_eq!(
         q,

@@ -80,8 +80,8 @@ pub struct CollectionDesc {
 /// A pending message in a thread's queue.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct QueueEntry {
-    /// Message id.
-    pub id: String,
+    /// Message id (inline: ids are short, and a debugger keeps one per pending message).
+    pub id: SmolStr,
     /// Rust type name.
     #[serde(rename = "type")]
     pub type_name: String,
@@ -91,7 +91,7 @@ pub struct QueueEntry {
     /// Destination operation and thread, `Op@thread`.
     pub to: String,
     /// Destination operation.
-    pub op: String,
+    pub op: SmolStr,
     /// Whether it is traced.
     #[serde(default)]
     pub traced: bool,

@@ -271,11 +271,11 @@ fn set_event_id(ev: &mut Event, id: u64) {
 /// A pending message as the protocol shows it, in the queue of `thread`.
 fn entry(q: &QueuedMsg, thread: &str, content: Option<Value>) -> proto::QueueEntry {
     proto::QueueEntry {
-        id: q.id.to_string(),
+        id: q.id.to_string().into(),
         type_name: q.type_name.to_owned(),
         from: q.from.as_ref().map(|(op, t)| format!("{}@{}", op.name, t.name)),
         to: format!("{}@{thread}", q.op.name),
-        op: q.op.name.to_string(),
+        op: (*q.op.name).into(),
         traced: q.traced,
         content,
     }

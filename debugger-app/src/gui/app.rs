@@ -584,11 +584,11 @@ impl App {
         if let Some((_, Event::Start(s))) = self.model.held_of(thread) {
             if s.step != racetrack_protocol::Step::Final {
                 rows.push(QueueEntry {
-                    id: s.msg.clone(),
+                    id: s.msg.as_str().into(),
                     type_name: "(about to start)".into(),
                     from: None,
                     to: format!("{}@{}", s.op, s.thread),
-                    op: s.op.clone(),
+                    op: s.op.as_str().into(),
                     traced: s.traced,
                     content: None,
                 });
@@ -686,7 +686,7 @@ impl App {
             .selectable_label(self.is_selected_msg(&m.id, &m.op), text)
             .clicked()
         {
-            self.ui.selected_msg = Some((m.id.clone(), m.op.clone(), m.content.clone()));
+            self.ui.selected_msg = Some((m.id.to_string(), m.op.to_string(), m.content.clone()));
         }
     }
 
@@ -713,7 +713,7 @@ impl App {
                         .selectable_label(self.is_selected_msg(&m.id, &m.op), text)
                         .clicked()
                     {
-                        clicked = Some((m.id.clone(), m.op.clone(), m.content.clone()));
+                        clicked = Some((m.id.to_string(), m.op.to_string(), m.content.clone()));
                     }
                 }
             });
@@ -772,7 +772,7 @@ impl App {
             if ids.get(m.id.as_str()).is_some_and(|n| *n > 1) {
                 format!("{}@{}", m.id, m.op)
             } else {
-                m.id.clone()
+                m.id.to_string()
             }
         };
         let current: Vec<String> = rows.iter().map(key).collect();
