@@ -540,18 +540,24 @@ fn bad_commands_get_errors_and_change_nothing() {
     s.finish_correctly();
 }
 
-/// One run of a small farm watched by a raw WebSocket client that asks for binary packed
-/// frames or not: (packed text frames, binary frames, every event of the `Work` leaf as
-/// kind and message id, sorted). Events before the start hold may come before the attach
-/// or after it; the leaf's all come after.
-fn raw_client_run(binary: bool) -> (usize, usize, Vec<(String, String)>) {
+/// What a raw client saw of a run.
+struct RawRun {
+    /// Packed text frames and binary frames.
+    texts: usize,
+    bins: usize,
+    /// Every event of the `Work` leaf as kind and message id, sorted.
+    work: Vec<(String, String)>,
+    /// Every numbered event, in order.
+    numbered: Vec<serde_json::Value>,
+}
+
+/// One run of a farm (`args`) watched by a raw WebSocket client that asks for binary
+/// packed frames or not, and continues the start hold. Events before the start hold may
+/// come before the attach or after it; the leaf's all come after.
+fn raw_client_run(binary: bool, args: &[&str]) -> RawRun {
     use racetrack_protocol::{Decoded, Decoder, BINARY_HEADER};
     use tokio_tungstenite::tungstenite::{self, client::IntoClientRequest, stream::MaybeTlsStream, Message};
-    let prog = support::Program::start(
-        "farm",
-        &["--threads", "2", "--tasks", "300"],
-        &[("RACETRACK_WAIT", "1")],
-    );
+    let prog = support::Program::start("farm", args, &[("RACETRACK_WAIT", "1")]);
     let mut req = prog.url.as_str().into_client_request().unwrap();
     if binary {
         req.headers_mut().insert(BINARY_HEADER, "binary".parse().unwrap());
@@ -561,7 +567,7 @@ fn raw_client_run(binary: bool) -> (usize, usize, Vec<(String, String)>) {
         s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
     }
     let mut d = Decoder::default();
-    let (mut texts, mut bins, mut seen) = (0, 0, Vec::new());
+    let (mut texts, mut bins, mut seen, mut numbered) = (0, 0, Vec::new(), Vec::new());
     loop {
         let decoded = match ws.read() {
             Ok(Message::Text(t)) => {
@@ -589,26 +595,45 @@ fn raw_client_run(binary: bool) -> (usize, usize, Vec<(String, String)>) {
             if snapshot_hold || is_held(&v) {
                 ws.send(Message::Text(cont().to_string().into())).unwrap();
             }
-            if ev.event_id().is_some() && v["op"] == "Work" {
-                let s = |k: &str| v[k].as_str().unwrap_or_default().to_owned();
-                seen.push((s("event"), s("msg")));
+            if ev.event_id().is_some() {
+                if v["op"] == "Work" {
+                    let s = |k: &str| v[k].as_str().unwrap_or_default().to_owned();
+                    seen.push((s("event"), s("msg")));
+                }
+                numbered.push(v);
             }
         }
     }
     let (_, report) = prog.finish(Duration::from_secs(30));
     assert_eq!(report["matches_reference"], true);
     seen.sort();
-    (texts, bins, seen)
+    RawRun {
+        texts,
+        bins,
+        work: seen,
+        numbered,
+    }
 }
 
 #[test]
 fn packed_events_are_json_text_unless_the_debugger_asks_for_binary() {
-    let (texts, bins, as_text) = raw_client_run(false);
+    let args = ["--threads", "2", "--tasks", "300"];
+    let RawRun {
+        texts,
+        bins,
+        work: as_text,
+        ..
+    } = raw_client_run(false, &args);
     assert!(
         texts > 0 && bins == 0,
         "{texts} packed text frames, {bins} binary"
     );
-    let (texts, bins, as_binary) = raw_client_run(true);
+    let RawRun {
+        texts,
+        bins,
+        work: as_binary,
+        ..
+    } = raw_client_run(true, &args);
     assert!(
         texts == 0 && bins > 0,
         "{texts} packed text frames, {bins} binary"
@@ -622,4 +647,69 @@ fn packed_events_are_json_text_unless_the_debugger_asks_for_binary() {
         as_text.len(),
         as_binary.len()
     );
+}
+
+/// Attached in free run (nothing can hold), messages travel in batches and the stream still
+/// tells every message's send, receive, start and stop, in that order, numbered without a
+/// gap, with receive positions a debugger can follow: inserting each message at its
+/// position and removing it at its start, every worker starts its queue's head.
+#[test]
+fn a_free_run_stream_tells_every_batched_message_in_order() {
+    let run = raw_client_run(true, &["--threads", "4", "--tasks", "5000"]);
+    let ids: Vec<u64> = run
+        .numbered
+        .iter()
+        .filter_map(|v| v["event_id"].as_u64())
+        .collect();
+    assert!(ids.windows(2).all(|w| w[1] == w[0] + 1), "numbered without a gap");
+    let mut kinds: HashMap<(String, String), String> = HashMap::new();
+    let mut queues: HashMap<String, Vec<String>> = HashMap::new();
+    for v in &run.numbered {
+        let s = |k: &str| v[k].as_str().unwrap_or_default().to_owned();
+        let (kind, msg) = (s("event"), s("msg"));
+        let op = if kind == "send" { s("to_op") } else { s("op") };
+        // The split's input (its start is the start hold, which may come before the
+        // attach), the merge's final step and its output to the caller.
+        if op == "Split" || op.is_empty() || v["step"] == "final" {
+            continue;
+        }
+        let k = kinds.entry((op.clone(), msg.clone())).or_default();
+        k.push_str(&kind);
+        k.push(' ');
+        if op != "Work" {
+            continue;
+        }
+        let q = queues.entry(s("thread")).or_default();
+        match kind.as_str() {
+            "recv" => {
+                let at = usize::try_from(v["position"].as_u64().unwrap()).unwrap();
+                q.insert(at.min(q.len()), msg);
+            }
+            "start" => {
+                assert_eq!(
+                    q.first(),
+                    Some(&msg),
+                    "{} starts {msg}, its queue's head is {:?}",
+                    s("thread"),
+                    q.first()
+                );
+                q.remove(0);
+            }
+            _ => {}
+        }
+    }
+    let left: Vec<(&String, usize)> = queues
+        .iter()
+        .map(|(t, q)| (t, q.len()))
+        .filter(|(_, n)| *n > 0)
+        .collect();
+    assert!(left.is_empty(), "never started: {left:?}");
+    // 5000 tasks and their results (the sum goes back to the caller: no receive).
+    assert_eq!(kinds.len(), 2 * 5000);
+    let odd: Vec<_> = kinds
+        .iter()
+        .filter(|(_, k)| k.as_str() != "send recv start stop ")
+        .take(3)
+        .collect();
+    assert!(odd.is_empty(), "send, recv, start, stop for each: {odd:?}");
 }

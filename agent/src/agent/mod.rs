@@ -8,6 +8,10 @@
 //!   its own thread, which then serves the debugger's commands for it (release, reorder,
 //!   edit, state) until released.
 //! - Without a debugger attached, every hook returns after one atomic load.
+//! - Attached with nothing that could hold, edit or trace a message (free run), the agent
+//!   only streams ([`Hook::streaming`]): the runtime keeps its batches and reports every
+//!   message all the same; a breakpoint, paused thread, step mode, "ack every event" or
+//!   content mode brings back the one-by-one path the holds need.
 //! - The buffer is bounded: a debugger that cannot keep up slows the program down
 //!   (backpressure on sends, starts and stops) instead of growing memory.
 //! - Detaching (or the connection dropping) releases every hold and returns to free run.
@@ -18,7 +22,8 @@ mod server;
 use record::{Fast, Rec, Text};
 
 use crate::runtime::hook::{
-    CollectionInfo, GraphInfo, Hook, OpInfo, QueuedMsg, RecvEvent, SendEvent, StepEvent, StepKind, ThreadInfo,
+    CollectionInfo, GraphInfo, Hook, OpInfo, QueuedMsg, RecvEvent, SendEvent, StepEvent, StepKind,
+    StreamedSend, StreamedStep, ThreadInfo,
 };
 use crate::runtime::thread::{lock, ThreadSnap};
 use crate::runtime::RuntimeView;
@@ -242,6 +247,17 @@ fn step_ev(ev: &StepEvent<'_>, traced: bool, reason: Option<HoldReason>) -> prot
 
 /// A step event that is streamed, not held, in compact form.
 fn fast_step(kind: u8, ev: &StepEvent<'_>, traced: bool) -> Fast {
+    let s = StreamedStep {
+        thread: ev.thread,
+        op: ev.op,
+        step: ev.step,
+        msg_id: ev.msg_id,
+        instance: ev.instance,
+    };
+    fast_streamed_step(kind, &s, traced)
+}
+
+fn fast_streamed_step(kind: u8, ev: &StreamedStep<'_>, traced: bool) -> Fast {
     Fast {
         kind,
         event_id: 0,
@@ -905,6 +921,43 @@ fn unhold(ev: &mut Event) {
 impl Hook for Agent {
     fn active(&self) -> bool {
         self.hot.load(Relaxed)
+    }
+
+    /// Attached, with nothing that could hold, edit or trace a message: the runtime keeps
+    /// its batches and reports each message through the `streamed_*` calls.
+    fn streaming(&self) -> bool {
+        self.attached.load(Relaxed)
+            && !(self.wait_pending.load(Relaxed)
+                || self.step_mode.load(Relaxed)
+                || self.ack_all.load(Relaxed)
+                || self.content.load(Relaxed)
+                || self.has_policy.load(Relaxed))
+    }
+
+    fn streamed_send(&self, ev: &StreamedSend<'_>) {
+        if !self.attached.load(Relaxed) {
+            return;
+        }
+        let fast = Fast {
+            kind: record::SEND,
+            event_id: 0,
+            thread: record::thread_index(Some(ev.thread)),
+            op: record::op_index(Some(ev.from_op)),
+            msg: ev.msg_id.clone(),
+            a: record::op_index(Some(ev.to_op)),
+            b: record::thread_index(Some(ev.to_thread)),
+            traced: false,
+            text: Text::Type(ev.type_name),
+        };
+        self.record(Rec::Fast(fast), true);
+    }
+
+    fn streamed_step(&self, ev: &StreamedStep<'_>, stop: bool) {
+        if !self.attached.load(Relaxed) {
+            return;
+        }
+        let kind = if stop { record::STOP } else { record::START };
+        self.record(Rec::Fast(fast_streamed_step(kind, ev, false)), true);
     }
 
     fn on_runtime(&self, view: RuntimeView) {

@@ -3,7 +3,7 @@
 
 use super::error::ScheduleError;
 use super::graph::{AbsorbFn, GraphInner, InitFn, Input, Node, OpFn, PostSink};
-use super::hook::{Hook, SendEvent, StepEvent, StepKind, ThreadAccess};
+use super::hook::{Hook, SendEvent, StepEvent, StepKind, StreamedSend, StreamedStep, ThreadAccess};
 use super::ids::MsgId;
 use super::payload::{ErasedState, Payload};
 use super::payload::{PayloadQueue, Slot};
@@ -61,9 +61,9 @@ struct Exec<'a, S> {
     outbox: Outbox,
 }
 
-/// A thread's leaf outputs while no debugger is attached, gathered per destination thread
+/// A thread's leaf outputs while no hook may hold them, gathered per destination thread
 /// across steps: pushed when a batch is full, when the thread has finished what it took
-/// from its queue, before it waits for more, and as soon as a hook is active.
+/// from its queue, before it waits for more, and as soon as a hook may hold messages.
 #[derive(Default)]
 struct Outbox {
     /// Graph address, destination thread, batch (which names the destination node).
@@ -75,13 +75,14 @@ impl Outbox {
         self.batches.is_empty()
     }
 
-    /// The batch for thread `t` of node `node` of `graph` (a full one is pushed first).
+    /// The batch for thread `t` of node `node` of `graph` whose sends are `reported` or
+    /// not (a full one, or one of the other kind, is pushed first).
     fn batch_for(
         &mut self,
         (sh, me): (&Shared, &ThreadShared),
         graph: &GraphInner,
         (node, t): (usize, usize),
-        from: Sender,
+        (from, reported): (Sender, bool),
         new: fn() -> Box<dyn PayloadQueue>,
     ) -> &mut Batch {
         // The batch's entries keep the graph alive: its address names it while it waits.
@@ -91,15 +92,16 @@ impl Outbox {
             .iter()
             .position(|(k, tt, b)| *k == key && *tt == t && b.node as usize == node);
         let i = match found {
-            Some(i) if self.batches[i].2.len() < BATCH_MAX => i,
+            Some(i) if self.batches[i].2.len() < BATCH_MAX && self.batches[i].2.reported == reported => i,
             Some(i) => {
-                let (_, t, full) =
-                    std::mem::replace(&mut self.batches[i], (key, t, new_batch(node, from, new, false)));
+                let fresh = new_batch(node, from, new, false, reported);
+                let (_, t, full) = std::mem::replace(&mut self.batches[i], (key, t, fresh));
                 send_batch(sh, me, full, t);
                 i
             }
             None => {
-                self.batches.push((key, t, new_batch(node, from, new, false)));
+                self.batches
+                    .push((key, t, new_batch(node, from, new, false, reported)));
                 self.batches.len() - 1
             }
         };
@@ -114,8 +116,15 @@ impl Outbox {
 }
 
 /// A new batch; `full`: room for a full one at once (a split's), else it grows as needed
-/// (a leaf's outbox often pushes a few messages at a time).
-fn new_batch(node: usize, from: Sender, new: fn() -> Box<dyn PayloadQueue>, full: bool) -> Box<Batch> {
+/// (a leaf's outbox often pushes a few messages at a time); `reported`: see
+/// [`Batch::reported`].
+fn new_batch(
+    node: usize,
+    from: Sender,
+    new: fn() -> Box<dyn PayloadQueue>,
+    full: bool,
+    reported: bool,
+) -> Box<Batch> {
     let mut payloads = new();
     if full {
         payloads.reserve_batch();
@@ -125,12 +134,25 @@ fn new_batch(node: usize, from: Sender, new: fn() -> Box<dyn PayloadQueue>, full
         from,
         entries: VecDeque::with_capacity(if full { BATCH_MAX } else { 0 }),
         payloads,
+        reported,
     })
 }
 
+/// The hook, when it is active.
+fn active_hook(sh: &Shared) -> Option<&dyn Hook> {
+    sh.hook.as_deref().filter(|h| h.active())
+}
+
+/// Whether an active hook may hold messages now: they then travel one by one (see
+/// [`Hook::streaming`]).
+fn holding(sh: &Shared) -> bool {
+    active_hook(sh).is_some_and(|h| !h.streaming())
+}
+
 /// Push a batch `me` gathered to thread `t` of its destination. Should a hook have become
-/// active since its messages were posted, each is delivered on its own, through the send
-/// hook, as if posted now (a failure then fails that message's schedule call).
+/// active since its messages were gathered unreported, each is delivered on its own,
+/// through the send hook, as if posted now (a failure then fails that message's schedule
+/// call).
 fn send_batch(sh: &Shared, me: &ThreadShared, batch: Box<Batch>, t: usize) {
     let Some(graph) = batch.entries.front().map(|e| e.graph.clone()) else {
         return;
@@ -206,7 +228,8 @@ pub(crate) fn thread_main<S: ThreadState>(sh: &Shared, me: &ThreadShared) {
     // splits still clone per output, merges drop per input). Released when the thread runs
     // out of work, so a finished schedule or a dropped graph is not kept for long.
     let mut alive: Option<(Arc<GraphInner>, Arc<Sched>)> = None;
-    let active = || sh.hook.as_deref().is_some_and(|h| h.active());
+    let active = || active_hook(sh).is_some();
+    let holding = || holding(sh);
     // Where a message taken from a batch leaves its payload (reused while the type stays).
     let mut slot = None;
     loop {
@@ -215,12 +238,14 @@ pub(crate) fn thread_main<S: ThreadState>(sh: &Shared, me: &ThreadShared) {
         }
         me.started();
         // Gathered outputs go out once what was taken from the queue is done (and at once
-        // while a hook is active).
-        if !ex.outbox.is_empty() && (me.front_empty() || active()) {
+        // while a hook may hold messages).
+        if !ex.outbox.is_empty() && (me.front_empty() || holding()) {
             ex.outbox.flush(sh, me);
         }
         let outbox = &mut ex.outbox;
-        let Some(popped) = me.pop(track, &active, &mut slot, &mut || outbox.flush(sh, me)) else {
+        let Some(popped) = me.pop(track, (&holding, &active), &mut slot, &mut || {
+            outbox.flush(sh, me)
+        }) else {
             break;
         };
         let item = match popped {
@@ -300,10 +325,6 @@ fn panic_text(p: &(dyn Any + Send)) -> String {
 }
 
 impl<S: ThreadState> Exec<'_, S> {
-    fn hook(&self) -> Option<&dyn Hook> {
-        self.sh.hook.as_deref()
-    }
-
     /// Before a step for another schedule call than the last one, the outputs gathered
     /// for the last go out: that call may be what the next step waits for.
     fn flush_on_switch(&mut self, last: Option<&(Arc<GraphInner>, Arc<Sched>)>, sched: &Arc<Sched>) {
@@ -498,7 +519,7 @@ impl<S: ThreadState> Exec<'_, S> {
     }
 
     /// Run a leaf step on `input` (message `id`, in `frame`): its output is posted with
-    /// the input's handles (`owned`), gathered in the outbox while no hook is active.
+    /// the input's handles (`owned`), gathered in the outbox while no hook may hold it.
     #[allow(clippy::too_many_arguments)]
     fn run_leaf(
         &mut self,
@@ -546,7 +567,7 @@ impl<S: ThreadState> Exec<'_, S> {
     ) {
         let node = head.node as usize;
         let n = &graph.nodes[node];
-        let free = !self.hook().is_some_and(|h| h.active());
+        let free = !holding(self.sh);
         let BatchEntry {
             id,
             graph: own_graph,
@@ -554,8 +575,8 @@ impl<S: ThreadState> Exec<'_, S> {
             sched: own_sched,
         } = head.entry;
         let (s, true) = (slot.as_deref_mut(), free) else {
-            // A hook became active since the message was taken: it goes the usual way,
-            // boxed, through the step hooks.
+            // A hook that may hold messages became active since the message was taken: it
+            // goes the usual way, boxed, through the step hooks.
             if let Some(payload) = slot.as_mut().and_then(|s| s.take_boxed()) {
                 let env = Envelope {
                     id,
@@ -574,6 +595,30 @@ impl<S: ThreadState> Exec<'_, S> {
         let Some(s) = s else {
             return;
         };
+        // A streaming hook hears of the step's start and stop (as `on_message` tells an
+        // active hook, which may hold them).
+        let hook = active_hook(self.sh);
+        let step = match n.op {
+            OpFn::Merge { .. } | OpFn::Stream { .. } => StepKind::Absorb,
+            _ => StepKind::Run,
+        };
+        let instance = hook.map(|_| match (step, &frame) {
+            (StepKind::Absorb, Some(f)) => f.prefix.clone(),
+            _ => id.clone(),
+        });
+        let streamed = || StreamedStep {
+            thread: &self.me.info,
+            op: &n.info,
+            step,
+            msg_id: &id,
+            instance: instance.as_ref().unwrap_or(&id),
+        };
+        if let Some(h) = hook {
+            h.streamed_step(&streamed(), false);
+            // The start is recorded: receive positions stop counting the message.
+            self.me.started();
+        }
+        let mut completion = None;
         let r = match &n.op {
             OpFn::Leaf(f) => {
                 let owned = (own_graph, own_sched);
@@ -582,7 +627,7 @@ impl<S: ThreadState> Exec<'_, S> {
             OpFn::Merge { init, absorb, .. } | OpFn::Stream { init, absorb, .. } => {
                 let input = Input::Slot(s);
                 self.absorb(graph, node, (init, absorb), input, frame, sched, &id, false)
-                    .and_then(|frame| self.count_absorbed(graph, node, &frame))
+                    .map(|f| completion = Some(f))
             }
             OpFn::Split(_) => Err(StepFailure::Rule(
                 "internal error: a split was given a message from a batch".to_owned(),
@@ -590,6 +635,16 @@ impl<S: ThreadState> Exec<'_, S> {
         };
         if let Err(e) = r {
             self.fail(sched, &n.info.name, &id, e);
+            return;
+        }
+        if let Some(h) = hook {
+            h.streamed_step(&streamed(), true);
+        }
+        // Completion is counted after the absorb step's stop, so the final step follows it.
+        if let Some(frame) = completion {
+            if let Err(e) = self.count_absorbed(graph, node, &frame) {
+                self.fail(sched, &n.info.name, &id, e);
+            }
         }
     }
 
@@ -833,11 +888,12 @@ impl<'a> Poster<'a> {
 }
 
 impl<'a> Poster<'a> {
-    /// Gather the outputs per destination thread if no hook is active, the outputs are not
-    /// traced and go to a leaf or a merge (the operations that take messages from a
-    /// batch): a split's in the poster, a leaf's in `outbox`.
+    /// Gather the outputs per destination thread if no hook may hold them (none is active,
+    /// or it is streaming), the outputs are not traced and go to a leaf or a merge (the
+    /// operations that take messages from a batch): a split's in the poster, a leaf's in
+    /// `outbox`.
     fn batch_if_free(&mut self, outbox: Option<&'a mut Outbox>) {
-        let free = !self.sh.hook.as_deref().is_some_and(|h| h.active());
+        let free = !holding(self.sh);
         let to = self
             .graph
             .nodes
@@ -907,6 +963,16 @@ impl PostSink for Poster<'_> {
         if !self.batching || self.error.is_some() {
             return None;
         }
+        if holding(self.sh) {
+            // A hook that may hold messages became active during the step: what was
+            // gathered goes out now, in order, and the rest one by one, through the hooks.
+            self.batching = false;
+            self.flush();
+            if let Some(o) = self.outbox.take() {
+                o.flush(self.sh, self.me);
+            }
+            return None;
+        }
         let next = self.node + 1;
         let n = self.graph.nodes.get(next)?;
         let entry = self.next_output();
@@ -918,18 +984,36 @@ impl PostSink for Poster<'_> {
             }
         };
         let from = Sender::new(self.node, self.me.info.index);
+        // A streaming hook hears of the send now (the receive when the batch is enqueued).
+        let hook = active_hook(self.sh);
+        let reported = hook.is_some();
         if self.outbox.is_none() {
             if self.batches.len() < n.threads.len() {
                 self.batches.resize_with(n.threads.len(), || None);
             }
-            if self.batches[t].as_ref().is_some_and(|b| b.len() >= BATCH_MAX) {
+            if self.batches[t]
+                .as_ref()
+                .is_some_and(|b| b.len() >= BATCH_MAX || b.reported != reported)
+            {
                 self.flush_one(t);
             }
         }
         let b = match self.outbox.as_deref_mut() {
-            Some(outbox) => outbox.batch_for((self.sh, self.me), self.graph, (next, t), from, new),
-            None => self.batches[t].get_or_insert_with(|| new_batch(next, from, new, true)),
+            Some(outbox) => {
+                outbox.batch_for((self.sh, self.me), self.graph, (next, t), (from, reported), new)
+            }
+            None => self.batches[t].get_or_insert_with(|| new_batch(next, from, new, true, reported)),
         };
+        if let (Some(hook), Some(to_thread)) = (hook, n.threads.get(t)) {
+            hook.streamed_send(&StreamedSend {
+                thread: &self.me.info,
+                from_op: &self.graph.nodes[self.node].info,
+                to_op: &n.info,
+                to_thread: &to_thread.info,
+                msg_id: &entry.id,
+                type_name: b.payloads.type_name(),
+            });
+        }
         b.entries.push_back(entry);
         Some(&mut *b.payloads)
     }

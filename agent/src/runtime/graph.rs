@@ -15,7 +15,7 @@ use std::sync::Arc;
 /// Where outputs of a step go; `Outputs<T>` is its typed face.
 pub(crate) trait PostSink {
     fn post(&mut self, payload: Box<dyn Payload>);
-    /// While no debugger is attached, a split gathers its outputs per destination thread:
+    /// While no hook may hold messages, a split gathers its outputs per destination thread:
     /// route `msg`, give it its id, and return the payload queue of its destination's
     /// batch to append it to (created with `new`). `None`: post it boxed instead.
     fn batch(&mut self, msg: &dyn Any, new: fn() -> Box<dyn PayloadQueue>) -> Option<&mut dyn PayloadQueue>;

@@ -11,7 +11,10 @@
 //!   ([`ThreadAccess::state_json`], [`ThreadAccess::set_state_json`]);
 //! - mark a step's outputs traced ([`StepEvent::trace_outputs`]).
 //!
-//! Without a debugger there is no hook at all and each event costs one branch.
+//! Without a debugger there is no hook at all and each event costs one branch. A hook
+//! that only records for now ([`Hook::streaming`]: a debugger attached in free run) lets
+//! messages travel in batches, as without one, and hears of each through calls that never
+//! block.
 
 use super::error::ScheduleError;
 use super::ids::MsgId;
@@ -243,6 +246,38 @@ pub struct RecvEvent<'a> {
     pub traced: bool,
 }
 
+/// A message gathered into a batch was sent (see [`Hook::streaming`]).
+#[derive(Debug)]
+pub struct StreamedSend<'a> {
+    /// Sending thread.
+    pub thread: &'a ThreadInfo,
+    /// Sending operation.
+    pub from_op: &'a OpInfo,
+    /// Destination operation.
+    pub to_op: &'a OpInfo,
+    /// Destination thread.
+    pub to_thread: &'a ThreadInfo,
+    /// The message id.
+    pub msg_id: &'a MsgId,
+    /// Its Rust type name (short form).
+    pub type_name: &'static str,
+}
+
+/// A step on a message taken from a batch starts or stops (see [`Hook::streaming`]).
+#[derive(Debug)]
+pub struct StreamedStep<'a> {
+    /// The thread running it.
+    pub thread: &'a ThreadInfo,
+    /// Its operation.
+    pub op: &'a OpInfo,
+    /// Run (a leaf) or absorb (a merge or stream).
+    pub step: StepKind,
+    /// The message it takes.
+    pub msg_id: &'a MsgId,
+    /// The instance (the message id for a leaf, the merge instance's id for an absorb).
+    pub instance: &'a MsgId,
+}
+
 /// Which step of an operation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StepKind {
@@ -283,6 +318,20 @@ pub trait Hook: Send + Sync + 'static {
     fn active(&self) -> bool {
         true
     }
+    /// Whether the hook, while active, only records for now: nothing could hold, edit or
+    /// trace a message (no breakpoint, paused thread, step mode, ...). Messages then keep
+    /// travelling in batches, as without a hook, and the runtime reports each of them
+    /// through [`Hook::on_recv`] and the `streamed_*` calls, which never block. Otherwise
+    /// an active hook has messages sent, received and started one by one, through the
+    /// calls that may hold them. Called often; must be cheap.
+    fn streaming(&self) -> bool {
+        false
+    }
+    /// A message was gathered into a batch (while streaming); its receive follows when the
+    /// batch is enqueued.
+    fn streamed_send(&self, _ev: &StreamedSend<'_>) {}
+    /// A step on a message taken from a batch starts (`stop`: stops), while streaming.
+    fn streamed_step(&self, _ev: &StreamedStep<'_>, _stop: bool) {}
     /// A collection was added (its threads exist and wait for messages).
     fn on_collection(&self, _info: &CollectionInfo) {}
     /// A flow graph was registered.

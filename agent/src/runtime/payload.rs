@@ -55,6 +55,8 @@ pub(crate) trait PayloadQueue: Send {
     /// Make room for a full batch of small payloads at once (a split's batches fill up;
     /// growing by doubling showed in profiles).
     fn reserve_batch(&mut self);
+    /// The payloads' type name (short form, as [`Payload::type_name`]).
+    fn type_name(&self) -> &'static str;
 }
 
 impl<T: Serialize + DeserializeOwned + Send + 'static> PayloadQueue for VecDeque<T> {
@@ -81,6 +83,9 @@ impl<T: Serialize + DeserializeOwned + Send + 'static> PayloadQueue for VecDeque
         if std::mem::size_of::<T>() <= 256 {
             self.reserve(super::thread::BATCH_MAX);
         }
+    }
+    fn type_name(&self) -> &'static str {
+        short_type_name::<T>()
     }
 }
 

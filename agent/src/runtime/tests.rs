@@ -1000,3 +1000,149 @@ fn gathered_outputs_go_out_before_a_step_of_another_call() {
     a_done_tx.send(()).unwrap();
     assert_eq!(b.recv_timeout(Duration::from_secs(10)).unwrap(), Ok(500));
 }
+
+/// Logs every event in one sequence (as a debugger's stream numbers them), and streams
+/// (see [`Hook::streaming`]) until `holding` is set.
+#[derive(Default)]
+struct Streamer {
+    holding: std::sync::atomic::AtomicBool,
+    /// (kind: `s`end, `r`ecv, `b`egin, `e`nd; operation; message; receive position).
+    log: Mutex<Vec<(char, String, String, usize)>>,
+    /// Sends reported through `streamed_send` (gathered in batches) and `on_send`.
+    streamed: std::sync::atomic::AtomicUsize,
+    singles: std::sync::atomic::AtomicUsize,
+}
+
+impl Streamer {
+    fn log(&self, kind: char, op: &str, msg: &MsgId, position: usize) {
+        self.log
+            .lock()
+            .unwrap()
+            .push((kind, op.to_owned(), msg.to_string(), position));
+    }
+}
+
+impl Hook for Streamer {
+    fn streaming(&self) -> bool {
+        !self.holding.load(std::sync::atomic::Ordering::SeqCst)
+    }
+    fn streamed_send(&self, ev: &super::hook::StreamedSend<'_>) {
+        self.streamed.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.log('s', &ev.to_op.name, ev.msg_id, 0);
+    }
+    fn streamed_step(&self, ev: &super::hook::StreamedStep<'_>, stop: bool) {
+        self.log(if stop { 'e' } else { 'b' }, &ev.op.name, ev.msg_id, 0);
+    }
+    fn on_send(&self, ev: &mut SendEvent<'_>) {
+        if let Some(op) = ev.to_op {
+            self.singles.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            self.log('s', &op.name, ev.msg_id, 0);
+        }
+    }
+    fn on_recv(&self, ev: &RecvEvent<'_>) {
+        self.log('r', &ev.op.name, ev.msg_id, ev.position);
+    }
+    fn on_start(&self, ev: &mut StepEvent<'_>) {
+        if ev.step != StepKind::Final {
+            self.log('b', &ev.op.name, ev.msg_id, 0);
+        }
+    }
+    fn on_stop(&self, ev: &mut StepEvent<'_>) {
+        if ev.step != StepKind::Final {
+            self.log('e', &ev.op.name, ev.msg_id, 0);
+        }
+    }
+}
+
+/// Run a split → leaf → merge farm of `calls` calls of `n` tasks under `hook` (setting
+/// `holding` from the leaf at task `flip` of the first call, if any); check that every
+/// message was sent, received, started and stopped once, in that order, and that a
+/// debugger inserting each received message at its position and removing it at its start
+/// always starts the head of the leaf thread's queue.
+fn check_streamed_farm(hook: &Arc<Streamer>, calls: usize, n: u32, flip: Option<u32>) {
+    let rt = Runtime::builder().hook(hook.clone()).build();
+    let main = rt.collection::<()>("main", 1);
+    let one = rt.collection::<()>("w", 1);
+    let h = hook.clone();
+    let g = rt
+        .graph(
+            ops::split("S", &main, Route::constant(0), |n: u32, _c, out| {
+                (0..n).for_each(|i| out.post(i))
+            }) >> ops::leaf("Work", &one, Route::constant(0), move |x: u32, _c| {
+                if Some(x) == flip {
+                    h.holding.store(true, std::sync::atomic::Ordering::SeqCst);
+                }
+                x
+            }) >> ops::merge(
+                "M",
+                &main,
+                Route::constant(0),
+                |a: &mut u64, x, _c| *a += u64::from(x),
+                |a, _c| a,
+            ),
+        )
+        .unwrap();
+    for _ in 0..calls {
+        assert_eq!(rt.schedule(&g, n).unwrap(), u64::from(n) * u64::from(n - 1) / 2);
+    }
+    drop(rt);
+    let log = hook.log.lock().unwrap().clone();
+    let mut seen: std::collections::HashMap<(String, String), String> = Default::default();
+    let mut queue: Vec<String> = Vec::new();
+    for (i, (kind, op, msg, pos)) in log.iter().enumerate() {
+        seen.entry((op.clone(), msg.clone())).or_default().push(*kind);
+        if op == "Work" {
+            match kind {
+                'r' => queue.insert((*pos).min(queue.len()), msg.clone()),
+                'b' => {
+                    assert_eq!(
+                        queue.first(),
+                        Some(msg),
+                        "event {i}: {msg} starts, the queue head is {:?}",
+                        queue.first()
+                    );
+                    queue.remove(0);
+                }
+                _ => {}
+            }
+        }
+    }
+    assert!(queue.is_empty(), "{queue:?}");
+    // Per call: the input (sent by the caller), the tasks and their results.
+    assert_eq!(seen.len(), calls * (2 * n as usize + 1));
+    for ((op, msg), kinds) in &seen {
+        assert_eq!(kinds, "srbe", "{op} {msg}");
+    }
+}
+
+/// With a streaming hook, messages travel in batches and every one is still reported in
+/// order, with positions a debugger can follow.
+#[test]
+fn a_streaming_hook_hears_of_every_batched_message_in_order() {
+    let hook = Arc::new(Streamer::default());
+    check_streamed_farm(&hook, 5, 3000, None);
+    let (streamed, singles) = (
+        hook.streamed.load(std::sync::atomic::Ordering::SeqCst),
+        hook.singles.load(std::sync::atomic::Ordering::SeqCst),
+    );
+    // Split and leaf outputs are gathered; the caller's inputs are sent one by one.
+    assert_eq!((streamed, singles), (5 * 2 * 3000, 5));
+}
+
+/// A hook that stops streaming mid-call (a breakpoint is set) gets the rest of the
+/// messages one by one, through the calls that may hold them, and still every message
+/// once, in order.
+#[test]
+fn a_hook_that_stops_streaming_mid_call_gets_the_rest_one_by_one() {
+    let hook = Arc::new(Streamer::default());
+    check_streamed_farm(&hook, 3, 3000, Some(1500));
+    let (streamed, singles) = (
+        hook.streamed.load(std::sync::atomic::Ordering::SeqCst),
+        hook.singles.load(std::sync::atomic::Ordering::SeqCst),
+    );
+    assert!(
+        streamed > 0 && singles > 0,
+        "{streamed} gathered, {singles} one by one"
+    );
+    assert_eq!(streamed + singles, 3 * (2 * 3000 + 1));
+}

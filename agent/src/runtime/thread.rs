@@ -191,10 +191,12 @@ pub(crate) enum Item {
 }
 
 /// Messages from one sender (a split's outputs, or the leaf outputs a thread gathered) to
-/// one thread, gathered while no debugger is attached: one queue entry for up to
-/// [`BATCH_MAX`] messages, their payloads unboxed in one `VecDeque`. The destination and
-/// the sending node are the same for every message of a batch (and none is traced). Whoever needs to see the messages one by one (listings, snapshots, reorders, a
-/// thread taking messages one at a time for an active hook) splits it first.
+/// one thread, gathered while no hook may hold them (no debugger, or one that only
+/// streams): one queue entry for up to [`BATCH_MAX`] messages, their payloads unboxed in
+/// one `VecDeque`. The destination and the sending node are the same for every message of
+/// a batch (and none is traced). Whoever needs to see the messages one by one (listings,
+/// snapshots, reorders, a thread taking messages one at a time for a hook that may hold
+/// them) splits it first.
 pub(crate) struct Batch {
     pub(crate) node: u32,
     pub(crate) from: Sender,
@@ -202,6 +204,9 @@ pub(crate) struct Batch {
     pub(crate) entries: VecDeque<BatchEntry>,
     /// The payloads, in the same order.
     pub(crate) payloads: Box<dyn PayloadQueue>,
+    /// Whether each message's send was reported to a streaming hook as it was gathered
+    /// (see [`Hook::streaming`]): its receives are then reported as it is enqueued.
+    pub(crate) reported: bool,
 }
 
 /// A message of a batch but its payload. Each carries its own handles, cloned by the
@@ -334,10 +339,10 @@ pub struct ThreadSnap {
 ///
 /// The queue has two halves, each under its own lock (always taken front first): the
 /// `inbox` producers append to, and the `front` where the thread moves the whole inbox in
-/// one go while no debugger is attached, so it locks the producers' cache line once per
-/// batch rather than once per message. Pending messages are `front` then `inbox`. While a
-/// hook is active the thread takes messages one at a time from the inbox (after moving any
-/// batch back into it), so receive positions count the whole queue.
+/// one go while no hook may hold messages, so it locks the producers' cache line once per
+/// batch rather than once per message. Pending messages are `front` then `inbox`, and
+/// receive positions count both. While a hook that may hold messages is active the thread
+/// takes them one at a time from the inbox (after moving any batch back into it).
 pub(crate) struct ThreadShared {
     pub(crate) info: Arc<ThreadInfo>,
     /// What the thread itself uses on every step (one cache line)...
@@ -420,13 +425,32 @@ impl ThreadShared {
         self.wake(q);
     }
 
-    /// Append a batch of messages (gathered while no hook was active). Should a hook be
-    /// active now (checked under the queue lock, like a receive), the batch comes back:
-    /// its messages must be sent one by one, through the hooks.
+    /// Append a batch of messages. With a hook active now (checked under the queue lock,
+    /// like a receive), each message's receive is recorded here if its send was (the
+    /// batch was gathered for a streaming hook); else the batch comes back: its messages
+    /// must be sent one by one, through the hooks.
     pub(crate) fn push_batch(&self, batch: Box<Batch>, hook: Option<&dyn Hook>) -> Result<(), Box<Batch>> {
         let mut q = lock(&self.shared.queue);
-        if hook.is_some_and(|h| h.active()) {
-            return Err(batch);
+        if let Some(hook) = hook.filter(|h| h.active()) {
+            if !batch.reported {
+                return Err(batch);
+            }
+            // Positions as one by one (see `push`), read afresh for each: the thread may
+            // start messages meanwhile.
+            for (i, e) in batch.entries.iter().enumerate() {
+                if let Some(n) = e.graph.nodes.get(batch.node as usize) {
+                    hook.on_recv(&RecvEvent {
+                        thread: &self.info,
+                        op: &n.info,
+                        msg_id: &e.id,
+                        position: self.own.front_len.load(Ordering::Acquire)
+                            + q.entries
+                            + i
+                            + usize::from(self.own.taking.load(Ordering::Acquire)),
+                        traced: false,
+                    });
+                }
+            }
         }
         q.entries += batch.len();
         q.batches += 1;
@@ -471,13 +495,14 @@ impl ThreadShared {
     }
 
     /// Block until an item is available; `None` once the runtime shuts down. `track`:
-    /// record the step taken (a hook is installed); `active`: a hook is active now (take
-    /// one message at a time, see [`ThreadShared`]). A message at the head of a batch is
-    /// taken by moving its payload into `slot`.
+    /// record the step taken (a hook is installed); `holding`: a hook that may hold
+    /// messages is active now (take one message at a time, see [`ThreadShared`]);
+    /// `active`: a hook is active (holding or streaming). A message at the head of a batch
+    /// is taken by moving its payload into `slot`.
     pub(crate) fn pop(
         &self,
         track: bool,
-        active: &dyn Fn() -> bool,
+        (holding, active): (&dyn Fn() -> bool, &dyn Fn() -> bool),
         slot: &mut Option<Box<dyn Slot>>,
         idle: &mut dyn FnMut(),
     ) -> Option<Popped> {
@@ -485,7 +510,7 @@ impl ThreadShared {
             if self.own.stopping.load(Ordering::Relaxed) {
                 return None;
             }
-            let on = active();
+            let on = holding();
             let mut f = lock(&self.own.front);
             let mut popped = None;
             if on || f.items.is_empty() {
