@@ -1,7 +1,8 @@
 #![allow(missing_docs)] // criterion_group! generates undocumented functions
 //! Criterion micro-benchmarks of what a debugger does with every streamed event: reading a
 //! packed frame of 1,024 farm-like events (send, recv, start, stop over four workers) in
-//! its binary and its JSON text form, and printing those events as `racetrack ctl` does.
+//! its binary and its JSON text form, and printing those events as `racetrack ctl` does;
+//! and of what the agent does: writing that binary frame.
 //!
 //! `cargo bench -p racetrack-protocol --bench frames`
 
@@ -42,34 +43,59 @@ fn structure() -> Event {
     }
 }
 
-/// The same 1,024 events as a binary frame and as a JSON text frame.
-fn frames() -> (Vec<u8>, String) {
-    let mut w = BinaryWriter::with_capacity(16 * 1024);
-    let mut text = Vec::new();
+/// One event's fields: kind, id, thread, operation, message id, a, b, text.
+type Fields = (u8, u64, i64, i64, [u64; 2], i64, i64, &'static str);
+
+/// 1,024 farm-like events: each task's send, recv, start and stop.
+fn events() -> Vec<Fields> {
+    let mut out = Vec::new();
     let mut id = 1_000_000;
     for t in 0..TASKS {
         let msg = [7, 100_000 + t];
-        let msg_text = format!("7.{}", 100_000 + t);
         let worker = 1 + (t % 4) as i64;
         for (kind, thread, op, a, b, txt) in [
-            (0u8, 0, 0, 1, worker, BinaryText::Str("u64")),
-            (1, worker, 1, 3, 0, BinaryText::None),
-            (2, worker, 1, 0, 0, BinaryText::None),
-            (3, worker, 1, 0, 0, BinaryText::None),
+            (0u8, 0, 0, 1, worker, "u64"),
+            (1, worker, 1, 3, 0, ""),
+            (2, worker, 1, 0, 0, ""),
+            (3, worker, 1, 0, 0, ""),
         ] {
-            w.push(&BinaryEv {
-                kind,
-                event_id: id,
-                thread,
-                op,
-                msg: &msg,
-                a,
-                b,
-                traced: false,
-                text: txt,
-            });
-            let txt = if kind == 0 { "u64" } else { "" };
-            text.push(PackedEv(
+            out.push((kind, id, thread, op, msg, a, b, txt));
+            id += 1;
+        }
+    }
+    out
+}
+
+/// `evs` as the agent writes them.
+fn write_binary(evs: &[Fields]) -> Vec<u8> {
+    let mut w = BinaryWriter::with_capacity(16 * 1024);
+    for &(kind, event_id, thread, op, ref msg, a, b, txt) in evs {
+        w.push(&BinaryEv {
+            kind,
+            event_id,
+            thread,
+            op,
+            msg,
+            a,
+            b,
+            traced: false,
+            text: if kind == 0 {
+                BinaryText::Str(txt)
+            } else {
+                BinaryText::None
+            },
+        });
+    }
+    w.finish()
+}
+
+/// The same 1,024 events as a binary frame and as a JSON text frame.
+fn frames(evs: &[Fields]) -> (Vec<u8>, String) {
+    let text = evs
+        .iter()
+        .map(|&(kind, id, thread, op, msg, a, b, txt)| {
+            let msg_text = format!("{}.{}", msg[0], msg[1]);
+            PackedEv(
                 kind,
                 id,
                 thread,
@@ -79,15 +105,15 @@ fn frames() -> (Vec<u8>, String) {
                 b,
                 false,
                 txt.into(),
-            ));
-            id += 1;
-        }
-    }
-    (w.finish(), Event::Packed { events: text }.to_json())
+            )
+        })
+        .collect();
+    (write_binary(evs), Event::Packed { events: text }.to_json())
 }
 
 fn bench(c: &mut Criterion) {
-    let (binary, text) = frames();
+    let evs = events();
+    let (binary, text) = frames(&evs);
     let mut decoder = Decoder::default();
     decoder.observe(&structure());
     let events = match decoder.decode_binary(&binary).expect("decodes") {
@@ -101,6 +127,9 @@ fn bench(c: &mut Criterion) {
     });
     g.bench_function("read JSON text", |b| {
         b.iter(|| black_box(decoder.decode_frame(black_box(&text)).expect("decodes")))
+    });
+    g.bench_function("write binary (the agent)", |b| {
+        b.iter(|| black_box(write_binary(black_box(&evs))))
     });
     let mut out = Vec::with_capacity(256 * 1024);
     g.bench_function("print as ctl does", |b| {
