@@ -25,6 +25,7 @@ use crate::runtime::hook::{
     CollectionInfo, GraphInfo, Hook, OpInfo, QueuedMsg, RecvEvent, SendEvent, StepEvent, StepKind,
     StreamedSend, StreamedStep, ThreadInfo,
 };
+use crate::runtime::ids::MsgId;
 use crate::runtime::thread::{lock, ThreadSnap};
 use crate::runtime::RuntimeView;
 use crate::ScheduleError;
@@ -1049,6 +1050,44 @@ impl Hook for Agent {
             text: Text::None,
         };
         self.record(Rec::Fast(fast), false);
+    }
+
+    fn on_recv_batch(
+        &self,
+        thread: &Arc<ThreadInfo>,
+        op: &Arc<OpInfo>,
+        msgs: &mut dyn Iterator<Item = (&MsgId, usize)>,
+    ) {
+        if !self.hot.load(Relaxed) || !self.attached.load(Relaxed) {
+            return;
+        }
+        // Never blocks: called with the destination queue locked. One lock for the batch.
+        let (thread, op) = (record::thread_index(Some(thread)), record::op_index(Some(op)));
+        let mut s = lock(&self.stream);
+        if !self.attached.load(Relaxed) {
+            return;
+        }
+        let before = s.buf.len();
+        for (msg, position) in msgs {
+            let event_id = s.next_id;
+            s.next_id += 1;
+            s.buf.push(Rec::Fast(Fast {
+                kind: record::RECV,
+                event_id,
+                thread,
+                op,
+                msg: msg.clone(),
+                a: position as i64,
+                b: 0,
+                traced: false,
+                text: Text::None,
+            }));
+        }
+        let flush = s.buf.len() / FLUSH_AT > before / FLUSH_AT;
+        drop(s);
+        if flush {
+            self.wake.notify_one();
+        }
     }
 
     fn on_start(&self, ev: &mut StepEvent<'_>) {

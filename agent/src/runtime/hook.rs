@@ -340,6 +340,24 @@ pub trait Hook: Send + Sync + 'static {
     fn on_send(&self, _ev: &mut SendEvent<'_>) {}
     /// A message was enqueued (must not block).
     fn on_recv(&self, _ev: &RecvEvent<'_>) {}
+    /// Messages of a batch for `op` were enqueued on `thread` (must not block), each with
+    /// its position; none is traced. By default, one [`Hook::on_recv`] each.
+    fn on_recv_batch(
+        &self,
+        thread: &Arc<ThreadInfo>,
+        op: &Arc<OpInfo>,
+        msgs: &mut dyn Iterator<Item = (&MsgId, usize)>,
+    ) {
+        for (msg_id, position) in msgs {
+            self.on_recv(&RecvEvent {
+                thread,
+                op,
+                msg_id,
+                position,
+                traced: false,
+            });
+        }
+    }
     /// A step is about to start (may block, reorder, put back, touch the state).
     fn on_start(&self, _ev: &mut StepEvent<'_>) {}
     /// A step finished (may block, reorder, touch the state).

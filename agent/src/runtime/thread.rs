@@ -437,19 +437,20 @@ impl ThreadShared {
             }
             // Positions as one by one (see `push`), read afresh for each: the thread may
             // start messages meanwhile.
-            for (i, e) in batch.entries.iter().enumerate() {
-                if let Some(n) = e.graph.nodes.get(batch.node as usize) {
-                    hook.on_recv(&RecvEvent {
-                        thread: &self.info,
-                        op: &n.info,
-                        msg_id: &e.id,
-                        position: self.own.front_len.load(Ordering::Acquire)
-                            + q.entries
-                            + i
-                            + usize::from(self.own.taking.load(Ordering::Acquire)),
-                        traced: false,
-                    });
-                }
+            let entries = q.entries;
+            let op = batch
+                .entries
+                .front()
+                .and_then(|e| e.graph.nodes.get(batch.node as usize));
+            if let Some(n) = op {
+                let mut msgs = batch.entries.iter().enumerate().map(|(i, e)| {
+                    let position = self.own.front_len.load(Ordering::Acquire)
+                        + entries
+                        + i
+                        + usize::from(self.own.taking.load(Ordering::Acquire));
+                    (&e.id, position)
+                });
+                hook.on_recv_batch(&self.info, &n.info, &mut msgs);
             }
         }
         q.entries += batch.len();
