@@ -159,6 +159,9 @@ pub struct Agent {
     waits: std::sync::atomic::AtomicU64,
     /// How long the `RACETRACK_WAIT` start hold held the program, in microseconds.
     start_hold_us: std::sync::atomic::AtomicU64,
+    /// Counts attach snapshots (changed under the stream lock, at the cut): see
+    /// [`Hook::session`].
+    session: std::sync::atomic::AtomicU64,
     token: Option<String>,
     policy: Mutex<Policy>,
     stream: Mutex<Stream>,
@@ -335,6 +338,7 @@ impl Agent {
             sent_events: std::sync::atomic::AtomicU64::new(0),
             waits: std::sync::atomic::AtomicU64::new(0),
             start_hold_us: std::sync::atomic::AtomicU64::new(0),
+            session: std::sync::atomic::AtomicU64::new(0),
             token,
             policy: Mutex::new(Policy::default()),
             stream: Mutex::new(Stream::default()),
@@ -366,14 +370,15 @@ impl Agent {
 
     /// Append a streamed event (with the next event number if it has one).
     fn emit(&self, ev: Event, backpressure: bool) {
-        self.record(Rec::Full(Box::new(ev)), backpressure);
+        let _ = self.record(Rec::Full(Box::new(ev)), backpressure);
     }
 
-    /// Append a streamed record (see [`emit`](Self::emit)).
-    fn record(&self, mut ev: Rec, backpressure: bool) {
+    /// Append a streamed record (see [`emit`](Self::emit)). Returns the session (see
+    /// [`Hook::session`]) it was recorded in, `None` if it was not (nobody attached).
+    fn record(&self, mut ev: Rec, backpressure: bool) -> Option<u64> {
         let mut s = lock(&self.stream);
         if !self.attached.load(Relaxed) {
-            return;
+            return None;
         }
         if backpressure {
             while s.buf.len() >= BUFFER_CAP && self.attached.load(Relaxed) && !self.closing.load(Relaxed) {
@@ -390,10 +395,13 @@ impl Agent {
         }
         s.buf.push(ev);
         let flush = s.buf.len() >= FLUSH_AT && s.buf.len() % FLUSH_AT == 0;
+        // Read under the lock the attach cut takes to change it.
+        let session = self.session.load(Relaxed);
         drop(s);
         if flush {
             self.wake.notify_one();
         }
+        Some(session)
     }
 
     /// Append a reply or notice and flush it at once.
@@ -677,6 +685,9 @@ impl Agent {
     fn attach(&self) -> Event {
         let build = |threads: Vec<ThreadSnap>| {
             let mut s = lock(&self.stream);
+            // Records from before the cut are dropped below: a batch whose sends were
+            // recorded then is sent again, one by one.
+            self.session.fetch_add(1, Relaxed);
             self.attached.store(true, Relaxed);
             self.update_hot();
             // Events recorded before the cut are in the snapshot; a graph or collection
@@ -935,9 +946,13 @@ impl Hook for Agent {
                 || self.has_policy.load(Relaxed))
     }
 
-    fn streamed_send(&self, ev: &StreamedSend<'_>) {
+    fn session(&self) -> u64 {
+        self.session.load(Relaxed)
+    }
+
+    fn streamed_send(&self, ev: &StreamedSend<'_>) -> Option<u64> {
         if !self.attached.load(Relaxed) {
-            return;
+            return None;
         }
         let fast = Fast {
             kind: record::SEND,
@@ -950,7 +965,7 @@ impl Hook for Agent {
             traced: false,
             text: Text::Type(ev.type_name),
         };
-        self.record(Rec::Fast(fast), true);
+        self.record(Rec::Fast(fast), true)
     }
 
     fn streamed_step(&self, ev: &StreamedStep<'_>, stop: bool) {
@@ -1106,7 +1121,9 @@ impl Hook for Agent {
             self.start_reason(ev)
         };
         match reason {
-            None => self.record(Rec::Fast(fast_step(record::START, ev, ev.input_traced)), true),
+            None => {
+                let _ = self.record(Rec::Fast(fast_step(record::START, ev, ev.input_traced)), true);
+            }
             Some((r, trace_break)) => {
                 let sev = step_ev(ev, ev.input_traced, Some(r));
                 if trace_break {
@@ -1133,7 +1150,9 @@ impl Hook for Agent {
             return;
         }
         match self.other_reason(ev.thread.global) {
-            None => self.record(Rec::Fast(fast_step(record::STOP, ev, ev.trace_outputs)), true),
+            None => {
+                let _ = self.record(Rec::Fast(fast_step(record::STOP, ev, ev.trace_outputs)), true);
+            }
             Some(r) => {
                 let sev = step_ev(ev, ev.trace_outputs, Some(r));
                 let thread = ev.thread.clone();

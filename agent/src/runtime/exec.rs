@@ -75,14 +75,15 @@ impl Outbox {
         self.batches.is_empty()
     }
 
-    /// The batch for thread `t` of node `node` of `graph` whose sends are `reported` or
-    /// not (a full one, or one of the other kind, is pushed first).
+    /// The batch for thread `t` of node `node` of `graph` whose sends were reported in
+    /// `session` (see [`Batch::session`]; a full one, or one of another session, is pushed
+    /// first).
     fn batch_for(
         &mut self,
         (sh, me): (&Shared, &ThreadShared),
         graph: &GraphInner,
         (node, t): (usize, usize),
-        (from, reported): (Sender, bool),
+        (from, session): (Sender, Option<u64>),
         new: fn() -> Box<dyn PayloadQueue>,
     ) -> &mut Batch {
         // The batch's entries keep the graph alive: its address names it while it waits.
@@ -92,16 +93,16 @@ impl Outbox {
             .iter()
             .position(|(k, tt, b)| *k == key && *tt == t && b.node as usize == node);
         let i = match found {
-            Some(i) if self.batches[i].2.len() < BATCH_MAX && self.batches[i].2.reported == reported => i,
+            Some(i) if self.batches[i].2.len() < BATCH_MAX && self.batches[i].2.session == session => i,
             Some(i) => {
-                let fresh = new_batch(node, from, new, false, reported);
+                let fresh = new_batch(node, from, new, false, session);
                 let (_, t, full) = std::mem::replace(&mut self.batches[i], (key, t, fresh));
                 send_batch(sh, me, full, t);
                 i
             }
             None => {
                 self.batches
-                    .push((key, t, new_batch(node, from, new, false, reported)));
+                    .push((key, t, new_batch(node, from, new, false, session)));
                 self.batches.len() - 1
             }
         };
@@ -113,17 +114,23 @@ impl Outbox {
             send_batch(sh, me, b, t);
         }
     }
+
+    /// Whether a batch here was not reported in `session` (gathered before a debugger
+    /// attached, or for an earlier one).
+    fn has_stale(&self, session: u64) -> bool {
+        self.batches.iter().any(|(_, _, b)| b.session != Some(session))
+    }
 }
 
 /// A new batch; `full`: room for a full one at once (a split's), else it grows as needed
-/// (a leaf's outbox often pushes a few messages at a time); `reported`: see
-/// [`Batch::reported`].
+/// (a leaf's outbox often pushes a few messages at a time); `session`: see
+/// [`Batch::session`].
 fn new_batch(
     node: usize,
     from: Sender,
     new: fn() -> Box<dyn PayloadQueue>,
     full: bool,
-    reported: bool,
+    session: Option<u64>,
 ) -> Box<Batch> {
     let mut payloads = new();
     if full {
@@ -134,7 +141,7 @@ fn new_batch(
         from,
         entries: VecDeque::with_capacity(if full { BATCH_MAX } else { 0 }),
         payloads,
-        reported,
+        session,
     })
 }
 
@@ -149,10 +156,10 @@ fn holding(sh: &Shared) -> bool {
     active_hook(sh).is_some_and(|h| !h.streaming())
 }
 
-/// Push a batch `me` gathered to thread `t` of its destination. Should a hook have become
-/// active since its messages were gathered unreported, each is delivered on its own,
-/// through the send hook, as if posted now (a failure then fails that message's schedule
-/// call).
+/// Push a batch `me` gathered to thread `t` of its destination. Should a hook be active
+/// whose current session did not hear of its sends (gathered before it attached), each is
+/// delivered on its own, through the send hook, as if posted now (a failure then fails
+/// that message's schedule call).
 fn send_batch(sh: &Shared, me: &ThreadShared, batch: Box<Batch>, t: usize) {
     let Some(graph) = batch.entries.front().map(|e| e.graph.clone()) else {
         return;
@@ -614,6 +621,11 @@ impl<S: ThreadState> Exec<'_, S> {
             instance: instance.as_ref().unwrap_or(&id),
         };
         if let Some(h) = hook {
+            // Outputs gathered before this debugger heard of them go out first, one by one
+            // (as `start` does for a step of its own), not in the middle of this step.
+            if self.outbox.has_stale(h.session()) {
+                self.outbox.flush(self.sh, self.me);
+            }
             h.streamed_step(&streamed(), false);
             // The start is recorded: receive positions stop counting the message.
             self.me.started();
@@ -784,6 +796,14 @@ impl<S: ThreadState> Exec<'_, S> {
         poster: &mut Poster<'_>,
         out_frame: &Arc<Frame>,
     ) -> Result<(), StepFailure> {
+        if r.is_err() || poster.error.is_some() {
+            // What was gathered before the failure goes out as if posted one by one (a
+            // debugger heard of those sends): the failed call's receivers drop it.
+            let _ = run_guarded(|| {
+                poster.flush();
+                Ok(())
+            });
+        }
         r?;
         if let Some(e) = &poster.error {
             return Err(StepFailure::Rule(e.clone()));
@@ -959,7 +979,12 @@ impl<'a> Poster<'a> {
 }
 
 impl PostSink for Poster<'_> {
-    fn batch(&mut self, msg: &dyn Any, new: fn() -> Box<dyn PayloadQueue>) -> Option<&mut dyn PayloadQueue> {
+    fn batch(
+        &mut self,
+        msg: &dyn Any,
+        new: fn() -> Box<dyn PayloadQueue>,
+        type_name: fn() -> &'static str,
+    ) -> Option<&mut dyn PayloadQueue> {
         if !self.batching || self.error.is_some() {
             return None;
         }
@@ -984,36 +1009,34 @@ impl PostSink for Poster<'_> {
             }
         };
         let from = Sender::new(self.node, self.me.info.index);
-        // A streaming hook hears of the send now (the receive when the batch is enqueued).
-        let hook = active_hook(self.sh);
-        let reported = hook.is_some();
+        // A streaming hook hears of the send now (the receive when the batch is enqueued);
+        // the batch remembers in which of its sessions.
+        let session = match (active_hook(self.sh), n.threads.get(t)) {
+            (Some(hook), Some(to_thread)) => hook.streamed_send(&StreamedSend {
+                thread: &self.me.info,
+                from_op: &self.graph.nodes[self.node].info,
+                to_op: &n.info,
+                to_thread: &to_thread.info,
+                msg_id: &entry.id,
+                type_name: type_name(),
+            }),
+            _ => None,
+        };
         if self.outbox.is_none() {
             if self.batches.len() < n.threads.len() {
                 self.batches.resize_with(n.threads.len(), || None);
             }
             if self.batches[t]
                 .as_ref()
-                .is_some_and(|b| b.len() >= BATCH_MAX || b.reported != reported)
+                .is_some_and(|b| b.len() >= BATCH_MAX || b.session != session)
             {
                 self.flush_one(t);
             }
         }
         let b = match self.outbox.as_deref_mut() {
-            Some(outbox) => {
-                outbox.batch_for((self.sh, self.me), self.graph, (next, t), (from, reported), new)
-            }
-            None => self.batches[t].get_or_insert_with(|| new_batch(next, from, new, true, reported)),
+            Some(outbox) => outbox.batch_for((self.sh, self.me), self.graph, (next, t), (from, session), new),
+            None => self.batches[t].get_or_insert_with(|| new_batch(next, from, new, true, session)),
         };
-        if let (Some(hook), Some(to_thread)) = (hook, n.threads.get(t)) {
-            hook.streamed_send(&StreamedSend {
-                thread: &self.me.info,
-                from_op: &self.graph.nodes[self.node].info,
-                to_op: &n.info,
-                to_thread: &to_thread.info,
-                msg_id: &entry.id,
-                type_name: b.payloads.type_name(),
-            });
-        }
         b.entries.push_back(entry);
         Some(&mut *b.payloads)
     }

@@ -18,7 +18,13 @@ pub(crate) trait PostSink {
     /// While no hook may hold messages, a split gathers its outputs per destination thread:
     /// route `msg`, give it its id, and return the payload queue of its destination's
     /// batch to append it to (created with `new`). `None`: post it boxed instead.
-    fn batch(&mut self, msg: &dyn Any, new: fn() -> Box<dyn PayloadQueue>) -> Option<&mut dyn PayloadQueue>;
+    /// `type_name`: the message's (for a debugger that hears of it).
+    fn batch(
+        &mut self,
+        msg: &dyn Any,
+        new: fn() -> Box<dyn PayloadQueue>,
+        type_name: fn() -> &'static str,
+    ) -> Option<&mut dyn PayloadQueue>;
     /// Fail the step (an internal error the typed side found).
     fn fail(&mut self, error: String);
 }

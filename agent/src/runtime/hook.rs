@@ -14,7 +14,7 @@
 //! Without a debugger there is no hook at all and each event costs one branch. A hook
 //! that only records for now ([`Hook::streaming`]: a debugger attached in free run) lets
 //! messages travel in batches, as without one, and hears of each through calls that never
-//! block.
+//! hold a message (they may wait for room in the debugger's buffer, receives excepted).
 
 use super::error::ScheduleError;
 use super::ids::MsgId;
@@ -321,15 +321,26 @@ pub trait Hook: Send + Sync + 'static {
     /// Whether the hook, while active, only records for now: nothing could hold, edit or
     /// trace a message (no breakpoint, paused thread, step mode, ...). Messages then keep
     /// travelling in batches, as without a hook, and the runtime reports each of them
-    /// through [`Hook::on_recv`] and the `streamed_*` calls, which never block. Otherwise
-    /// an active hook has messages sent, received and started one by one, through the
-    /// calls that may hold them. Called often; must be cheap.
+    /// through [`Hook::streamed_send`], [`Hook::on_recv_batch`] and
+    /// [`Hook::streamed_step`], which never hold a message. Otherwise an active hook has
+    /// messages sent, received and started one by one, through the calls that may hold
+    /// them. Called often; must be cheap.
     fn streaming(&self) -> bool {
         false
     }
+    /// What was recorded in: a number that changes when earlier records can no longer
+    /// reach the debugger (a debugger attaches, and its snapshot replaces what was
+    /// buffered). A batch whose sends were recorded in another session than the current
+    /// one is sent again, one by one, through [`Hook::on_send`].
+    fn session(&self) -> u64 {
+        0
+    }
     /// A message was gathered into a batch (while streaming); its receive follows when the
-    /// batch is enqueued.
-    fn streamed_send(&self, _ev: &StreamedSend<'_>) {}
+    /// batch is enqueued. Returns the session the send was recorded in (`None`: it was
+    /// not, e.g. the debugger left).
+    fn streamed_send(&self, _ev: &StreamedSend<'_>) -> Option<u64> {
+        Some(self.session())
+    }
     /// A step on a message taken from a batch starts (`stop`: stops), while streaming.
     fn streamed_step(&self, _ev: &StreamedStep<'_>, _stop: bool) {}
     /// A collection was added (its threads exist and wait for messages).

@@ -196,13 +196,16 @@ impl<'a, T: Message> Outputs<'a, T> {
             _type: PhantomData,
         }
     }
-    /// Post one output: it is routed at once, and delivered at once while a debugger is
-    /// attached. Without one, outputs to a thread may wait for a few more (up to 64, or
-    /// the end of the step) to travel together, and a leaf's outputs until its thread has
-    /// done what it took from its queue: a step must not wait for its own outputs to be
-    /// consumed.
+    /// Post one output: it is routed at once, and delivered at once while a debugger that
+    /// may hold messages is attached. Otherwise (no debugger, or one in free run) outputs
+    /// to a thread may wait for a few more (up to 64, or the end of the step) to travel
+    /// together, and a leaf's outputs until its thread has done what it took from its
+    /// queue: a step must not wait for its own outputs to be consumed.
     pub fn post(&mut self, msg: T) {
-        match self.sink.batch(&msg, payload::new_queue::<T>) {
+        match self
+            .sink
+            .batch(&msg, payload::new_queue::<T>, payload::short_type_name::<T>)
+        {
             Some(q) => match q.as_any_mut().downcast_mut::<std::collections::VecDeque<T>>() {
                 Some(q) => q.push_back(msg),
                 None => self.sink.fail(format!(

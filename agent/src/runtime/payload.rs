@@ -42,8 +42,9 @@ impl<T: Serialize + DeserializeOwned + Send + 'static> Payload for T {
     }
 }
 
-/// The payloads of a batch of messages of one type, in order (a `VecDeque<T>`): while no
-/// debugger is attached, a split's outputs travel this way, without a box each.
+/// The payloads of a batch of messages of one type, in order (a `VecDeque<T>`): unless a
+/// debugger that may hold messages is attached, a split's outputs travel this way, without
+/// a box each.
 pub(crate) trait PayloadQueue: Send {
     /// Move the first payload into `slot`, reusing the slot when it already holds the
     /// type (so taking the payloads of a batch one by one allocates nothing).
@@ -55,8 +56,6 @@ pub(crate) trait PayloadQueue: Send {
     /// Make room for a full batch of small payloads at once (a split's batches fill up;
     /// growing by doubling showed in profiles).
     fn reserve_batch(&mut self);
-    /// The payloads' type name (short form, as [`Payload::type_name`]).
-    fn type_name(&self) -> &'static str;
 }
 
 impl<T: Serialize + DeserializeOwned + Send + 'static> PayloadQueue for VecDeque<T> {
@@ -83,9 +82,6 @@ impl<T: Serialize + DeserializeOwned + Send + 'static> PayloadQueue for VecDeque
         if std::mem::size_of::<T>() <= 256 {
             self.reserve(super::thread::BATCH_MAX);
         }
-    }
-    fn type_name(&self) -> &'static str {
-        short_type_name::<T>()
     }
 }
 

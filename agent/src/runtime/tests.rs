@@ -1011,9 +1011,19 @@ struct Streamer {
     /// Sends reported through `streamed_send` (gathered in batches) and `on_send`.
     streamed: std::sync::atomic::AtomicUsize,
     singles: std::sync::atomic::AtomicUsize,
+    /// See [`Hook::session`].
+    session: std::sync::atomic::AtomicU64,
 }
 
 impl Streamer {
+    /// What a debugger attaching does: a new session, and what was recorded before is
+    /// dropped (its snapshot stands for it).
+    fn new_session(&self) {
+        let mut log = self.log.lock().unwrap();
+        self.session.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        log.clear();
+    }
+
     fn log(&self, kind: char, op: &str, msg: &MsgId, position: usize) {
         self.log
             .lock()
@@ -1026,9 +1036,15 @@ impl Hook for Streamer {
     fn streaming(&self) -> bool {
         !self.holding.load(std::sync::atomic::Ordering::SeqCst)
     }
-    fn streamed_send(&self, ev: &super::hook::StreamedSend<'_>) {
+    fn session(&self) -> u64 {
+        self.session.load(std::sync::atomic::Ordering::SeqCst)
+    }
+    fn streamed_send(&self, ev: &super::hook::StreamedSend<'_>) -> Option<u64> {
         self.streamed.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        self.log('s', &ev.to_op.name, ev.msg_id, 0);
+        // Logged and numbered in one step, as the agent does.
+        let mut log = self.log.lock().unwrap();
+        log.push(('s', ev.to_op.name.to_string(), ev.msg_id.to_string(), 0));
+        Some(self.session())
     }
     fn streamed_step(&self, ev: &super::hook::StreamedStep<'_>, stop: bool) {
         self.log(if stop { 'e' } else { 'b' }, &ev.op.name, ev.msg_id, 0);
@@ -1060,14 +1076,34 @@ impl Hook for Streamer {
 /// debugger inserting each received message at its position and removing it at its start
 /// always starts the head of the leaf thread's queue.
 fn check_streamed_farm(hook: &Arc<Streamer>, calls: usize, n: u32, flip: Option<u32>) {
+    check_streamed_farm_with(hook, calls, n, flip, None);
+}
+
+/// [`check_streamed_farm`]; `new_session`: the split starts a new session (see
+/// [`Streamer::new_session`]) after posting that many outputs of the first call.
+fn check_streamed_farm_with(
+    hook: &Arc<Streamer>,
+    calls: usize,
+    n: u32,
+    flip: Option<u32>,
+    new_session: Option<u32>,
+) {
     let rt = Runtime::builder().hook(hook.clone()).build();
     let main = rt.collection::<()>("main", 1);
     let one = rt.collection::<()>("w", 1);
     let h = hook.clone();
+    let hs = hook.clone();
+    let first = std::sync::atomic::AtomicBool::new(true);
     let g = rt
         .graph(
-            ops::split("S", &main, Route::constant(0), |n: u32, _c, out| {
-                (0..n).for_each(|i| out.post(i))
+            ops::split("S", &main, Route::constant(0), move |n: u32, _c, out| {
+                let first = first.swap(false, std::sync::atomic::Ordering::SeqCst);
+                for i in 0..n {
+                    out.post(i);
+                    if first && Some(i + 1) == new_session {
+                        hs.new_session();
+                    }
+                }
             }) >> ops::leaf("Work", &one, Route::constant(0), move |x: u32, _c| {
                 if Some(x) == flip {
                     h.holding.store(true, std::sync::atomic::Ordering::SeqCst);
@@ -1111,7 +1147,9 @@ fn check_streamed_farm(hook: &Arc<Streamer>, calls: usize, n: u32, flip: Option<
     // Per call: the input (sent by the caller), the tasks and their results.
     assert_eq!(seen.len(), calls * (2 * n as usize + 1));
     for ((op, msg), kinds) in &seen {
-        assert_eq!(kinds, "srbe", "{op} {msg}");
+        // With a new session in the first call's split, only its stop is left of it.
+        let split_seen = new_session.is_some() && op == "S" && msg == "0";
+        assert_eq!(kinds, if split_seen { "e" } else { "srbe" }, "{op} {msg}");
     }
 }
 
@@ -1145,4 +1183,54 @@ fn a_hook_that_stops_streaming_mid_call_gets_the_rest_one_by_one() {
         "{streamed} gathered, {singles} one by one"
     );
     assert_eq!(streamed + singles, 3 * (2 * 3000 + 1));
+}
+
+/// A debugger attaching (a new session, what was recorded before dropped) while a split has
+/// gathered part of a batch: those messages' sends are reported again, one by one, so that
+/// every message still has its send before its receive.
+#[test]
+fn a_batch_gathered_before_a_new_session_is_sent_again_one_by_one() {
+    let hook = Arc::new(Streamer::default());
+    check_streamed_farm_with(&hook, 2, 3000, None, Some(10));
+    let singles = hook.singles.load(std::sync::atomic::Ordering::SeqCst);
+    // The ten gathered before, and the two calls' inputs.
+    assert_eq!(singles, 10 + 2);
+}
+
+/// A split that fails after gathering outputs: what it gathered still goes out (a
+/// streaming debugger heard of those sends), so every reported send has its receive.
+#[test]
+fn a_failing_split_still_enqueues_what_it_gathered() {
+    let hook = Arc::new(Streamer::default());
+    let rt = Runtime::builder().hook(hook.clone()).build();
+    let main = rt.collection::<()>("main", 1);
+    let one = rt.collection::<()>("w", 1);
+    let g = rt
+        .graph(
+            ops::split("S", &main, Route::constant(0), |n: u32, _c, out| {
+                (0..n).for_each(|i| out.post(i));
+                panic!("after {n} outputs");
+            }) >> ops::leaf("Work", &one, Route::constant(0), |x: u32, _c| x)
+                >> ops::merge(
+                    "M",
+                    &main,
+                    Route::constant(0),
+                    |a: &mut u32, x, _c| *a += x,
+                    |a, _c| a,
+                ),
+        )
+        .unwrap();
+    assert!(rt.schedule(&g, 100).is_err());
+    drop(rt);
+    let log = hook.log.lock().unwrap().clone();
+    let count = |k: char| {
+        log.iter()
+            .filter(|(kind, op, _, _)| *kind == k && op == "Work")
+            .count()
+    };
+    assert_eq!(
+        (count('s'), count('r')),
+        (100, 100),
+        "every send to Work has its receive"
+    );
 }

@@ -204,9 +204,10 @@ pub(crate) struct Batch {
     pub(crate) entries: VecDeque<BatchEntry>,
     /// The payloads, in the same order.
     pub(crate) payloads: Box<dyn PayloadQueue>,
-    /// Whether each message's send was reported to a streaming hook as it was gathered
-    /// (see [`Hook::streaming`]): its receives are then reported as it is enqueued.
-    pub(crate) reported: bool,
+    /// The session (see [`Hook::session`]) in which each message's send was reported to a
+    /// streaming hook as it was gathered (`None`: not reported). Its receives are reported
+    /// as it is enqueued if that is still the hook's session.
+    pub(crate) session: Option<u64>,
 }
 
 /// A message of a batch but its payload. Each carries its own handles, cloned by the
@@ -426,13 +427,14 @@ impl ThreadShared {
     }
 
     /// Append a batch of messages. With a hook active now (checked under the queue lock,
-    /// like a receive), each message's receive is recorded here if its send was (the
-    /// batch was gathered for a streaming hook); else the batch comes back: its messages
-    /// must be sent one by one, through the hooks.
+    /// like a receive), each message's receive is recorded here if its send was, in the
+    /// hook's current session (the batch was gathered for a streaming hook); else the batch
+    /// comes back: its messages must be sent one by one, through the hooks. (An attach
+    /// snapshot, which changes the session, locks every queue: it cannot come between.)
     pub(crate) fn push_batch(&self, batch: Box<Batch>, hook: Option<&dyn Hook>) -> Result<(), Box<Batch>> {
         let mut q = lock(&self.shared.queue);
         if let Some(hook) = hook.filter(|h| h.active()) {
-            if !batch.reported {
+            if batch.session != Some(hook.session()) {
                 return Err(batch);
             }
             // Positions as one by one (see `push`), read afresh for each: the thread may
