@@ -469,7 +469,12 @@ impl<S: ThreadState> Exec<'_, S> {
                     msg_id: &id,
                 };
                 let r = run_guarded(|| f(payload, &mut self.state, &info, &mut poster));
-                self.after_posting(r, &mut poster, &out_frame)
+                if let Err(e) = self.after_posting(r, &mut poster, &out_frame) {
+                    self.fail(sched, &n.info.name, &id, e);
+                    poster.push_reported();
+                    return;
+                }
+                Ok(())
             }
             OpFn::Leaf(f) => {
                 let owned = (own_graph, own_sched);
@@ -777,7 +782,12 @@ impl<S: ThreadState> Exec<'_, S> {
                 );
                 poster.count = inst.posted;
                 let r = run_guarded(|| finish(acc, &mut self.state, &info, &mut poster));
-                self.after_posting(r, &mut poster, &out_frame)
+                if let Err(e) = self.after_posting(r, &mut poster, &out_frame) {
+                    self.fail(&inst.sched, &n.info.name, &out_id, e);
+                    poster.push_reported();
+                    return;
+                }
+                Ok(())
             }
             OpFn::Split(_) | OpFn::Leaf(..) => Ok(()),
         };
@@ -796,14 +806,6 @@ impl<S: ThreadState> Exec<'_, S> {
         poster: &mut Poster<'_>,
         out_frame: &Arc<Frame>,
     ) -> Result<(), StepFailure> {
-        if r.is_err() || poster.error.is_some() {
-            // What was gathered before the failure goes out as if posted one by one (a
-            // debugger heard of those sends): the failed call's receivers drop it.
-            let _ = run_guarded(|| {
-                poster.flush();
-                Ok(())
-            });
-        }
         r?;
         if let Some(e) = &poster.error {
             return Err(StepFailure::Rule(e.clone()));
@@ -951,6 +953,21 @@ impl<'a> Poster<'a> {
             frame,
             sched,
         }
+    }
+
+    /// After the step failed (and its call was marked failed): push the batches whose
+    /// sends a streaming debugger heard of (their receivers drop them, as they drop
+    /// anything of a failed call), drop the others.
+    fn push_reported(&mut self) {
+        let _ = run_guarded(|| {
+            for t in 0..self.batches.len() {
+                if self.batches[t].as_ref().is_some_and(|b| b.session.is_some()) {
+                    self.flush_one(t);
+                }
+            }
+            Ok(())
+        });
+        self.batches.clear();
     }
 
     /// Push every batch gathered so far.
