@@ -328,8 +328,8 @@ pub trait Hook: Send + Sync + 'static {
     fn streaming(&self) -> bool {
         false
     }
-    /// What was recorded in: a number that changes when earlier records can no longer
-    /// reach the debugger (a debugger attaches, and its snapshot replaces what was
+    /// The current session: a number that changes when what was recorded before can no
+    /// longer reach the debugger (a debugger attaches, and its snapshot replaces what was
     /// buffered). A batch whose sends were recorded in another session than the current
     /// one is sent again, one by one, through [`Hook::on_send`].
     fn session(&self) -> u64 {
