@@ -249,6 +249,43 @@ fn step_ev(ev: &StepEvent<'_>, traced: bool, reason: Option<HoldReason>) -> prot
     }
 }
 
+/// A `send` that is streamed, not held, in compact form (`from`: thread and operation;
+/// `to`: operation and thread).
+fn fast_send(
+    (thread, op): (Option<&ThreadInfo>, Option<&OpInfo>),
+    (to_op, to_thread): (Option<&OpInfo>, Option<&ThreadInfo>),
+    msg: &MsgId,
+    traced: bool,
+    type_name: &'static str,
+) -> Fast {
+    Fast {
+        kind: record::SEND,
+        event_id: 0,
+        thread: record::thread_index(thread),
+        op: record::op_index(op),
+        msg: msg.clone(),
+        a: record::op_index(to_op),
+        b: record::thread_index(to_thread),
+        traced,
+        text: Text::Type(type_name),
+    }
+}
+
+/// A `recv` in compact form.
+fn fast_recv(thread: &ThreadInfo, op: &OpInfo, msg: &MsgId, position: usize, traced: bool) -> Fast {
+    Fast {
+        kind: record::RECV,
+        event_id: 0,
+        thread: record::thread_index(Some(thread)),
+        op: record::op_index(Some(op)),
+        msg: msg.clone(),
+        a: position as i64,
+        b: 0,
+        traced,
+        text: Text::None,
+    }
+}
+
 /// A step event that is streamed, not held, in compact form.
 fn fast_step(kind: u8, ev: &StepEvent<'_>, traced: bool) -> Fast {
     let s = StreamedStep {
@@ -375,7 +412,13 @@ impl Agent {
 
     /// Append a streamed record (see [`emit`](Self::emit)). Returns the session (see
     /// [`Hook::session`]) it was recorded in, `None` if it was not (nobody attached).
-    fn record(&self, mut ev: Rec, backpressure: bool) -> Option<u64> {
+    fn record(&self, ev: Rec, backpressure: bool) -> Option<u64> {
+        self.record_all(std::iter::once(ev), backpressure)
+    }
+
+    /// Append streamed records under one lock of the buffer, numbered in turn (see
+    /// [`record`](Self::record)).
+    fn record_all(&self, recs: impl IntoIterator<Item = Rec>, backpressure: bool) -> Option<u64> {
         let mut s = lock(&self.stream);
         if !self.attached.load(Relaxed) {
             return None;
@@ -389,12 +432,15 @@ impl Agent {
                     .unwrap_or_else(std::sync::PoisonError::into_inner);
             }
         }
-        if ev.is_numbered() {
-            ev.set_event_id(s.next_id);
-            s.next_id += 1;
+        let before = s.buf.len();
+        for mut ev in recs {
+            if ev.is_numbered() {
+                ev.set_event_id(s.next_id);
+                s.next_id += 1;
+            }
+            s.buf.push(ev);
         }
-        s.buf.push(ev);
-        let flush = s.buf.len() >= FLUSH_AT && s.buf.len() % FLUSH_AT == 0;
+        let flush = s.buf.len() / FLUSH_AT > before / FLUSH_AT;
         // Read under the lock the attach cut takes to change it.
         let session = self.session.load(Relaxed);
         drop(s);
@@ -954,17 +1000,13 @@ impl Hook for Agent {
         if !self.attached.load(Relaxed) {
             return None;
         }
-        let fast = Fast {
-            kind: record::SEND,
-            event_id: 0,
-            thread: record::thread_index(Some(ev.thread)),
-            op: record::op_index(Some(ev.from_op)),
-            msg: ev.msg_id.clone(),
-            a: record::op_index(Some(ev.to_op)),
-            b: record::thread_index(Some(ev.to_thread)),
-            traced: false,
-            text: Text::Type(ev.type_name),
-        };
+        let fast = fast_send(
+            (Some(ev.thread), Some(ev.from_op)),
+            (Some(ev.to_op), Some(ev.to_thread)),
+            ev.msg_id,
+            false,
+            ev.type_name,
+        );
         self.record(Rec::Fast(fast), true)
     }
 
@@ -973,7 +1015,7 @@ impl Hook for Agent {
             return;
         }
         let kind = if stop { record::STOP } else { record::START };
-        self.record(Rec::Fast(fast_streamed_step(kind, ev, false)), true);
+        let _ = self.record(Rec::Fast(fast_streamed_step(kind, ev, false)), true);
     }
 
     fn on_runtime(&self, view: RuntimeView) {
@@ -1008,18 +1050,14 @@ impl Hook for Agent {
         }
         let reason = ev.thread.and_then(|t| self.other_reason(t.global));
         if reason.is_none() && !self.content.load(Relaxed) {
-            let fast = Fast {
-                kind: record::SEND,
-                event_id: 0,
-                thread: record::thread_index(ev.thread.map(|t| &**t)),
-                op: record::op_index(ev.from_op.map(|o| &**o)),
-                msg: ev.msg_id.clone(),
-                a: record::op_index(ev.to_op.map(|o| &**o)),
-                b: record::thread_index(ev.to_thread.map(|t| &**t)),
-                traced: ev.traced,
-                text: Text::Type(ev.type_name()),
-            };
-            self.record(Rec::Fast(fast), thread_is_program(ev));
+            let fast = fast_send(
+                (ev.thread.map(|t| &**t), ev.from_op.map(|o| &**o)),
+                (ev.to_op.map(|o| &**o), ev.to_thread.map(|t| &**t)),
+                ev.msg_id,
+                ev.traced,
+                ev.type_name(),
+            );
+            let _ = self.record(Rec::Fast(fast), thread_is_program(ev));
             return;
         }
         let thread = ev.thread.cloned();
@@ -1053,18 +1091,8 @@ impl Hook for Agent {
             return;
         }
         // Never blocks: called with the destination queue locked.
-        let fast = Fast {
-            kind: record::RECV,
-            event_id: 0,
-            thread: record::thread_index(Some(ev.thread)),
-            op: record::op_index(Some(ev.op)),
-            msg: ev.msg_id.clone(),
-            a: ev.position as i64,
-            b: 0,
-            traced: ev.traced,
-            text: Text::None,
-        };
-        self.record(Rec::Fast(fast), false);
+        let fast = fast_recv(ev.thread, ev.op, ev.msg_id, ev.position, ev.traced);
+        let _ = self.record(Rec::Fast(fast), false);
     }
 
     fn on_recv_batch(
@@ -1077,32 +1105,8 @@ impl Hook for Agent {
             return;
         }
         // Never blocks: called with the destination queue locked. One lock for the batch.
-        let (thread, op) = (record::thread_index(Some(thread)), record::op_index(Some(op)));
-        let mut s = lock(&self.stream);
-        if !self.attached.load(Relaxed) {
-            return;
-        }
-        let before = s.buf.len();
-        for (msg, position) in msgs {
-            let event_id = s.next_id;
-            s.next_id += 1;
-            s.buf.push(Rec::Fast(Fast {
-                kind: record::RECV,
-                event_id,
-                thread,
-                op,
-                msg: msg.clone(),
-                a: position as i64,
-                b: 0,
-                traced: false,
-                text: Text::None,
-            }));
-        }
-        let flush = s.buf.len() / FLUSH_AT > before / FLUSH_AT;
-        drop(s);
-        if flush {
-            self.wake.notify_one();
-        }
+        let recs = msgs.map(|(msg, position)| Rec::Fast(fast_recv(thread, op, msg, position, false)));
+        let _ = self.record_all(recs, false);
     }
 
     fn on_start(&self, ev: &mut StepEvent<'_>) {

@@ -579,7 +579,10 @@ impl<S: ThreadState> Exec<'_, S> {
     ) {
         let node = head.node as usize;
         let n = &graph.nodes[node];
-        let free = !holding(self.sh);
+        // Looked up once: a streaming hook hears of the step's start and stop (as
+        // `on_message` tells an active hook, which may hold them).
+        let hook = active_hook(self.sh);
+        let free = hook.is_none_or(|h| h.streaming());
         let BatchEntry {
             id,
             graph: own_graph,
@@ -607,9 +610,6 @@ impl<S: ThreadState> Exec<'_, S> {
         let Some(s) = s else {
             return;
         };
-        // A streaming hook hears of the step's start and stop (as `on_message` tells an
-        // active hook, which may hold them).
-        let hook = active_hook(self.sh);
         let step = match n.op {
             OpFn::Merge { .. } | OpFn::Stream { .. } => StepKind::Absorb,
             _ => StepKind::Run,
@@ -1005,7 +1005,8 @@ impl PostSink for Poster<'_> {
         if !self.batching || self.error.is_some() {
             return None;
         }
-        if holding(self.sh) {
+        let hook = active_hook(self.sh);
+        if hook.is_some_and(|h| !h.streaming()) {
             // A hook that may hold messages became active during the step: what was
             // gathered goes out now, in order, and the rest one by one, through the hooks.
             self.batching = false;
@@ -1028,7 +1029,7 @@ impl PostSink for Poster<'_> {
         let from = Sender::new(self.node, self.me.info.index);
         // A streaming hook hears of the send now (the receive when the batch is enqueued);
         // the batch remembers in which of its sessions.
-        let session = match (active_hook(self.sh), n.threads.get(t)) {
+        let session = match (hook, n.threads.get(t)) {
             (Some(hook), Some(to_thread)) => hook.streamed_send(&StreamedSend {
                 thread: &self.me.info,
                 from_op: &self.graph.nodes[self.node].info,
