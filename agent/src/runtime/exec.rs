@@ -13,6 +13,7 @@ use super::thread::{
 };
 use super::{Shared, StepInfo, ThreadState};
 use std::any::Any;
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::collections::VecDeque;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -95,14 +96,14 @@ impl Outbox {
         let i = match found {
             Some(i) if self.batches[i].2.len() < BATCH_MAX && self.batches[i].2.session == session => i,
             Some(i) => {
-                let fresh = new_batch(node, from, new, false, session);
+                let fresh = new_batch(node, from, new, true, session);
                 let (_, t, full) = std::mem::replace(&mut self.batches[i], (key, t, fresh));
                 send_batch(sh, me, full, t);
                 i
             }
             None => {
                 self.batches
-                    .push((key, t, new_batch(node, from, new, false, session)));
+                    .push((key, t, new_batch(node, from, new, true, session)));
                 self.batches.len() - 1
             }
         };
@@ -510,24 +511,16 @@ impl<S: ThreadState> Exec<'_, S> {
         self.boundary(graph, node, step, &id, &instance, trace, false);
         // Completion is counted after the absorb step's stop, so the final step follows it.
         if let Some(frame) = completion {
-            if let Err(e) = self.count_absorbed(graph, node, &frame) {
-                self.fail(sched, &n.info.name, &id, e);
-            }
+            self.count_absorbed(graph, node, &frame);
         }
     }
 
     /// A merge or stream instance absorbed one more input: run its final step if that was
     /// the last.
-    fn count_absorbed(
-        &mut self,
-        graph: &Arc<GraphInner>,
-        node: usize,
-        frame: &Arc<Frame>,
-    ) -> Result<(), StepFailure> {
-        if frame.absorbed(&self.me.info, node).map_err(StepFailure::Rule)? {
+    fn count_absorbed(&mut self, graph: &Arc<GraphInner>, node: usize, frame: &Arc<Frame>) {
+        if frame.absorbed() {
             self.finish_instance(graph, node, frame);
         }
-        Ok(())
     }
 
     /// Run a leaf step on `input` (message `id`, in `frame`): its output is posted with
@@ -659,9 +652,7 @@ impl<S: ThreadState> Exec<'_, S> {
         }
         // Completion is counted after the absorb step's stop, so the final step follows it.
         if let Some(frame) = completion {
-            if let Err(e) = self.count_absorbed(graph, node, &frame) {
-                self.fail(sched, &n.info.name, &id, e);
-            }
+            self.count_absorbed(graph, node, &frame);
         }
     }
 
@@ -682,18 +673,24 @@ impl<S: ThreadState> Exec<'_, S> {
             StepFailure::Rule("a merge received a message that no split produced".to_owned())
         })?;
         let is_stream = matches!(graph.nodes[node].op, OpFn::Stream { .. });
-        let inst = self
-            .instances
-            .entry(Arc::as_ptr(&frame) as usize)
-            .or_insert_with(|| Instance {
-                acc: Some(init()),
-                _frame: frame.clone(),
-                sched: sched.clone(),
-                traced: false,
-                out_frame: is_stream
-                    .then(|| Arc::new(Frame::new(frame.prefix.clone(), frame.parent.clone()))),
-                posted: 0,
-            });
+        let inst = match self.instances.entry(Arc::as_ptr(&frame) as usize) {
+            Entry::Occupied(o) => o.into_mut(),
+            Entry::Vacant(v) => {
+                // The instance's first input here: its other inputs must come here too.
+                frame
+                    .register_merge(&self.me.info, node)
+                    .map_err(StepFailure::Rule)?;
+                v.insert(Instance {
+                    acc: Some(init()),
+                    _frame: frame.clone(),
+                    sched: sched.clone(),
+                    traced: false,
+                    out_frame: is_stream
+                        .then(|| Arc::new(Frame::new(frame.prefix.clone(), frame.parent.clone()))),
+                    posted: 0,
+                })
+            }
+        };
         inst.traced |= trace;
         let mut acc = inst
             .acc

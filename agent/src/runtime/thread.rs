@@ -7,7 +7,7 @@ use super::hook::{Hook, OpInfo, OpKind, QueuedMsg, RecvEvent, StepKind, ThreadIn
 use super::ids::MsgId;
 use super::payload::{Payload, PayloadQueue, Slot};
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 use std::sync::mpsc::SyncSender;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
@@ -67,15 +67,14 @@ pub(crate) struct Frame {
     pub(crate) prefix: MsgId,
     /// The enclosing frame (what the merge's output belongs to).
     pub(crate) parent: Option<Arc<Frame>>,
-    count: Mutex<FrameCount>,
-}
-
-#[derive(Default)]
-struct FrameCount {
-    expected: Option<u64>,
-    absorbed: u64,
-    /// Global index of the thread and node index of the merge absorbing the outputs.
-    merge_thread: Option<(usize, usize)>,
+    /// Outputs posted less outputs absorbed, the posted ones added when the split is done:
+    /// negative until then, zero exactly once after (when the last is absorbed, or when
+    /// the split finishes after every output was). One atomic step per absorbed input,
+    /// where a lock took two.
+    remaining: AtomicI64,
+    /// Global index of the thread and node index of the merge absorbing the outputs
+    /// (set by the first input it absorbs).
+    merge_thread: Mutex<Option<(usize, usize)>>,
 }
 
 impl Frame {
@@ -83,33 +82,38 @@ impl Frame {
         Self {
             prefix,
             parent,
-            count: Mutex::new(FrameCount::default()),
+            remaining: AtomicI64::new(0),
+            merge_thread: Mutex::new(None),
         }
     }
 
-    /// The merge on thread `thread` absorbed one input. Returns whether that was the last.
-    pub(crate) fn absorbed(&self, thread: &ThreadInfo, node: usize) -> Result<bool, String> {
-        let mut c = lock(&self.count);
-        match c.merge_thread {
-            Some((t, _)) if t != thread.global => {
-                return Err(format!(
-                    "inputs of merge instance {} were routed to different threads (thread #{t} and {}); route all of them to one thread",
-                    self.prefix, thread.name
-                ))
+    /// The merge instance on thread `thread` (node `node`) absorbs its first input: every
+    /// input of the instance must go to that thread.
+    pub(crate) fn register_merge(&self, thread: &ThreadInfo, node: usize) -> Result<(), String> {
+        let mut m = lock(&self.merge_thread);
+        match *m {
+            Some((t, _)) if t != thread.global => Err(format!(
+                "inputs of merge instance {} were routed to different threads (thread #{t} and {}); route all of them to one thread",
+                self.prefix, thread.name
+            )),
+            _ => {
+                *m = Some((thread.global, node));
+                Ok(())
             }
-            _ => c.merge_thread = Some((thread.global, node)),
         }
-        c.absorbed += 1;
-        Ok(c.expected == Some(c.absorbed))
+    }
+
+    /// The merge absorbed one more input. Returns whether that was the last.
+    pub(crate) fn absorbed(&self) -> bool {
+        self.remaining.fetch_sub(1, Ordering::AcqRel) == 1
     }
 
     /// The split finished after posting `n` outputs. Returns the merge's thread and node
     /// when every output has already been absorbed there (it must then be told to finish).
     pub(crate) fn set_expected(&self, n: u64) -> Option<(usize, usize)> {
-        let mut c = lock(&self.count);
-        c.expected = Some(n);
-        if c.absorbed == n {
-            c.merge_thread
+        let n = i64::try_from(n).unwrap_or(i64::MAX);
+        if self.remaining.fetch_add(n, Ordering::AcqRel) + n == 0 {
+            *lock(&self.merge_thread)
         } else {
             None
         }
