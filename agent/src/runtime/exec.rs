@@ -8,11 +8,11 @@ use super::ids::MsgId;
 use super::payload::{ErasedState, Payload};
 use super::payload::{PayloadQueue, Slot};
 use super::thread::{
-    Batch, BatchEntry, BatchHead, Envelope, Frame, Item, Popped, Running, Sched, Sender, ThreadShared,
-    BATCH_MAX,
+    Batch, BatchHead, Envelope, Frame, Handles, Item, Popped, Running, Sched, Sender, ThreadShared, BATCH_MAX,
 };
 use super::{Shared, StepInfo, ThreadState};
 use std::any::Any;
+use std::borrow::Cow;
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::collections::VecDeque;
@@ -52,6 +52,9 @@ impl Hasher for AddrHasher {
     }
 }
 
+/// A message's graph, schedule call and frame (borrowed when it came from a batch).
+type MsgHandles<'h> = (&'h Arc<GraphInner>, &'h Arc<Sched>, Option<Cow<'h, Arc<Frame>>>);
+
 /// Per-thread executor state.
 struct Exec<'a, S> {
     sh: &'a Shared,
@@ -76,34 +79,42 @@ impl Outbox {
         self.batches.is_empty()
     }
 
-    /// The batch for thread `t` of node `node` of `graph` whose sends were reported in
-    /// `session` (see [`Batch::session`]; a full one, or one of another session, is pushed
-    /// first).
+    /// The batch for thread `t` of node `node` of `handles`' graph, of these handles,
+    /// whose sends were reported in `session` (see [`Batch::session`]). One batch per
+    /// destination: a full one, or one of other handles or another session, is pushed
+    /// first.
     fn batch_for(
         &mut self,
         (sh, me): (&Shared, &ThreadShared),
-        graph: &GraphInner,
+        handles: (&Arc<GraphInner>, &Arc<Sched>, Option<&Arc<Frame>>),
         (node, t): (usize, usize),
         (from, session): (Sender, Option<u64>),
         new: fn() -> Box<dyn PayloadQueue>,
     ) -> &mut Batch {
-        // The batch's entries keep the graph alive: its address names it while it waits.
-        let key = graph as *const GraphInner as usize;
+        // The batch keeps the graph alive: its address names it while it waits.
+        let key = Arc::as_ptr(handles.0) as usize;
         let found = self
             .batches
             .iter()
             .position(|(k, tt, b)| *k == key && *tt == t && b.node as usize == node);
+        let same = (&**handles.0, &**handles.1, handles.2.map(|f| &**f));
         let i = match found {
-            Some(i) if self.batches[i].2.len() < BATCH_MAX && self.batches[i].2.session == session => i,
+            Some(i)
+                if self.batches[i].2.len() < BATCH_MAX
+                    && self.batches[i].2.session == session
+                    && self.batches[i].2.handles.same(same) =>
+            {
+                i
+            }
             Some(i) => {
-                let fresh = new_batch(node, from, new, true, session);
+                let fresh = new_batch((node, from), handles, new, session);
                 let (_, t, full) = std::mem::replace(&mut self.batches[i], (key, t, fresh));
                 send_batch(sh, me, full, t);
                 i
             }
             None => {
                 self.batches
-                    .push((key, t, new_batch(node, from, new, true, session)));
+                    .push((key, t, new_batch((node, from), handles, new, session)));
                 self.batches.len() - 1
             }
         };
@@ -123,24 +134,21 @@ impl Outbox {
     }
 }
 
-/// A new batch; `full`: room for a full one at once (a split's), else it grows as needed
-/// (a leaf's outbox often pushes a few messages at a time); `session`: see
+/// A new batch to node `node` from `from`, with room for a full one; `session`: see
 /// [`Batch::session`].
 fn new_batch(
-    node: usize,
-    from: Sender,
+    (node, from): (usize, Sender),
+    (graph, sched, frame): (&Arc<GraphInner>, &Arc<Sched>, Option<&Arc<Frame>>),
     new: fn() -> Box<dyn PayloadQueue>,
-    full: bool,
     session: Option<u64>,
 ) -> Box<Batch> {
     let mut payloads = new();
-    if full {
-        payloads.reserve_batch();
-    }
+    payloads.reserve_batch();
     Box::new(Batch {
         node: node as u32,
         from,
-        entries: VecDeque::with_capacity(if full { BATCH_MAX } else { 0 }),
+        handles: Handles::new(graph, sched, frame),
+        ids: VecDeque::with_capacity(BATCH_MAX),
         payloads,
         session,
     })
@@ -162,9 +170,7 @@ fn holding(sh: &Shared) -> bool {
 /// delivered on its own, through the send hook, as if posted now (a failure then fails
 /// that message's schedule call).
 fn send_batch(sh: &Shared, me: &ThreadShared, batch: Box<Batch>, t: usize) {
-    let Some(graph) = batch.entries.front().map(|e| e.graph.clone()) else {
-        return;
-    };
+    let graph = batch.handles.graph.clone();
     let node = batch.node as usize;
     let Some(n) = graph.nodes.get(node) else {
         return;
@@ -230,12 +236,13 @@ pub(crate) fn thread_main<S: ThreadState>(sh: &Shared, me: &ThreadShared) {
         outbox: Outbox::default(),
     };
     let track = sh.hook.is_some();
-    // The graph and schedule of the last message, kept alive by this thread: a leaf can
-    // then hand its input's handles on to its output instead of cloning them (every clone
-    // and drop of those shared reference counts is a cache line bouncing between cores;
-    // splits still clone per output, merges drop per input). Released when the thread runs
-    // out of work, so a finished schedule or a dropped graph is not kept for long.
-    let mut alive: Option<(Arc<GraphInner>, Arc<Sched>)> = None;
+    // The graph and schedule (and, for messages from batches, the frame) of the last
+    // message, kept alive by this thread: messages taken from a batch share them, and a
+    // leaf can hand its input's handles on to its output instead of cloning them (every
+    // clone and drop of those shared reference counts is a cache line bouncing between
+    // cores; messages sent one by one still carry their own). Released when the thread
+    // runs out of work, so a finished schedule or a dropped graph is not kept for long.
+    let mut alive: Option<Handles> = None;
     let active = || active_hook(sh).is_some();
     let holding = || holding(sh);
     // Where a message taken from a batch leaves its payload (reused while the type stays).
@@ -251,22 +258,27 @@ pub(crate) fn thread_main<S: ThreadState>(sh: &Shared, me: &ThreadShared) {
             ex.outbox.flush(sh, me);
         }
         let outbox = &mut ex.outbox;
-        let Some(popped) = me.pop(track, (&holding, &active), &mut slot, &mut || {
-            outbox.flush(sh, me)
-        }) else {
+        let Some(popped) = me.pop(
+            track,
+            (&holding, &active),
+            (&mut slot, alive.as_ref()),
+            &mut || outbox.flush(sh, me),
+        ) else {
             break;
         };
         let item = match popped {
             Popped::Item(item) => item,
-            Popped::FromBatch(head) => {
-                if head.entry.sched.is_failed() {
+            Popped::FromBatch(mut head) => {
+                if let Some(h) = head.handles.take() {
+                    ex.flush_on_switch(alive.as_ref(), &h.sched);
+                    alive = Some(h);
+                }
+                let Some(h) = alive.as_ref().filter(|h| !h.sched.is_failed()) else {
                     ex.instances.retain(|_, i| !i.sched.is_failed());
                     drop(slot.as_mut().and_then(|s: &mut Box<dyn Slot>| s.take_boxed()));
                     continue;
-                }
-                ex.flush_on_switch(alive.as_ref(), &head.entry.sched);
-                let (graph, sched) = keep_alive(&mut alive, &head.entry.graph, &head.entry.sched);
-                ex.on_batch_message(head, &mut slot, graph, sched);
+                };
+                ex.on_batch_message(head, &mut slot, h);
                 continue;
             }
         };
@@ -308,18 +320,18 @@ pub(crate) fn thread_main<S: ThreadState>(sh: &Shared, me: &ThreadShared) {
 /// The graph and schedule handles a thread keeps (see `alive` in [`thread_main`]): the
 /// kept ones if they are these, else clones of these.
 fn keep_alive<'k>(
-    alive: &'k mut Option<(Arc<GraphInner>, Arc<Sched>)>,
+    alive: &'k mut Option<Handles>,
     graph: &Arc<GraphInner>,
     sched: &Arc<Sched>,
 ) -> (&'k Arc<GraphInner>, &'k Arc<Sched>) {
     if !alive
         .as_ref()
-        .is_some_and(|(g, s)| Arc::ptr_eq(g, graph) && Arc::ptr_eq(s, sched))
+        .is_some_and(|h| Arc::ptr_eq(&h.graph, graph) && Arc::ptr_eq(&h.sched, sched))
     {
         *alive = None;
     }
-    let (g, s) = alive.get_or_insert_with(|| (graph.clone(), sched.clone()));
-    (g, s)
+    let h = alive.get_or_insert_with(|| Handles::new(graph, sched, None));
+    (&h.graph, &h.sched)
 }
 
 fn panic_text(p: &(dyn Any + Send)) -> String {
@@ -335,8 +347,8 @@ fn panic_text(p: &(dyn Any + Send)) -> String {
 impl<S: ThreadState> Exec<'_, S> {
     /// Before a step for another schedule call than the last one, the outputs gathered
     /// for the last go out: that call may be what the next step waits for.
-    fn flush_on_switch(&mut self, last: Option<&(Arc<GraphInner>, Arc<Sched>)>, sched: &Arc<Sched>) {
-        if !self.outbox.is_empty() && last.is_some_and(|(_, s)| !Arc::ptr_eq(s, sched)) {
+    fn flush_on_switch(&mut self, last: Option<&Handles>, sched: &Arc<Sched>) {
+        if !self.outbox.is_empty() && last.is_some_and(|h| !Arc::ptr_eq(&h.sched, sched)) {
             self.outbox.flush(self.sh, self.me);
         }
     }
@@ -482,12 +494,10 @@ impl<S: ThreadState> Exec<'_, S> {
                 self.run_leaf(
                     f,
                     Input::Boxed(payload),
-                    graph,
+                    (graph, sched, frame.map(Cow::Owned)),
                     node,
-                    sched,
                     &id,
-                    frame,
-                    owned,
+                    Some(owned),
                     trace,
                 )
             }
@@ -497,12 +507,12 @@ impl<S: ThreadState> Exec<'_, S> {
                     node,
                     (init, absorb),
                     Input::Boxed(payload),
-                    frame,
+                    frame.as_ref(),
                     sched,
                     &id,
                     trace,
                 )
-                .map(|f| completion = Some(f)),
+                .map(|()| completion = frame.as_ref()),
         };
         if let Err(e) = result {
             self.fail(sched, &n.info.name, &id, e);
@@ -511,7 +521,7 @@ impl<S: ThreadState> Exec<'_, S> {
         self.boundary(graph, node, step, &id, &instance, trace, false);
         // Completion is counted after the absorb step's stop, so the final step follows it.
         if let Some(frame) = completion {
-            self.count_absorbed(graph, node, &frame);
+            self.count_absorbed(graph, node, frame);
         }
     }
 
@@ -523,19 +533,18 @@ impl<S: ThreadState> Exec<'_, S> {
         }
     }
 
-    /// Run a leaf step on `input` (message `id`, in `frame`): its output is posted with
-    /// the input's handles (`owned`), gathered in the outbox while no hook may hold it.
+    /// Run a leaf step on `input` (message `id` of `graph` and `sched`, in `frame`): its
+    /// output is gathered in the outbox while no hook may hold it, else posted with the
+    /// input's handles (`owned`, when the input had handles of its own).
     #[allow(clippy::too_many_arguments)]
     fn run_leaf(
         &mut self,
         f: &super::graph::LeafFn,
         input: Input<'_>,
-        graph: &Arc<GraphInner>,
+        (graph, sched, frame): MsgHandles<'_>,
         node: usize,
-        sched: &Arc<Sched>,
         id: &MsgId,
-        frame: Option<Arc<Frame>>,
-        owned: (Arc<GraphInner>, Arc<Sched>),
+        owned: Option<(Arc<GraphInner>, Arc<Sched>)>,
         trace: bool,
     ) -> Result<(), StepFailure> {
         let mut poster = Poster::new(
@@ -545,10 +554,11 @@ impl<S: ThreadState> Exec<'_, S> {
             node,
             sched,
             IdMode::Same(id.clone()),
-            frame,
+            None,
             trace,
         );
-        poster.owned = Some(owned);
+        poster.frame = frame;
+        poster.owned = owned;
         poster.batch_if_free(Some(&mut self.outbox));
         let info = StepInfo {
             thread: &self.me.info,
@@ -562,36 +572,26 @@ impl<S: ThreadState> Exec<'_, S> {
     }
 
     /// Run a leaf, or a merge's absorb step, on a message taken from a batch (its payload
-    /// in `slot`); `graph` and `sched` are the message's, kept alive by the caller.
-    fn on_batch_message(
-        &mut self,
-        head: BatchHead,
-        slot: &mut Option<Box<dyn Slot>>,
-        graph: &Arc<GraphInner>,
-        sched: &Arc<Sched>,
-    ) {
+    /// in `slot`); `handles` are its batch's, kept by the caller.
+    fn on_batch_message(&mut self, head: BatchHead, slot: &mut Option<Box<dyn Slot>>, handles: &Handles) {
         let node = head.node as usize;
+        let (graph, sched, frame) = (&handles.graph, &handles.sched, handles.frame.as_ref());
         let n = &graph.nodes[node];
         // Looked up once: a streaming hook hears of the step's start and stop (as
         // `on_message` tells an active hook, which may hold them).
         let hook = active_hook(self.sh);
         let free = hook.is_none_or(|h| h.streaming());
-        let BatchEntry {
-            id,
-            graph: own_graph,
-            frame,
-            sched: own_sched,
-        } = head.entry;
+        let id = head.id;
         let (s, true) = (slot.as_deref_mut(), free) else {
             // A hook that may hold messages became active since the message was taken: it
             // goes the usual way, boxed, through the step hooks.
             if let Some(payload) = slot.as_mut().and_then(|s| s.take_boxed()) {
                 let env = Envelope {
                     id,
-                    graph: own_graph,
+                    graph: graph.clone(),
                     payload,
-                    frame,
-                    sched: own_sched,
+                    frame: frame.cloned(),
+                    sched: sched.clone(),
                     node: head.node,
                     from: head.from,
                     traced: false,
@@ -631,13 +631,13 @@ impl<S: ThreadState> Exec<'_, S> {
         let mut completion = None;
         let r = match &n.op {
             OpFn::Leaf(f) => {
-                let owned = (own_graph, own_sched);
-                self.run_leaf(f, Input::Slot(s), graph, node, sched, &id, frame, owned, false)
+                let handles = (graph, sched, frame.map(Cow::Borrowed));
+                self.run_leaf(f, Input::Slot(s), handles, node, &id, None, false)
             }
             OpFn::Merge { init, absorb, .. } | OpFn::Stream { init, absorb, .. } => {
                 let input = Input::Slot(s);
                 self.absorb(graph, node, (init, absorb), input, frame, sched, &id, false)
-                    .map(|f| completion = Some(f))
+                    .map(|()| completion = frame)
             }
             OpFn::Split(_) => Err(StepFailure::Rule(
                 "internal error: a split was given a message from a batch".to_owned(),
@@ -652,7 +652,7 @@ impl<S: ThreadState> Exec<'_, S> {
         }
         // Completion is counted after the absorb step's stop, so the final step follows it.
         if let Some(frame) = completion {
-            self.count_absorbed(graph, node, &frame);
+            self.count_absorbed(graph, node, frame);
         }
     }
 
@@ -664,16 +664,16 @@ impl<S: ThreadState> Exec<'_, S> {
         node: usize,
         (init, absorb): (&InitFn, &AbsorbFn),
         payload: Input<'_>,
-        frame: Option<Arc<Frame>>,
+        frame: Option<&Arc<Frame>>,
         sched: &Arc<Sched>,
         id: &MsgId,
         trace: bool,
-    ) -> Result<Arc<Frame>, StepFailure> {
+    ) -> Result<(), StepFailure> {
         let frame = frame.ok_or_else(|| {
             StepFailure::Rule("a merge received a message that no split produced".to_owned())
         })?;
         let is_stream = matches!(graph.nodes[node].op, OpFn::Stream { .. });
-        let inst = match self.instances.entry(Arc::as_ptr(&frame) as usize) {
+        let inst = match self.instances.entry(Arc::as_ptr(frame) as usize) {
             Entry::Occupied(o) => o.into_mut(),
             Entry::Vacant(v) => {
                 // The instance's first input here: its other inputs must come here too.
@@ -714,14 +714,14 @@ impl<S: ThreadState> Exec<'_, S> {
             msg_id: id,
         };
         let r = run_guarded(|| absorb(&mut *acc, payload, &mut self.state, &info, &mut poster));
-        if let Some(inst) = self.instances.get_mut(&(Arc::as_ptr(&frame) as usize)) {
+        if let Some(inst) = self.instances.get_mut(&(Arc::as_ptr(frame) as usize)) {
             inst.acc = Some(acc);
             inst.posted = poster.count;
         }
         r?;
         match poster.error {
             Some(e) => Err(StepFailure::Rule(e)),
-            None => Ok(frame),
+            None => Ok(()),
         }
     }
 
@@ -863,7 +863,9 @@ struct Poster<'a> {
     /// (a single-output step handing its input's handles on).
     owned: Option<(Arc<GraphInner>, Arc<Sched>)>,
     ids: IdMode,
-    frame: Option<Arc<Frame>>,
+    /// The outputs' frame (a leaf's input's, which it may only borrow when the input came
+    /// from a batch).
+    frame: Option<Cow<'a, Arc<Frame>>>,
     traced: bool,
     count: u64,
     error: Option<String>,
@@ -895,7 +897,7 @@ impl<'a> Poster<'a> {
             sched,
             owned: None,
             ids,
-            frame,
+            frame: frame.map(Cow::Owned),
             traced,
             count: 0,
             error: None,
@@ -931,25 +933,30 @@ impl<'a> Poster<'a> {
         self.outbox = outbox;
     }
 
-    /// The next output's id, frame and handles: a single-output step hands its frame and
-    /// (when it has them) its input's handles over; a split shares its frame among its
-    /// outputs and clones the handles.
-    fn next_output(&mut self) -> BatchEntry {
-        let (id, frame) = match &self.ids {
-            IdMode::Same(id) => (id.clone(), self.frame.take()),
-            IdMode::Child(base) => (base.child(self.count), self.frame.clone()),
+    /// The next output's id.
+    fn next_id(&mut self) -> MsgId {
+        let id = match &self.ids {
+            IdMode::Same(id) => id.clone(),
+            IdMode::Child(base) => base.child(self.count),
         };
         self.count += 1;
+        id
+    }
+
+    /// The next output's id, graph, frame and schedule, for a message of its own: a
+    /// single-output step hands its frame and (when it has them) its input's handles over;
+    /// a split shares its frame among its outputs and clones the handles.
+    fn next_output(&mut self) -> (MsgId, Arc<GraphInner>, Option<Arc<Frame>>, Arc<Sched>) {
+        let frame = match self.ids {
+            IdMode::Same(_) => self.frame.take().map(Cow::into_owned),
+            IdMode::Child(_) => self.frame.as_deref().cloned(),
+        };
+        let id = self.next_id();
         let (graph, sched) = self
             .owned
             .take()
             .unwrap_or_else(|| (self.graph.clone(), self.sched.clone()));
-        BatchEntry {
-            id,
-            graph,
-            frame,
-            sched,
-        }
+        (id, graph, frame, sched)
     }
 
     /// After the step failed (and its call was marked failed): push the batches whose
@@ -1015,8 +1022,8 @@ impl PostSink for Poster<'_> {
         }
         let next = self.node + 1;
         let n = self.graph.nodes.get(next)?;
-        let entry = self.next_output();
-        let t = match route_to(n, msg, &entry.id) {
+        let id = self.next_id();
+        let t = match route_to(n, msg, &id) {
             Ok(t) => t,
             Err(e) => {
                 self.error = Some(e);
@@ -1032,7 +1039,7 @@ impl PostSink for Poster<'_> {
                 from_op: &self.graph.nodes[self.node].info,
                 to_op: &n.info,
                 to_thread: &to_thread.info,
-                msg_id: &entry.id,
+                msg_id: &id,
                 type_name: type_name(),
             }),
             _ => None,
@@ -1048,11 +1055,12 @@ impl PostSink for Poster<'_> {
                 self.flush_one(t);
             }
         }
+        let handles = (self.graph, self.sched, self.frame.as_deref());
         let b = match self.outbox.as_deref_mut() {
-            Some(outbox) => outbox.batch_for((self.sh, self.me), self.graph, (next, t), (from, session), new),
-            None => self.batches[t].get_or_insert_with(|| new_batch(next, from, new, true, session)),
+            Some(outbox) => outbox.batch_for((self.sh, self.me), handles, (next, t), (from, session), new),
+            None => self.batches[t].get_or_insert_with(|| new_batch((next, from), handles, new, session)),
         };
-        b.entries.push_back(entry);
+        b.ids.push_back(id);
         Some(&mut *b.payloads)
     }
 
@@ -1064,12 +1072,7 @@ impl PostSink for Poster<'_> {
         if self.error.is_some() {
             return;
         }
-        let BatchEntry {
-            id,
-            graph,
-            frame,
-            sched,
-        } = self.next_output();
+        let (id, graph, frame, sched) = self.next_output();
         let next = self.node + 1;
         let dest = (next < self.graph.nodes.len()).then_some(next);
         let from = Some((self.node, self.me));

@@ -198,14 +198,18 @@ pub(crate) enum Item {
 /// one thread, gathered while no hook may hold them (no debugger, or one that only
 /// streams): one queue entry for up to [`BATCH_MAX`] messages, their payloads unboxed in
 /// one `VecDeque`. The destination and the sending node are the same for every message of
-/// a batch (and none is traced). Whoever needs to see the messages one by one (listings,
-/// snapshots, reorders, a thread taking messages one at a time for a hook that may hold
-/// them) splits it first.
+/// a batch (and none is traced), and so are its graph, frame and schedule call: the batch
+/// holds one handle of each for all its messages, so a message touches no reference count
+/// on its way (those are cache lines every core writes). Whoever needs to see the messages
+/// one by one (listings, snapshots, reorders, a thread taking messages one at a time for a
+/// hook that may hold them) splits it first.
 pub(crate) struct Batch {
     pub(crate) node: u32,
     pub(crate) from: Sender,
-    /// One entry per message, in order (never empty in a queue).
-    pub(crate) entries: VecDeque<BatchEntry>,
+    /// The handles all its messages share.
+    pub(crate) handles: Handles,
+    /// The messages' ids, in order (never empty in a queue).
+    pub(crate) ids: VecDeque<MsgId>,
     /// The payloads, in the same order.
     pub(crate) payloads: Box<dyn PayloadQueue>,
     /// The session (see [`Hook::session`]) in which each message's send was reported to a
@@ -214,14 +218,37 @@ pub(crate) struct Batch {
     pub(crate) session: Option<u64>,
 }
 
-/// A message of a batch but its payload. Each carries its own handles, cloned by the
-/// sender: a thread taking them from the batch then touches no reference count that other
-/// cores touch too.
-pub(crate) struct BatchEntry {
-    pub(crate) id: MsgId,
+/// The graph, schedule call and frame of a message, shared by the messages of a batch and
+/// kept by a thread while it runs them.
+pub(crate) struct Handles {
     pub(crate) graph: Arc<GraphInner>,
-    pub(crate) frame: Option<Arc<Frame>>,
     pub(crate) sched: Arc<Sched>,
+    pub(crate) frame: Option<Arc<Frame>>,
+}
+
+impl Handles {
+    pub(crate) fn new(graph: &Arc<GraphInner>, sched: &Arc<Sched>, frame: Option<&Arc<Frame>>) -> Self {
+        Self {
+            graph: graph.clone(),
+            sched: sched.clone(),
+            frame: frame.cloned(),
+        }
+    }
+
+    /// Whether these are the same handles (the same graph, call and frame).
+    pub(crate) fn same(&self, (graph, sched, frame): (&GraphInner, &Sched, Option<&Frame>)) -> bool {
+        std::ptr::eq(&*self.graph, graph)
+            && std::ptr::eq(&*self.sched, sched)
+            && match (self.frame.as_deref(), frame) {
+                (Some(a), Some(b)) => std::ptr::eq(a, b),
+                (None, None) => true,
+                _ => false,
+            }
+    }
+
+    fn of(&self) -> (&GraphInner, &Sched, Option<&Frame>) {
+        (&self.graph, &self.sched, self.frame.as_deref())
+    }
 }
 
 /// How many messages a batch holds at most: the split pushes it then and starts another,
@@ -230,25 +257,21 @@ pub(crate) const BATCH_MAX: usize = 64;
 
 impl Batch {
     pub(crate) fn len(&self) -> usize {
-        self.entries.len()
+        self.ids.len()
     }
 
-    /// Its messages as envelopes of their own, in order.
+    /// Its messages as envelopes of their own (each with its own handles), in order.
     pub(crate) fn into_envelopes(mut self) -> impl Iterator<Item = Envelope> {
         std::iter::from_fn(move || {
-            let BatchEntry {
-                id,
-                graph,
-                frame,
-                sched,
-            } = self.entries.pop_front()?;
+            let id = self.ids.pop_front()?;
             let payload = self.payloads.pop_boxed()?;
+            let h = &self.handles;
             Some(Envelope {
                 id,
-                graph,
+                graph: h.graph.clone(),
                 payload,
-                frame,
-                sched,
+                frame: h.frame.clone(),
+                sched: h.sched.clone(),
                 node: self.node,
                 from: self.from,
                 traced: false,
@@ -277,12 +300,14 @@ pub(crate) enum Popped {
     FromBatch(BatchHead),
 }
 
-/// A message taken from a batch: its entry and the batch's destination and sender (the
-/// payload is in the slot given to [`ThreadShared::pop`]).
+/// A message taken from a batch: its id, the batch's destination and sender, and the
+/// batch's handles if they are not those the thread keeps (the payload is in the slot
+/// given to [`ThreadShared::pop`]).
 pub(crate) struct BatchHead {
-    pub(crate) entry: BatchEntry,
+    pub(crate) id: MsgId,
     pub(crate) node: u32,
     pub(crate) from: Sender,
+    pub(crate) handles: Option<Handles>,
 }
 
 /// Where producers append: the shared half of a thread's queue.
@@ -444,17 +469,13 @@ impl ThreadShared {
             // Positions as one by one (see `push`), read afresh for each: the thread may
             // start messages meanwhile.
             let entries = q.entries;
-            let op = batch
-                .entries
-                .front()
-                .and_then(|e| e.graph.nodes.get(batch.node as usize));
-            if let Some(n) = op {
-                let mut msgs = batch.entries.iter().enumerate().map(|(i, e)| {
+            if let Some(n) = batch.handles.graph.nodes.get(batch.node as usize) {
+                let mut msgs = batch.ids.iter().enumerate().map(|(i, id)| {
                     let position = self.own.front_len.load(Ordering::Acquire)
                         + entries
                         + i
                         + usize::from(self.own.taking.load(Ordering::Acquire));
-                    (&e.id, position)
+                    (id, position)
                 });
                 hook.on_recv_batch(&self.info, &n.info, &mut msgs);
             }
@@ -505,12 +526,13 @@ impl ThreadShared {
     /// record the step taken (a hook is installed); `holding`: a hook that may hold
     /// messages is active now (take one message at a time, see [`ThreadShared`]);
     /// `active`: a hook is active (holding or streaming). A message at the head of a batch
-    /// is taken by moving its payload into `slot`.
+    /// is taken by moving its payload into `slot`; its batch's handles come with it unless
+    /// they are `kept` (those the thread keeps from its last message).
     pub(crate) fn pop(
         &self,
         track: bool,
         (holding, active): (&dyn Fn() -> bool, &dyn Fn() -> bool),
-        slot: &mut Option<Box<dyn Slot>>,
+        (slot, kept): (&mut Option<Box<dyn Slot>>, Option<&Handles>),
         idle: &mut dyn FnMut(),
     ) -> Option<Popped> {
         loop {
@@ -540,7 +562,7 @@ impl ThreadShared {
                 self.shared.arrived.store(!q.items.is_empty(), Ordering::Relaxed);
             }
             if !on {
-                popped = self.take_head(&mut f.items, slot);
+                popped = self.take_head(&mut f.items, slot, kept);
                 if popped.is_some() {
                     // A hook that turned active since `on` was read (a debugger attached,
                     // its snapshot listing this message as pending) records this step's
@@ -556,7 +578,7 @@ impl ThreadShared {
             }
             if let Some(p) = popped {
                 if track {
-                    f.current = Some(current_of(&p));
+                    f.current = current_of(&p, kept);
                 }
                 return Some(p);
             }
@@ -580,13 +602,19 @@ impl ThreadShared {
     }
 
     /// The first entry of `items`: an item, or the first message of a batch (its payload
-    /// moved into `slot`, the rest of the batch staying where it is).
-    fn take_head(&self, items: &mut VecDeque<Item>, slot: &mut Option<Box<dyn Slot>>) -> Option<Popped> {
+    /// moved into `slot`, the rest of the batch staying where it is; its handles cloned
+    /// unless they are `kept`).
+    fn take_head(
+        &self,
+        items: &mut VecDeque<Item>,
+        slot: &mut Option<Box<dyn Slot>>,
+        kept: Option<&Handles>,
+    ) -> Option<Popped> {
         let Some(Item::Batch(b)) = items.front_mut() else {
             return items.pop_front().map(Popped::Item);
         };
         let all = b.len();
-        let Some(entry) = b.entries.pop_front().filter(|_| b.payloads.pop_into(slot)) else {
+        let Some(id) = b.ids.pop_front().filter(|_| b.payloads.pop_into(slot)) else {
             // Ids and payloads out of step (typed operations never do that): the batch is
             // dropped rather than left to block the queue.
             items.pop_front();
@@ -595,11 +623,15 @@ impl ThreadShared {
             return None;
         };
         let head = BatchHead {
-            entry,
+            id,
             node: b.node,
             from: b.from,
+            handles: (!kept.is_some_and(|k| k.same(b.handles.of()))).then(|| {
+                let h = &b.handles;
+                Handles::new(&h.graph, &h.sched, h.frame.as_ref())
+            }),
         };
-        if b.entries.is_empty() {
+        if b.ids.is_empty() {
             items.pop_front();
         }
         Some(Popped::FromBatch(head))
@@ -766,30 +798,26 @@ fn step_of(kind: OpKind) -> StepKind {
     }
 }
 
-fn current_of(p: &Popped) -> Running {
+/// The step a thread takes for `p` (`kept`: the handles it keeps, those of a message
+/// taken from a batch if the message came without).
+fn current_of(p: &Popped, kept: Option<&Handles>) -> Option<Running> {
     let item = match p {
         Popped::Item(item) => item,
         Popped::FromBatch(h) => {
-            let op = &h.entry.graph.nodes[h.node as usize].info;
-            return Running {
+            let graph = &h.handles.as_ref().or(kept)?.graph;
+            let op = &graph.nodes.get(h.node as usize)?.info;
+            return Some(Running {
                 op: op.id,
-                msg: h.entry.id.clone(),
+                msg: h.id.clone(),
                 step: step_of(op.kind),
-            };
+            });
         }
     };
-    match item {
-        Item::Batch(b) => match b.entries.front() {
-            Some(e) => Running {
-                op: e.graph.nodes[b.node as usize].info.id,
-                msg: e.id.clone(),
-                step: StepKind::Run,
-            },
-            None => Running {
-                op: 0,
-                msg: MsgId::root(0),
-                step: StepKind::Run,
-            },
+    Some(match item {
+        Item::Batch(b) => Running {
+            op: b.handles.graph.nodes.get(b.node as usize)?.info.id,
+            msg: b.ids.front()?.clone(),
+            step: StepKind::Run,
         },
         Item::Msg(e) => {
             let op = e.dest_op();
@@ -806,7 +834,7 @@ fn current_of(p: &Popped) -> Running {
             msg: frame.prefix.clone(),
             step: StepKind::Final,
         },
-    }
+    })
 }
 
 /// Map each entry of `order` (an id, or `id@op`) to exactly one candidate and check that
