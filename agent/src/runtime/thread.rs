@@ -123,7 +123,7 @@ impl Frame {
 /// A message on its way to (or waiting in the queue of) a thread.
 ///
 /// Every message is written by one core and read by another: the fields are kept narrow
-/// (indexes as `u32`, the sender as a pair of them) so that an envelope fits in 88 bytes.
+/// (indexes as `u32`, the sender as a pair of them) so that an envelope fits in 96 bytes.
 pub(crate) struct Envelope {
     pub(crate) id: MsgId,
     pub(crate) graph: Arc<GraphInner>,
@@ -165,7 +165,7 @@ impl Sender {
     }
 }
 
-const _: () = assert!(std::mem::size_of::<Item>() <= 88, "an envelope grew");
+const _: () = assert!(std::mem::size_of::<Item>() <= 96, "an envelope grew");
 
 impl Envelope {
     pub(crate) fn dest_op(&self) -> &Arc<OpInfo> {
