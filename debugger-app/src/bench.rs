@@ -421,7 +421,7 @@ fn baseline_farm(threads: usize, tasks: u64) -> f64 {
     tasks as f64 / t0.elapsed().as_secs_f64()
 }
 
-/// `racetrack bench [--reps N]`.
+/// `racetrack bench [--reps N] [--only TEXT|baseline]`.
 pub fn main(args: &[String]) -> i32 {
     let reps: usize = args
         .iter()
@@ -429,11 +429,13 @@ pub fn main(args: &[String]) -> i32 {
         .and_then(|i| args.get(i + 1))
         .and_then(|r| r.parse().ok())
         .unwrap_or(3);
-    // `--only TEXT`: just the workloads whose name contains TEXT (and no other section).
+    // `--only TEXT`: just the workloads whose name contains TEXT (and no other section);
+    // `--only baseline`: just the runtime baseline.
     let only: Option<&String> = args
         .iter()
         .position(|a| a == "--only")
         .and_then(|i| args.get(i + 1));
+    let baseline_only = only.is_some_and(|o| o == "baseline");
     let exe = match std::env::current_exe() {
         Ok(p) => p.display().to_string(),
         Err(e) => {
@@ -442,6 +444,21 @@ pub fn main(args: &[String]) -> i32 {
         }
     };
     println!("# racetrack bench: {reps} repetitions, medians; ratio = run time / no agent");
+    if !baseline_only {
+        workloads(&exe, reps, only);
+    }
+    if only.is_some() && !baseline_only {
+        return 0;
+    }
+    if !baseline_only {
+        lagging(&exe);
+    }
+    runtime_baseline(&exe, reps);
+    0
+}
+
+/// The table of every workload (whose name contains `only`) under every configuration.
+fn workloads(exe: &str, reps: usize, only: Option<&String>) {
     println!("(run time: the program's own timing, less the start hold, reported apart)");
     println!(
         "| workload | configuration | median ms | ratio | start hold ms | events received/s | lossless | peak RSS MiB |"
@@ -457,7 +474,7 @@ pub fn main(args: &[String]) -> i32 {
         let mut all: Vec<Vec<Run>> = CONFIGS.iter().map(|_| Vec::new()).collect();
         for _ in 0..reps {
             for (c, cname) in CONFIGS.iter().enumerate() {
-                match run_once(&exe, w, c, 0) {
+                match run_once(exe, w, c, 0) {
                     Ok(r) => all[c].push(r),
                     Err(e) => eprintln!("{} / {cname}: {e}", w.name),
                 }
@@ -496,10 +513,10 @@ pub fn main(args: &[String]) -> i32 {
             );
         }
     }
-    if only.is_some() {
-        return 0;
-    }
-    // A debugger that lags behind: the agent's memory stays bounded, the program slows down.
+}
+
+/// A debugger that lags behind: the agent's memory stays bounded, the program slows down.
+fn lagging(exe: &str) {
     println!();
     println!(
         "## a lagging debugger (GUI model sink sleeping for every event it receives; farm, 100,000 tasks)"
@@ -513,7 +530,7 @@ pub fn main(args: &[String]) -> i32 {
         args: &["--threads", "4", "--tasks", "100000", "--work-us", "1"],
     };
     for slow in [0, 5] {
-        match run_once(&exe, w, 4, slow) {
+        match run_once(exe, w, 4, slow) {
             Ok(r) => println!(
                 "| {} µs | {:.1} | {:.1} | {} | {} |",
                 slow,
@@ -525,7 +542,10 @@ pub fn main(args: &[String]) -> i32 {
             Err(e) => eprintln!("lagging sink {slow}: {e}"),
         }
     }
-    // The runtime against a hand-written farm on std channels.
+}
+
+/// The runtime against a hand-written farm on std channels.
+fn runtime_baseline(exe: &str, reps: usize) {
     println!();
     println!("## runtime baseline: farm with trivial leaves (4 workers, 200,000 tasks)");
     let mut ours = Vec::new();
@@ -536,7 +556,7 @@ pub fn main(args: &[String]) -> i32 {
         args: &["--threads", "4", "--tasks", "200000"],
     };
     for _ in 0..reps {
-        if let Ok(r) = run_once(&exe, &base_w, 0, 0) {
+        if let Ok(r) = run_once(exe, &base_w, 0, 0) {
             ours.push(200_000.0 / (r.elapsed_ms / 1e3));
         }
         theirs.push(baseline_farm(4, 200_000));
@@ -547,7 +567,6 @@ pub fn main(args: &[String]) -> i32 {
         println!("|---:|---:|---:|");
         println!("| {o:.0} tasks/s | {t:.0} tasks/s | {:.2} |", o / t);
     }
-    0
 }
 
 /// `racetrack model-sink URL [--slow-us N]`: the GUI's connection and model ingest without
