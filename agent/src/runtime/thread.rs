@@ -138,30 +138,25 @@ pub(crate) struct Envelope {
     pub(crate) traced: bool,
 }
 
-/// Where a message comes from: a node of its graph and a thread of that node's collection,
-/// or nowhere (the input of a schedule call).
+/// Where a message comes from: a node of its graph and a thread of that node's collection
+/// (32 bits each, in one word: written and copied whole), or nowhere (the input of a
+/// schedule call).
 #[derive(Clone, Copy)]
-pub(crate) struct Sender {
-    node: u32,
-    thread: u32,
-}
+pub(crate) struct Sender(u64);
 
 impl Sender {
     /// The input of a schedule call.
-    pub(crate) const NONE: Sender = Sender {
-        node: u32::MAX,
-        thread: u32::MAX,
-    };
+    pub(crate) const NONE: Sender = Sender(u64::MAX);
 
     pub(crate) fn new(node: usize, thread: usize) -> Self {
         match (u32::try_from(node), u32::try_from(thread)) {
-            (Ok(node), Ok(thread)) => Self { node, thread },
+            (Ok(node), Ok(thread)) if node != u32::MAX => Self(u64::from(node) << 32 | u64::from(thread)),
             _ => Self::NONE,
         }
     }
 
     fn get(self) -> Option<(usize, usize)> {
-        (self.node != u32::MAX).then_some((self.node as usize, self.thread as usize))
+        (self.0 != u64::MAX).then_some(((self.0 >> 32) as usize, (self.0 & 0xffff_ffff) as usize))
     }
 }
 
@@ -305,7 +300,9 @@ pub(crate) enum Popped {
 /// given to [`ThreadShared::pop`]).
 pub(crate) struct BatchHead {
     pub(crate) id: MsgId,
-    pub(crate) node: u32,
+    /// A whole word, like every field here: the head is copied as words, which must not
+    /// wait for narrower stores of its parts.
+    pub(crate) node: usize,
     pub(crate) from: Sender,
     pub(crate) handles: Option<Handles>,
 }
@@ -527,14 +524,18 @@ impl ThreadShared {
     /// messages is active now (take one message at a time, see [`ThreadShared`]);
     /// `active`: a hook is active (holding or streaming). A message at the head of a batch
     /// is taken by moving its payload into `slot`; its batch's handles come with it unless
-    /// they are `kept` (those the thread keeps from its last message).
+    /// they are `kept` (those the thread keeps from its last message). `unwatched`: the
+    /// thread's own front, when the runtime has no hook (see [`Self::pop_unwatched`]).
     pub(crate) fn pop(
         &self,
-        track: bool,
+        (track, unwatched): (bool, Option<&mut VecDeque<Item>>),
         (holding, active): (&dyn Fn() -> bool, &dyn Fn() -> bool),
         (slot, kept): (&mut Option<Box<dyn Slot>>, Option<&Handles>),
         idle: &mut dyn FnMut(),
     ) -> Option<Popped> {
+        if let Some(front) = unwatched {
+            return self.pop_unwatched(front, (slot, kept), idle);
+        }
         loop {
             if self.own.stopping.load(Ordering::Relaxed) {
                 return None;
@@ -587,18 +588,58 @@ impl ThreadShared {
             // on both sides (the same back-off std's channels use). First, with no lock
             // held, `idle` (the thread's gathered outputs go out).
             drop(f);
-            idle();
-            let mut q = self.wait_a_little();
-            if q.items.is_empty() && !q.shutdown {
-                q.sleeping = true;
-                q = self
-                    .shared
-                    .cv
-                    .wait(q)
-                    .unwrap_or_else(std::sync::PoisonError::into_inner);
-            }
-            q.sleeping = false;
+            self.idle_wait(idle);
         }
+    }
+
+    /// [`Self::pop`] for a runtime without a hook: nobody can list, snapshot or reorder
+    /// the queues, so the thread keeps its front to itself (`front`, moved from the inbox
+    /// in one go) and takes each message without locking.
+    fn pop_unwatched(
+        &self,
+        front: &mut VecDeque<Item>,
+        (slot, kept): (&mut Option<Box<dyn Slot>>, Option<&Handles>),
+        idle: &mut dyn FnMut(),
+    ) -> Option<Popped> {
+        loop {
+            if self.own.stopping.load(Ordering::Relaxed) {
+                return None;
+            }
+            if front.is_empty() {
+                let mut q = lock(&self.shared.queue);
+                if q.shutdown {
+                    return None;
+                }
+                std::mem::swap(front, &mut q.items);
+                self.own.front_len.store(q.entries, Ordering::Relaxed);
+                (q.entries, q.batches) = (0, 0);
+                self.shared.arrived.store(false, Ordering::Relaxed);
+            }
+            if let Some(p) = self.take_head(front, slot, kept) {
+                let n = self.own.front_len.load(Ordering::Relaxed);
+                self.own.front_len.store(n.saturating_sub(1), Ordering::Relaxed);
+                return Some(p);
+            }
+            if front.is_empty() {
+                self.idle_wait(idle);
+            }
+        }
+    }
+
+    /// Nothing to take: `idle` (with no lock held: the thread's gathered outputs go out),
+    /// then wait for an item.
+    fn idle_wait(&self, idle: &mut dyn FnMut()) {
+        idle();
+        let mut q = self.wait_a_little();
+        if q.items.is_empty() && !q.shutdown {
+            q.sleeping = true;
+            q = self
+                .shared
+                .cv
+                .wait(q)
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+        }
+        q.sleeping = false;
     }
 
     /// The first entry of `items`: an item, or the first message of a batch (its payload
@@ -624,7 +665,7 @@ impl ThreadShared {
         };
         let head = BatchHead {
             id,
-            node: b.node,
+            node: b.node as usize,
             from: b.from,
             handles: (!kept.is_some_and(|k| k.same(b.handles.of()))).then(|| {
                 let h = &b.handles;
@@ -805,7 +846,7 @@ fn current_of(p: &Popped, kept: Option<&Handles>) -> Option<Running> {
         Popped::Item(item) => item,
         Popped::FromBatch(h) => {
             let graph = &h.handles.as_ref().or(kept)?.graph;
-            let op = &graph.nodes.get(h.node as usize)?.info;
+            let op = &graph.nodes.get(h.node)?.info;
             return Some(Running {
                 op: op.id,
                 msg: h.id.clone(),
