@@ -308,10 +308,18 @@ fn fast_streamed_step(kind: u8, ev: &StreamedStep<'_>, traced: bool) -> Fast {
         a: record::step_code(ev.step),
         b: 0,
         traced,
-        text: if ev.instance == ev.msg_id {
-            Text::None
-        } else {
-            Text::Instance(ev.instance.clone())
+        text: {
+            // Compared in place, component by component (ids are a few words: a
+            // `memcmp` call costs more than the comparison).
+            let (m, i) = (ev.msg_id.components(), ev.instance.components());
+            let same = |a: &[u64], b: &[u64]| a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y);
+            if same(m, i) {
+                Text::None
+            } else if m.split_last().is_some_and(|(_, parent)| same(parent, i)) {
+                Text::Parent
+            } else {
+                Text::Instance(Box::new(ev.instance.clone()))
+            }
         },
     }
 }
