@@ -369,7 +369,9 @@ pub struct ThreadSnap {
 /// one go while no hook may hold messages, so it locks the producers' cache line once per
 /// batch rather than once per message. Pending messages are `front` then `inbox`, and
 /// receive positions count both. While a hook that may hold messages is active the thread
-/// takes them one at a time from the inbox (after moving any batch back into it).
+/// takes them one at a time from the inbox (after moving any batch back into it). With no
+/// hook installed the thread keeps its front to itself instead (see
+/// [`ThreadShared::pop_unwatched`]): `front` then stays empty.
 pub(crate) struct ThreadShared {
     pub(crate) info: Arc<ThreadInfo>,
     /// What the thread itself uses on every step (one cache line)...
@@ -391,8 +393,8 @@ impl<T> std::ops::Deref for Padded<T> {
 
 struct OwnHalf {
     front: Mutex<Front>,
-    /// The entries in `front.items` (a batch counting as its messages), readable by
-    /// producers holding only the inbox lock.
+    /// The entries in `front.items` (or in the thread's own front, without a hook; a
+    /// batch counting as its messages), readable by producers holding only the inbox lock.
     front_len: AtomicUsize,
     /// Set at shutdown (also in the inbox), read without locking.
     stopping: AtomicBool,
