@@ -1234,3 +1234,68 @@ fn a_failing_split_still_enqueues_what_it_gathered() {
         "every send to Work has its receive"
     );
 }
+
+/// One worker runs the leaves of several inner split instances at once, their messages
+/// interleaved in its queue: its gathered outputs share a batch only while they share a
+/// frame (and schedule call), so each inner merge instance gets exactly its own inputs.
+/// Without a hook (the threads' own fronts) and with an inactive one (the locked fronts).
+#[test]
+fn interleaved_frames_reach_their_own_merge_instances() {
+    for hooked in [false, true] {
+        let rt = if hooked {
+            recorded().0
+        } else {
+            Runtime::builder().no_agent().build()
+        };
+        let main = rt.collection::<()>("main", 1);
+        let procs = rt.collection::<()>("proc", 3);
+        let one = rt.collection::<()>("one", 1);
+        let per = 2 * thread::BATCH_MAX as u64 + 5;
+        let g = rt
+            .graph(
+                ops::split("Outer", &main, Route::constant(0), |n: u64, _c, out| {
+                    (0..n).for_each(|k| out.post(k))
+                }) >> ops::split("Inner", &procs, Route::round_robin(), move |k: u64, _c, out| {
+                    (0..per).for_each(|j| out.post(k * 1_000_000 + j))
+                }) >> ops::leaf("Work", &one, Route::constant(0), |x: u64, _c| x)
+                    >> ops::merge(
+                        "InnerSum",
+                        &procs,
+                        Route::by(|x: &u64, n| (x / 1_000_000) as usize % n),
+                        // (instance's k, inputs, sum): every input must be of one k.
+                        |a: &mut (Option<u64>, u64, u64), x: u64, _c| {
+                            let k = x / 1_000_000;
+                            assert_eq!(*a.0.get_or_insert(k), k, "an input of another instance");
+                            a.1 += 1;
+                            a.2 += x % 1_000_000;
+                        },
+                        |a, _c| (a.0.unwrap_or(u64::MAX), a.1, a.2),
+                    )
+                    >> ops::merge(
+                        "OuterSum",
+                        &main,
+                        Route::constant(0),
+                        |a: &mut Vec<(u64, u64, u64)>, x, _c| a.push(x),
+                        |mut a, _c| {
+                            a.sort_unstable();
+                            a
+                        },
+                    ),
+            )
+            .unwrap();
+        // Inputs in a wrong instance would leave some instance incomplete: a hang, caught.
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for _ in 0..5 {
+                let _ = tx.send(rt.schedule(&g, 6).map_err(|e| e.to_string()));
+            }
+        });
+        let want: Vec<(u64, u64, u64)> = (0..6).map(|k| (k, per, per * (per - 1) / 2)).collect();
+        for _ in 0..5 {
+            let got = rx
+                .recv_timeout(Duration::from_secs(20))
+                .expect("a schedule call hung");
+            assert_eq!(got, Ok(want.clone()), "hooked: {hooked}");
+        }
+    }
+}
