@@ -141,7 +141,8 @@ struct Structure {
 pub struct Agent {
     program: String,
     /// Any reason to look at events at all: attached, or the start hold pending.
-    hot: AtomicBool,
+    /// Shared with the runtime ([`Hook::active_flag`]).
+    hot: Arc<AtomicBool>,
     attached: AtomicBool,
     /// A connection holds the controlling slot.
     claimed: AtomicBool,
@@ -369,7 +370,7 @@ impl Agent {
             .unwrap_or_else(|| "program".to_owned());
         Self {
             program,
-            hot: AtomicBool::new(wait),
+            hot: Arc::new(AtomicBool::new(wait)),
             attached: AtomicBool::new(false),
             claimed: AtomicBool::new(false),
             wait_pending: AtomicBool::new(wait),
@@ -987,6 +988,10 @@ fn unhold(ev: &mut Event) {
 impl Hook for Agent {
     fn active(&self) -> bool {
         self.hot.load(Relaxed)
+    }
+
+    fn active_flag(&self) -> Option<Arc<AtomicBool>> {
+        Some(self.hot.clone())
     }
 
     /// Attached, with nothing that could hold, edit or trace a message: the runtime keeps

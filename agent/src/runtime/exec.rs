@@ -156,7 +156,12 @@ fn new_batch(
 
 /// The hook, when it is active.
 fn active_hook(sh: &Shared) -> Option<&dyn Hook> {
-    sh.hook.as_deref().filter(|h| h.active())
+    let hook = sh.hook.as_deref()?;
+    let on = match &sh.hook_on {
+        Some(flag) => flag.load(std::sync::atomic::Ordering::Relaxed),
+        None => hook.active(),
+    };
+    on.then_some(hook)
 }
 
 /// Whether an active hook may hold messages now: they then travel one by one (see
@@ -362,7 +367,7 @@ impl<S: ThreadState> Exec<'_, S> {
     /// Emit a step start. Returns `None` when the hook put the message back into the queue.
     fn start(&mut self, env: Envelope, step: StepKind, instance: &MsgId) -> Option<(Envelope, bool)> {
         let sh = self.sh;
-        let Some(hook) = sh.hook.as_deref().filter(|h| h.active()) else {
+        let Some(hook) = active_hook(sh) else {
             let traced = env.traced;
             return Some((env, traced));
         };
@@ -406,7 +411,7 @@ impl<S: ThreadState> Exec<'_, S> {
         start: bool,
     ) -> bool {
         let sh = self.sh;
-        let Some(hook) = sh.hook.as_deref().filter(|h| h.active()) else {
+        let Some(hook) = active_hook(sh) else {
             return traced;
         };
         if !self.outbox.is_empty() {
@@ -1125,7 +1130,7 @@ pub(crate) fn deliver(
     let dest_node = dest.map(|d| &g.nodes[d]);
     let route = |p: &dyn Payload| dest_node.map(|n| route_to(n, p.as_any(), &id)).transpose();
     let mut to = route(&*payload)?;
-    if let Some(hook) = sh.hook.as_deref().filter(|h| h.active()) {
+    if let Some(hook) = active_hook(sh) {
         let mut ev = SendEvent {
             thread: from.map(|(_, t)| &t.info),
             from_op: from.map(|(n, _)| &g.nodes[n].info),

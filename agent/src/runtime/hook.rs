@@ -20,6 +20,7 @@ use super::error::ScheduleError;
 use super::ids::MsgId;
 use super::payload::{ErasedState, Payload};
 use super::thread::{Envelope, ThreadShared};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 /// The kind of a flow-graph operation.
@@ -317,6 +318,12 @@ pub trait Hook: Send + Sync + 'static {
     /// event; must be cheap.
     fn active(&self) -> bool {
         true
+    }
+    /// A flag that always holds what [`Self::active`] answers, if the hook has one: the
+    /// runtime then reads it (one load) instead of calling `active` (a call through the
+    /// trait object, several times per message).
+    fn active_flag(&self) -> Option<Arc<AtomicBool>> {
+        None
     }
     /// Whether the hook, while active, only records for now: nothing could hold, edit or
     /// trace a message (no breakpoint, paused thread, step mode, ...). Messages then keep

@@ -27,7 +27,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::collections::HashSet;
 use std::marker::PhantomData;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
 use thread::{lock, Sched, ThreadShared};
@@ -49,6 +49,8 @@ type ThreadEntry = (Arc<ThreadShared>, Option<JoinHandle<()>>);
 pub(crate) struct Shared {
     pub(crate) id: usize,
     pub(crate) hook: Option<Arc<dyn Hook>>,
+    /// The hook's [`Hook::active_flag`], read instead of calling [`Hook::active`].
+    pub(crate) hook_on: Option<Arc<AtomicBool>>,
     threads: Mutex<Vec<ThreadEntry>>,
     collections: Mutex<Vec<Arc<CollectionInfo>>>,
     ops: Mutex<(Vec<Arc<OpInfo>>, HashSet<String>)>,
@@ -92,6 +94,7 @@ impl RuntimeBuilder {
         };
         let shared = Arc::new(Shared {
             id: NEXT_RUNTIME.fetch_add(1, Ordering::Relaxed),
+            hook_on: hook.as_ref().and_then(|h| h.active_flag()),
             hook,
             threads: Mutex::new(Vec::new()),
             collections: Mutex::new(Vec::new()),
