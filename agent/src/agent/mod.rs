@@ -7,7 +7,8 @@
 //!   thread never waits for the network. A held event is flushed at once and blocks only
 //!   its own thread, which then serves the debugger's commands for it (release, reorder,
 //!   edit, state) until released.
-//! - Without a debugger attached, every hook returns after one atomic load.
+//! - Without a debugger attached, the runtime reads one flag the agent shares with it
+//!   ([`Hook::active_flag`]) and calls no hook at all.
 //! - Attached with nothing that could hold, edit or trace a message (free run), the agent
 //!   only streams ([`Hook::streaming`]): the runtime keeps its batches and reports every
 //!   message all the same; a breakpoint, paused thread, step mode, "ack every event" or
