@@ -10,7 +10,7 @@ use std::str::FromStr;
 
 /// A dotted message identifier such as `0.3.1`.
 ///
-/// Ids of up to [`INLINE`] components (every id of a graph nested up to two splits deep)
+/// Ids of up to three components (every id of a graph nested up to two splits deep)
 /// live inline: creating and cloning them allocates nothing, which matters because the
 /// runtime makes several per message. Every field is a whole word (no enum tag, no
 /// padding): an id is written and read as words, so a copy of one just written is
