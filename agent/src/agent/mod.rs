@@ -3,7 +3,7 @@
 //! - **Holding is decided here**, in the program: global step mode, operation breakpoints
 //!   (operation, thread), paused threads, tracing, "ack every event", and the
 //!   `RACETRACK_WAIT` start hold. An event the policy does not hold is appended to a
-//!   buffer and streamed in batches by the agent's own thread ([`server`]); the program
+//!   buffer and streamed in batches by the agent's own thread (module `server`); the program
 //!   thread never waits for the network. A held event is flushed at once and blocks only
 //!   its own thread, which then serves the debugger's commands for it (release, reorder,
 //!   edit, state) until released.
