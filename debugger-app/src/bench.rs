@@ -421,20 +421,68 @@ fn baseline_farm(threads: usize, tasks: u64) -> f64 {
     tasks as f64 / t0.elapsed().as_secs_f64()
 }
 
+/// What `racetrack bench` runs.
+#[derive(Debug, PartialEq)]
+struct Options {
+    /// Repetitions of every measurement (medians are reported).
+    reps: usize,
+    /// `--only TEXT`: just the workloads whose name contains TEXT (and no other section);
+    /// `--only baseline`: just the runtime baseline.
+    only: Option<String>,
+}
+
+const BENCH_USAGE: &str = "usage: racetrack bench [--reps N] [--only TEXT|baseline]
+  --reps N     repetitions of every measurement, medians reported (default 3)
+  --only TEXT  just the workloads whose name contains TEXT (farm, 1 µs leaves; farm, 10 µs
+               leaves; farm, 100 µs leaves; mergesort; heat), or `baseline`: just the
+               runtime baseline";
+
+/// Parse `racetrack bench`'s arguments: `Ok(None)` for `--help`; an error names what is
+/// wrong (nothing runs then: a typo must not cost a half-hour run of the wrong thing).
+fn parse_options(args: &[String]) -> Result<Option<Options>, String> {
+    let mut opts = Options { reps: 3, only: None };
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--help" | "-h" => return Ok(None),
+            "--reps" => {
+                let v = it.next().ok_or("--reps needs a number")?;
+                opts.reps = match v.parse() {
+                    Ok(n) if n >= 1 => n,
+                    _ => return Err(format!("--reps needs a number of at least 1, not `{v}`")),
+                };
+            }
+            "--only" => {
+                let v = it.next().ok_or("--only needs a workload name, or `baseline`")?;
+                if v != "baseline" && !WORKLOADS.iter().any(|w| w.name.contains(v.as_str())) {
+                    let names: Vec<&str> = WORKLOADS.iter().map(|w| w.name).collect();
+                    return Err(format!(
+                        "--only `{v}` names no workload (they are: {}; or `baseline`)",
+                        names.join("; ")
+                    ));
+                }
+                opts.only = Some(v.clone());
+            }
+            other => return Err(format!("unknown option `{other}`")),
+        }
+    }
+    Ok(Some(opts))
+}
+
 /// `racetrack bench [--reps N] [--only TEXT|baseline]`.
 pub fn main(args: &[String]) -> i32 {
-    let reps: usize = args
-        .iter()
-        .position(|a| a == "--reps")
-        .and_then(|i| args.get(i + 1))
-        .and_then(|r| r.parse().ok())
-        .unwrap_or(3);
-    // `--only TEXT`: just the workloads whose name contains TEXT (and no other section);
-    // `--only baseline`: just the runtime baseline.
-    let only: Option<&String> = args
-        .iter()
-        .position(|a| a == "--only")
-        .and_then(|i| args.get(i + 1));
+    let opts = match parse_options(args) {
+        Ok(Some(o)) => o,
+        Ok(None) => {
+            println!("{BENCH_USAGE}");
+            return 0;
+        }
+        Err(e) => {
+            eprintln!("racetrack bench: {e}\n{BENCH_USAGE}");
+            return 2;
+        }
+    };
+    let (reps, only) = (opts.reps, opts.only.as_ref());
     let baseline_only = only.is_some_and(|o| o == "baseline");
     let exe = match std::env::current_exe() {
         Ok(p) => p.display().to_string(),
@@ -659,7 +707,39 @@ pub fn model_sink(args: &[String]) -> i32 {
 
 #[cfg(test)]
 mod tests {
-    use super::{numbered_event_id, snapshot_next, Tally};
+    use super::{numbered_event_id, parse_options, snapshot_next, Options, Tally};
+
+    fn args(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    #[test]
+    fn bench_options_are_checked_before_anything_runs() {
+        assert_eq!(
+            parse_options(&args(&[])),
+            Ok(Some(Options { reps: 3, only: None }))
+        );
+        assert_eq!(
+            parse_options(&args(&["--only", "1 µs", "--reps", "5"])),
+            Ok(Some(Options {
+                reps: 5,
+                only: Some("1 µs".into())
+            }))
+        );
+        assert_eq!(
+            parse_options(&args(&["--only", "baseline"])).map(|o| o.and_then(|o| o.only)),
+            Ok(Some("baseline".into()))
+        );
+        assert_eq!(parse_options(&args(&["--help"])), Ok(None));
+        let err = |v: &[&str]| parse_options(&args(v)).expect_err("an error");
+        assert_eq!(err(&["--rep", "5"]), "unknown option `--rep`");
+        assert!(err(&["--reps", "0"]).contains("at least 1, not `0`"));
+        assert!(err(&["--reps", "x"]).contains("not `x`"));
+        assert!(err(&["--reps"]).contains("needs a number"));
+        assert!(err(&["--only"]).contains("needs a workload"));
+        let e = err(&["--only", "fram"]);
+        assert!(e.contains("names no workload") && e.contains("mergesort"), "{e}");
+    }
 
     #[test]
     fn lossless_means_every_number_from_the_snapshot_to_the_agents_last() {
