@@ -80,6 +80,9 @@ struct State {
     quiet_count: u64,
     quiet_since: Option<Instant>,
     closed: bool,
+    /// A command is being handled: the session's end waits for it to be answered (a
+    /// `wait` that the last events satisfy says so before `exit`).
+    busy: bool,
     exit_code: Option<Option<i32>>,
 }
 
@@ -320,7 +323,7 @@ pub fn run_with(conn: Connection, launched: Option<Launched>, input: Input) -> i
             .name("racetrack-ctl-exit".into())
             .spawn(move || {
                 let mut st = ctl2.lock();
-                while !st.closed {
+                while !st.closed || st.busy {
                     st = ctl2
                         .changed
                         .wait(st)
@@ -346,9 +349,7 @@ pub fn run_with(conn: Connection, launched: Option<Launched>, input: Input) -> i
                 if line.is_empty() {
                     continue;
                 }
-                if let Err(e) = handle_line(&ctl, &conn, line) {
-                    ctl.print(&Event::Error { message: e });
-                }
+                handle_busy(&ctl, &conn, line, |e| e);
             }
         }
         Input::Script(text) => {
@@ -357,10 +358,9 @@ pub fn run_with(conn: Connection, launched: Option<Launched>, input: Input) -> i
                 if line.is_empty() || line.starts_with('#') {
                     continue;
                 }
-                if let Err(e) = handle_line(&ctl, &conn, line) {
-                    ctl.print(&Event::Error {
-                        message: format!("scenario line {}: {e}; stopping the scenario", n + 1),
-                    });
+                if !handle_busy(&ctl, &conn, line, |e| {
+                    format!("scenario line {}: {e}; stopping the scenario", n + 1)
+                }) {
                     break;
                 }
             }
@@ -385,6 +385,21 @@ pub fn run_with(conn: Connection, launched: Option<Launched>, input: Input) -> i
             .wait(st)
             .unwrap_or_else(std::sync::PoisonError::into_inner);
     }
+}
+
+/// [`handle_line`], its error printed as `error` says it, marked busy until then (see
+/// [`State::busy`]); whether it succeeded.
+fn handle_busy(ctl: &Ctl, conn: &CommandSender, line: &str, error: impl FnOnce(String) -> String) -> bool {
+    ctl.lock().busy = true;
+    let r = handle_line(ctl, conn, line);
+    if let Err(e) = &r {
+        ctl.print(&Event::Error {
+            message: error(e.clone()),
+        });
+    }
+    ctl.lock().busy = false;
+    ctl.changed.notify_all();
+    r.is_ok()
 }
 
 fn is_ack_all(ev: &Event) -> bool {
@@ -661,7 +676,7 @@ fn spawn_program_watch(ctl: Arc<Ctl>, mut l: Launched) {
             // event is printed before `exit` (bounded in case the connection hangs).
             let deadline = Instant::now() + Duration::from_secs(120);
             let mut st = ctl.lock();
-            while !st.closed && Instant::now() < deadline {
+            while (!st.closed || st.busy) && Instant::now() < deadline {
                 st = ctl
                     .changed
                     .wait_timeout(st, Duration::from_millis(50))

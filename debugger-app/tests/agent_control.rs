@@ -53,6 +53,32 @@ fn start_hold_waits_for_continue_then_farm_completes() {
 }
 
 #[test]
+fn a_wait_the_last_events_satisfy_is_answered_before_exit() {
+    // The matching event comes in the program's last frame, just before the connection
+    // closes: the answer must not lose the race with `exit` (under `run --ctl` it lost it
+    // in every run, `exit` printed and the process gone before the wait looked at the
+    // last events). Several runs, to give the race its chances.
+    for run in 0..4 {
+        let mut s = Session::run("farm", &["--threads", "4", "--tasks", "2000", "--work-us", "1"]);
+        attached_and_held(&mut s);
+        s.send(cont());
+        s.send(
+            json!({"cmd":"wait","until":"event","match":{"event":"stop","step":"final"},"timeout_ms":30000}),
+        );
+        s.finish_correctly();
+        let at = |pred: &dyn Fn(&Value) -> bool| s.seen.iter().position(pred);
+        let waited = at(&|v| v["event"] == "waited" && v["until"] == "event");
+        let exit = at(&|v| v["event"] == "exit");
+        assert!(
+            waited.is_some() && waited < exit,
+            "run {run}: the wait's answer ({waited:?}) before exit ({exit:?}); last lines:\n{}",
+            s.tail(4)
+        );
+        assert!(s.all("error").is_empty(), "{:?}", s.all("error"));
+    }
+}
+
+#[test]
 fn global_step_releases_one_event_per_thread_in_consistent_order() {
     let mut s = Session::run("mergesort", &["--threads", "2", "--size", "64", "--chunks", "4"]);
     attached_and_held(&mut s);
