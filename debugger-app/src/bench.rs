@@ -91,6 +91,8 @@ struct Run {
     events: Option<u64>,
     lossless: Option<bool>,
     peak_rss_kib: u64,
+    /// Times the program waited for room in the agent's buffer (backpressure).
+    waits: Option<u64>,
 }
 
 /// Resident memory of process `pid` in KiB (`None` once it is gone).
@@ -112,6 +114,8 @@ struct AgentSummary {
     next_id: Option<u64>,
     /// How long the start hold lasted, in microseconds.
     start_hold_us: Option<u64>,
+    /// Times a program thread waited for room in the agent's buffer (backpressure).
+    waits: Option<u64>,
 }
 
 /// The agent's URL from the program's stderr; the rest of stderr is read on a thread that
@@ -142,6 +146,7 @@ fn read_url(child: &mut Child) -> Result<(String, std::thread::JoinHandle<AgentS
                 summary = AgentSummary {
                     next_id: Some(n),
                     start_hold_us: number_after(&line, b", start hold "),
+                    waits: number_before(&line, b" waits for room"),
                 };
             }
             line.clear();
@@ -227,6 +232,16 @@ fn number_after(line: &[u8], key: &[u8]) -> Option<u64> {
     leading_number(&line[at..])
 }
 
+/// The decimal number just before `key` in `line`.
+fn number_before(line: &[u8], key: &[u8]) -> Option<u64> {
+    let at = line.windows(key.len()).position(|w| w == key)?;
+    let start = line[..at]
+        .iter()
+        .rposition(|c| !c.is_ascii_digit())
+        .map_or(0, |i| i + 1);
+    leading_number(&line[start..at])
+}
+
 /// The decimal number `s` starts with.
 fn leading_number(s: &[u8]) -> Option<u64> {
     let mut id = 0u64;
@@ -251,8 +266,9 @@ fn numbered_event_id(line: &[u8]) -> Option<u64> {
     }
 }
 
-/// Run `w` once under configuration `config` (`slow_us`: a model sink that lags).
-fn run_once(exe: &str, w: &Workload, config: usize, slow_us: u64) -> Result<Run, String> {
+/// Run `w` once under configuration `config` (`rate`: a model sink that takes at most
+/// that many events per second; 0: as fast as it can).
+fn run_once(exe: &str, w: &Workload, config: usize, rate: u64) -> Result<Run, String> {
     let mut cmd = Proc::new(exe);
     cmd.arg("example")
         .arg(w.program)
@@ -310,7 +326,7 @@ fn run_once(exe: &str, w: &Workload, config: usize, slow_us: u64) -> Result<Run,
             controller = Some(c);
         } else if config == 4 {
             let c = Proc::new(exe)
-                .args(["model-sink", &url, "--slow-us", &slow_us.to_string()])
+                .args(["model-sink", &url, "--rate", &rate.to_string()])
                 .stdout(Stdio::piped())
                 .stderr(Stdio::null())
                 .spawn()
@@ -382,6 +398,7 @@ fn run_once(exe: &str, w: &Workload, config: usize, slow_us: u64) -> Result<Run,
         events,
         lossless,
         peak_rss_kib: peak,
+        waits: summary.waits,
     })
 }
 
@@ -427,15 +444,15 @@ struct Options {
     /// Repetitions of every measurement (medians are reported).
     reps: usize,
     /// `--only TEXT`: just the workloads whose name contains TEXT (and no other section);
-    /// `--only baseline`: just the runtime baseline.
+    /// `--only lagging`, `--only baseline`: just that section.
     only: Option<String>,
 }
 
-const BENCH_USAGE: &str = "usage: racetrack bench [--reps N] [--only TEXT|baseline]
+const BENCH_USAGE: &str = "usage: racetrack bench [--reps N] [--only TEXT|lagging|baseline]
   --reps N     repetitions of every measurement, medians reported (default 3)
   --only TEXT  just the workloads whose name contains TEXT (farm, 1 µs leaves; farm, 10 µs
-               leaves; farm, 100 µs leaves; mergesort; heat), or `baseline`: just the
-               runtime baseline";
+               leaves; farm, 100 µs leaves; mergesort; heat); `lagging`: just the lagging
+               debugger; `baseline`: just the runtime baseline";
 
 /// Parse `racetrack bench`'s arguments: `Ok(None)` for `--help`; an error names what is
 /// wrong (nothing runs then: a typo must not cost a half-hour run of the wrong thing).
@@ -453,11 +470,14 @@ fn parse_options(args: &[String]) -> Result<Option<Options>, String> {
                 };
             }
             "--only" => {
-                let v = it.next().ok_or("--only needs a workload name, or `baseline`")?;
-                if v != "baseline" && !WORKLOADS.iter().any(|w| w.name.contains(v.as_str())) {
+                let v = it
+                    .next()
+                    .ok_or("--only needs a workload name, `lagging` or `baseline`")?;
+                if v != "baseline" && v != "lagging" && !WORKLOADS.iter().any(|w| w.name.contains(v.as_str()))
+                {
                     let names: Vec<&str> = WORKLOADS.iter().map(|w| w.name).collect();
                     return Err(format!(
-                        "--only `{v}` names no workload (they are: {}; or `baseline`)",
+                        "--only `{v}` names no workload (they are: {}; or `lagging`, or `baseline`)",
                         names.join("; ")
                     ));
                 }
@@ -469,7 +489,7 @@ fn parse_options(args: &[String]) -> Result<Option<Options>, String> {
     Ok(Some(opts))
 }
 
-/// `racetrack bench [--reps N] [--only TEXT|baseline]`.
+/// `racetrack bench [--reps N] [--only TEXT|lagging|baseline]`.
 pub fn main(args: &[String]) -> i32 {
     let opts = match parse_options(args) {
         Ok(Some(o)) => o,
@@ -482,8 +502,7 @@ pub fn main(args: &[String]) -> i32 {
             return 2;
         }
     };
-    let (reps, only) = (opts.reps, opts.only.as_ref());
-    let baseline_only = only.is_some_and(|o| o == "baseline");
+    let reps = opts.reps;
     let exe = match std::env::current_exe() {
         Ok(p) => p.display().to_string(),
         Err(e) => {
@@ -492,21 +511,27 @@ pub fn main(args: &[String]) -> i32 {
         }
     };
     println!("# racetrack bench: {reps} repetitions, medians; ratio = run time / no agent");
-    if !baseline_only {
-        workloads(&exe, reps, only);
-    }
-    if only.is_some() && !baseline_only {
-        return 0;
-    }
-    if !baseline_only {
-        lagging(&exe);
+    match opts.only.as_deref() {
+        Some("baseline") => {}
+        Some("lagging") => {
+            lagging(&exe);
+            return 0;
+        }
+        Some(text) => {
+            workloads(&exe, reps, Some(text));
+            return 0;
+        }
+        None => {
+            workloads(&exe, reps, None);
+            lagging(&exe);
+        }
     }
     runtime_baseline(&exe, reps);
     0
 }
 
 /// The table of every workload (whose name contains `only`) under every configuration.
-fn workloads(exe: &str, reps: usize, only: Option<&String>) {
+fn workloads(exe: &str, reps: usize, only: Option<&str>) {
     println!("(run time: the program's own timing, less the start hold, reported apart)");
     println!(
         "| workload | configuration | median ms | ratio | start hold ms | events received/s | lossless | peak RSS MiB |"
@@ -514,7 +539,7 @@ fn workloads(exe: &str, reps: usize, only: Option<&String>) {
     println!("|---|---|---:|---:|---:|---:|---|---:|");
     for w in WORKLOADS
         .iter()
-        .filter(|w| only.is_none_or(|o| w.name.contains(o.as_str())))
+        .filter(|w| only.is_none_or(|o| w.name.contains(o)))
     {
         // Repetitions interleave the configurations (0, 1, 2, 3, 4, 0, 1, ...): this
         // machine's speed drifts over seconds, and a block of runs per configuration turned
@@ -567,30 +592,41 @@ fn workloads(exe: &str, reps: usize, only: Option<&String>) {
 fn lagging(exe: &str) {
     println!();
     println!(
-        "## a lagging debugger (GUI model sink sleeping for every event it receives; farm, 100,000 tasks)"
+        "## a lagging debugger (GUI model sink taking at most so many events a second; farm, 250,000 tasks: 2,000,004 events; one run each)"
     );
-    println!("| sink delay per event | run ms | peak RSS MiB | events | lossless |");
-    println!("|---:|---:|---:|---:|---|");
-    // Long enough that the events outnumber every buffer on the way (agent, socket, sink).
+    println!("| debugger | run ms | peak RSS MiB | waits for room | events | lossless |");
+    println!("|---|---:|---:|---:|---:|---|");
+    // Far more events than every buffer on the way holds (the agent's 65,536, the socket's,
+    // the sink's 256 frames: about 700,000 here), so a slow sink must slow the program.
     let w = &Workload {
-        name: "farm, 1 µs leaves, 100,000 tasks",
+        name: "farm, 1 µs leaves, 250,000 tasks",
         program: "farm",
-        args: &["--threads", "4", "--tasks", "100000", "--work-us", "1"],
+        args: &["--threads", "4", "--tasks", "250000", "--work-us", "1"],
     };
-    for slow in [0, 5] {
-        match run_once(exe, w, 4, slow) {
+    // First the program alone: its own memory (its queues hold every task at once).
+    for (config, rate) in [(0, 0), (4, 0), (4, LAGGING_RATE)] {
+        match run_once(exe, w, config, rate) {
             Ok(r) => println!(
-                "| {} µs | {:.1} | {:.1} | {} | {} |",
-                slow,
+                "| {} | {:.1} | {:.1} | {} | {} | {} |",
+                match (config, rate) {
+                    (0, _) => "none (no agent)".to_owned(),
+                    (_, 0) => "sink, unlimited".to_owned(),
+                    _ => format!("sink, at most {rate} events/s"),
+                },
                 r.elapsed_ms,
                 r.peak_rss_kib as f64 / 1024.0,
-                r.events.unwrap_or(0),
+                r.waits.map_or("-".to_owned(), |n| n.to_string()),
+                r.events.map_or("-".to_owned(), |n| n.to_string()),
                 r.lossless.map_or("-", |b| if b { "yes" } else { "NO" })
             ),
-            Err(e) => eprintln!("lagging sink {slow}: {e}"),
+            Err(e) => eprintln!("lagging sink at {rate} events/s: {e}"),
         }
     }
 }
+
+/// The lagging sink's pace: a tenth of what the debugger takes here when nothing holds it
+/// back (2–3 M events/s).
+const LAGGING_RATE: u64 = 200_000;
 
 /// The runtime against a hand-written farm on std channels.
 fn runtime_baseline(exe: &str, reps: usize) {
@@ -617,20 +653,30 @@ fn runtime_baseline(exe: &str, reps: usize) {
     }
 }
 
-/// `racetrack model-sink URL [--slow-us N]`: the GUI's connection and model ingest without
-/// drawing (benchmark configuration 4); `--slow-us` sleeps that long per event received. Continues the start hold, ingests everything,
-/// prints `{"events":N,"contiguous":bool,"first":ID,"last":ID,"from":ID}` when the program ends.
+/// `racetrack model-sink URL [--rate N]`: the GUI's connection and model ingest without
+/// drawing (benchmark configuration 4); `--rate` takes at most N events a second (a
+/// debugger that lags behind; 0, the default: no limit). Continues the start hold, ingests
+/// everything, prints `{"events":N,"contiguous":bool,"first":ID,"last":ID,"from":ID}` when
+/// the program ends.
 pub fn model_sink(args: &[String]) -> i32 {
     let Some(url) = args.first() else {
         eprintln!("model-sink needs a URL");
         return 2;
     };
-    let slow_us: u64 = args
-        .iter()
-        .position(|a| a == "--slow-us")
-        .and_then(|i| args.get(i + 1))
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
+    let rate: u64 = match args.get(1..) {
+        None | Some([]) => 0,
+        Some([flag, n]) if flag == "--rate" => match n.parse() {
+            Ok(n) => n,
+            Err(_) => {
+                eprintln!("model-sink: --rate needs a number of events per second, not `{n}`");
+                return 2;
+            }
+        },
+        Some(other) => {
+            eprintln!("model-sink: unexpected arguments {other:?} (usage: model-sink URL [--rate N])");
+            return 2;
+        }
+    };
     let conn = match Connection::connect(url, Duration::from_secs(10)) {
         Ok(c) => c,
         Err(e) => {
@@ -642,13 +688,23 @@ pub fn model_sink(args: &[String]) -> i32 {
     let mut model = Model::default();
     let mut tally = Tally::default();
     let mut continued = false;
+    // The pace: events taken since `since`, at most `rate` a second.
+    let (mut since, mut taken) = (None::<Instant>, 0u64);
     while let Ok(first) = rx.recv() {
         let mut batch = vec![first];
         batch.extend(rx.try_iter().take(63));
         let mut closed = false;
         for ce in batch {
-            if slow_us > 0 {
-                std::thread::sleep(Duration::from_micros(slow_us));
+            if rate > 0 {
+                let t0 = *since.get_or_insert_with(Instant::now);
+                let due = t0 + Duration::from_secs_f64(taken as f64 / rate as f64);
+                if let Some(wait) = due.checked_duration_since(Instant::now()) {
+                    std::thread::sleep(wait);
+                }
+                taken += match &ce {
+                    ConnEvent::Packed(_, ps) => ps.len() as u64,
+                    _ => 1,
+                };
             }
             match ce {
                 ConnEvent::Event(ev) => {
@@ -679,10 +735,7 @@ pub fn model_sink(args: &[String]) -> i32 {
                     }
                 }
                 ConnEvent::Packed(names, ps) => {
-                    for (i, p) in ps.iter().enumerate() {
-                        if slow_us > 0 && i > 0 {
-                            std::thread::sleep(Duration::from_micros(slow_us));
-                        }
+                    for p in &ps {
                         tally.add(p.1);
                         model.ingest_packed(&names, p);
                     }
@@ -707,7 +760,20 @@ pub fn model_sink(args: &[String]) -> i32 {
 
 #[cfg(test)]
 mod tests {
-    use super::{numbered_event_id, parse_options, snapshot_next, Options, Tally};
+    use super::{
+        number_after, number_before, numbered_event_id, parse_options, snapshot_next, Options, Tally,
+    };
+
+    #[test]
+    fn the_agents_summary_is_read_field_by_field() {
+        let line = b"racetrack: finished=true with 0 events buffered, 995 frames and 800006 events sent, next id 800005, 46 waits for room, start hold 15471 us\n";
+        assert_eq!(number_after(line, b", next id "), Some(800_005));
+        assert_eq!(number_before(line, b" waits for room"), Some(46));
+        assert_eq!(number_after(line, b", start hold "), Some(15_471));
+        assert_eq!(number_before(b"0 waits for room", b" waits for room"), Some(0));
+        assert_eq!(number_before(b"no count", b" waits for room"), None);
+        assert_eq!(number_before(b"x waits for room", b" waits for room"), None);
+    }
 
     fn args(v: &[&str]) -> Vec<String> {
         v.iter().map(|s| (*s).to_owned()).collect()
@@ -737,6 +803,10 @@ mod tests {
         assert!(err(&["--reps", "x"]).contains("not `x`"));
         assert!(err(&["--reps"]).contains("needs a number"));
         assert!(err(&["--only"]).contains("needs a workload"));
+        assert_eq!(
+            parse_options(&args(&["--only", "lagging"])).map(|o| o.and_then(|o| o.only)),
+            Ok(Some("lagging".into()))
+        );
         let e = err(&["--only", "fram"]);
         assert!(e.contains("names no workload") && e.contains("mergesort"), "{e}");
     }

@@ -25,11 +25,11 @@ usage:
   racetrack ctl <ws-url>                  headless controller (see docs/PROTOCOL.md)
   racetrack example <farm|mergesort|heat|search> [ARGS]
                                           run a built-in example program directly
-  racetrack bench [--reps N] [--only TEXT|baseline]
+  racetrack bench [--reps N] [--only TEXT|lagging|baseline]
                                           what the debugger costs: every workload under five
                                           configurations, side by side (BENCHMARKS.md);
-                                          --only: the workloads named TEXT, or the runtime
-                                          baseline alone
+                                          --only: the workloads named TEXT, the lagging
+                                          debugger or the runtime baseline alone
   racetrack --version";
 
 fn fail(msg: &str) -> ! {
