@@ -472,6 +472,7 @@ fn parse_options(args: &[String]) -> Result<Option<Options>, String> {
             "--only" => {
                 let v = it
                     .next()
+                    .filter(|v| !v.is_empty())
                     .ok_or("--only needs a workload name, `lagging` or `baseline`")?;
                 if v != "baseline" && v != "lagging" && !WORKLOADS.iter().any(|w| w.name.contains(v.as_str()))
                 {
@@ -510,13 +511,14 @@ pub fn main(args: &[String]) -> i32 {
             return 2;
         }
     };
+    if opts.only.as_deref() == Some("lagging") {
+        println!("# racetrack bench: the lagging debugger");
+        lagging(&exe);
+        return 0;
+    }
     println!("# racetrack bench: {reps} repetitions, medians; ratio = run time / no agent");
     match opts.only.as_deref() {
         Some("baseline") => {}
-        Some("lagging") => {
-            lagging(&exe);
-            return 0;
-        }
         Some(text) => {
             workloads(&exe, reps, Some(text));
             return 0;
@@ -698,12 +700,18 @@ pub fn model_sink(args: &[String]) -> i32 {
             if rate > 0 {
                 let t0 = *since.get_or_insert_with(Instant::now);
                 let due = t0 + Duration::from_secs_f64(taken as f64 / rate as f64);
-                if let Some(wait) = due.checked_duration_since(Instant::now()) {
+                let now = Instant::now();
+                if let Some(wait) = due.checked_duration_since(now) {
                     std::thread::sleep(wait);
+                } else if now - due > Duration::from_millis(10) {
+                    // Behind the pace (nothing arrived for a while): start counting again,
+                    // so that no credit piles up for a burst faster than `rate`.
+                    (since, taken) = (Some(now), 0);
                 }
                 taken += match &ce {
                     ConnEvent::Packed(_, ps) => ps.len() as u64,
-                    _ => 1,
+                    ConnEvent::Event(_) => 1,
+                    ConnEvent::Closed(_) => 0,
                 };
             }
             match ce {
@@ -803,6 +811,7 @@ mod tests {
         assert!(err(&["--reps", "x"]).contains("not `x`"));
         assert!(err(&["--reps"]).contains("needs a number"));
         assert!(err(&["--only"]).contains("needs a workload"));
+        assert!(err(&["--only", ""]).contains("needs a workload"));
         assert_eq!(
             parse_options(&args(&["--only", "lagging"])).map(|o| o.and_then(|o| o.only)),
             Ok(Some("lagging".into()))

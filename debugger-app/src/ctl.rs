@@ -80,8 +80,9 @@ struct State {
     quiet_count: u64,
     quiet_since: Option<Instant>,
     closed: bool,
-    /// A command is being handled: the session's end waits for it to be answered (a
-    /// `wait` that the last events satisfy says so before `exit`).
+    /// Commands are being handled (a scenario's, or stdin lines received together): the
+    /// session's end waits for their answers (a `wait` that the last events satisfy says
+    /// so before `exit`). See [`Busy`].
     busy: bool,
     exit_code: Option<Option<i32>>,
 }
@@ -342,23 +343,37 @@ pub fn run_with(conn: Connection, launched: Option<Launched>, input: Input) -> i
     }
     match input {
         Input::Stdin => {
-            let stdin = std::io::stdin();
-            for line in BufReader::new(stdin.lock()).lines() {
-                let Ok(line) = line else { break };
-                let line = line.trim();
-                if line.is_empty() {
-                    continue;
+            let mut reader = BufReader::new(std::io::stdin().lock());
+            let mut line = String::new();
+            // Busy from a line's arrival until its answer; a line already received (a
+            // whole one in the buffer) keeps it busy, so the session does not end between
+            // two commands sent together.
+            let mut busy = Busy(&ctl, false);
+            loop {
+                line.clear();
+                if !reader.read_line(&mut line).is_ok_and(|k| k > 0) {
+                    break;
                 }
-                handle_busy(&ctl, &conn, line, |e| e);
+                busy.set();
+                let cmd = line.trim();
+                if !cmd.is_empty() {
+                    handle_line_printing(busy.0, &conn, cmd, |e| e);
+                }
+                if !reader.buffer().contains(&b'\n') {
+                    busy.clear();
+                }
             }
         }
         Input::Script(text) => {
+            // The whole scenario is known: busy until its end.
+            let mut busy = Busy(&ctl, false);
+            busy.set();
             for (n, line) in text.lines().enumerate() {
                 let line = line.trim();
                 if line.is_empty() || line.starts_with('#') {
                     continue;
                 }
-                if !handle_busy(&ctl, &conn, line, |e| {
+                if !handle_line_printing(busy.0, &conn, line, |e| {
                     format!("scenario line {}: {e}; stopping the scenario", n + 1)
                 }) {
                     break;
@@ -387,19 +402,48 @@ pub fn run_with(conn: Connection, launched: Option<Launched>, input: Input) -> i
     }
 }
 
-/// [`handle_line`], its error printed as `error` says it, marked busy until then (see
-/// [`State::busy`]); whether it succeeded.
-fn handle_busy(ctl: &Ctl, conn: &CommandSender, line: &str, error: impl FnOnce(String) -> String) -> bool {
-    ctl.lock().busy = true;
+/// [`handle_line`], its error printed as `error` says it; whether it succeeded.
+fn handle_line_printing(
+    ctl: &Ctl,
+    conn: &CommandSender,
+    line: &str,
+    error: impl FnOnce(String) -> String,
+) -> bool {
     let r = handle_line(ctl, conn, line);
     if let Err(e) = &r {
         ctl.print(&Event::Error {
             message: error(e.clone()),
         });
     }
-    ctl.lock().busy = false;
-    ctl.changed.notify_all();
     r.is_ok()
+}
+
+/// Commands are being handled (see [`State::busy`]) while one of these is set: the
+/// session's end waits. Cleared (and the end told) by [`Busy::clear`] or when dropped,
+/// however the handling ends.
+struct Busy<'a>(&'a Ctl, bool);
+
+impl Busy<'_> {
+    fn set(&mut self) {
+        if !self.1 {
+            self.0.lock().busy = true;
+            self.1 = true;
+        }
+    }
+
+    /// Not busy any more (until the next [`Busy::set`]).
+    fn clear(&mut self) {
+        if std::mem::take(&mut self.1) {
+            self.0.lock().busy = false;
+            self.0.changed.notify_all();
+        }
+    }
+}
+
+impl Drop for Busy<'_> {
+    fn drop(&mut self) {
+        self.clear();
+    }
 }
 
 fn is_ack_all(ev: &Event) -> bool {

@@ -55,25 +55,47 @@ fn start_hold_waits_for_continue_then_farm_completes() {
 #[test]
 fn a_wait_the_last_events_satisfy_is_answered_before_exit() {
     // The matching event comes in the program's last frame, just before the connection
-    // closes: the answer must not lose the race with `exit` (under `run --ctl` it lost it
-    // in every run, `exit` printed and the process gone before the wait looked at the
-    // last events). Several runs, to give the race its chances.
-    for run in 0..4 {
-        let mut s = Session::run("farm", &["--threads", "4", "--tasks", "2000", "--work-us", "1"]);
+    // closes: the answers must not lose the race with `exit` (under `run --ctl` the first
+    // one lost it in every run, `exit` printed and the process gone before the wait looked
+    // at the last events). Two waits sent together: the session does not end between
+    // them. Under `run --ctl` and under `ctl URL`, several runs each, to give the race its
+    // chances.
+    let args = ["--threads", "4", "--tasks", "2000", "--work-us", "1"];
+    for run in 0..6 {
+        let launched = run % 2 == 0;
+        let prog = (!launched).then(|| support::Program::start("farm", &args, &[("RACETRACK_WAIT", "1")]));
+        let mut s = match &prog {
+            None => Session::run("farm", &args),
+            Some(p) => Session::ctl(&p.url),
+        };
         attached_and_held(&mut s);
         s.send(cont());
-        s.send(
-            json!({"cmd":"wait","until":"event","match":{"event":"stop","step":"final"},"timeout_ms":30000}),
-        );
-        s.finish_correctly();
+        s.send_raw(concat!(
+            r#"{"cmd":"wait","until":"event","match":{"event":"stop","step":"final"},"timeout_ms":30000}"#,
+            "\n",
+            r#"{"cmd":"wait","until":"exit","timeout_ms":30000}"#,
+            "\n"
+        ));
+        match prog {
+            None => s.finish_correctly(),
+            Some(p) => {
+                let (_, report) = p.finish(Duration::from_secs(30));
+                assert_eq!(report["matches_reference"], true, "{report}");
+                s.finish();
+            }
+        }
         let at = |pred: &dyn Fn(&Value) -> bool| s.seen.iter().position(pred);
-        let waited = at(&|v| v["event"] == "waited" && v["until"] == "event");
+        let waited =
+            |until: &'static str| at(&move |v: &Value| v["event"] == "waited" && v["until"] == until);
         let exit = at(&|v| v["event"] == "exit");
-        assert!(
-            waited.is_some() && waited < exit,
-            "run {run}: the wait's answer ({waited:?}) before exit ({exit:?}); last lines:\n{}",
-            s.tail(4)
-        );
+        for until in ["event", "exit"] {
+            assert!(
+                waited(until).is_some() && waited(until) < exit,
+                "run {run} (launched: {launched}): `waited {until}` ({:?}) before exit ({exit:?}); last lines:\n{}",
+                waited(until),
+                s.tail(5)
+            );
+        }
         assert!(s.all("error").is_empty(), "{:?}", s.all("error"));
     }
 }
