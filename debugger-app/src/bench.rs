@@ -598,8 +598,9 @@ fn lagging(exe: &str) {
     );
     println!("| debugger | run ms | peak RSS MiB | waits for room | events | lossless |");
     println!("|---|---:|---:|---:|---:|---|");
-    // Far more events than every buffer on the way holds (the agent's 65,536, the socket's,
-    // the sink's 256 frames: about 700,000 here), so a slow sink must slow the program.
+    // Far more events than the buffers on the way hold (the agent's 65,536, the socket's,
+    // the sink's 256 frames: 800,004 events fit in them in a run here), so a slow sink
+    // must slow the program.
     let w = &Workload {
         name: "farm, 1 µs leaves, 250,000 tasks",
         program: "farm",

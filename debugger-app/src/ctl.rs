@@ -348,7 +348,7 @@ pub fn run_with(conn: Connection, launched: Option<Launched>, input: Input) -> i
             // Busy from a line's arrival until its answer; a line already received (a
             // whole one in the buffer) keeps it busy, so the session does not end between
             // two commands sent together.
-            let mut busy = Busy(&ctl, false);
+            let mut busy = Busy::idle(&ctl);
             loop {
                 line.clear();
                 if !reader.read_line(&mut line).is_ok_and(|k| k > 0) {
@@ -357,7 +357,7 @@ pub fn run_with(conn: Connection, launched: Option<Launched>, input: Input) -> i
                 busy.set();
                 let cmd = line.trim();
                 if !cmd.is_empty() {
-                    handle_line_printing(busy.0, &conn, cmd, |e| e);
+                    handle_line_printing(&ctl, &conn, cmd, |e| e);
                 }
                 if !reader.buffer().contains(&b'\n') {
                     busy.clear();
@@ -366,14 +366,14 @@ pub fn run_with(conn: Connection, launched: Option<Launched>, input: Input) -> i
         }
         Input::Script(text) => {
             // The whole scenario is known: busy until its end.
-            let mut busy = Busy(&ctl, false);
+            let mut busy = Busy::idle(&ctl);
             busy.set();
             for (n, line) in text.lines().enumerate() {
                 let line = line.trim();
                 if line.is_empty() || line.starts_with('#') {
                     continue;
                 }
-                if !handle_line_printing(busy.0, &conn, line, |e| {
+                if !handle_line_printing(&ctl, &conn, line, |e| {
                     format!("scenario line {}: {e}; stopping the scenario", n + 1)
                 }) {
                     break;
@@ -421,21 +421,29 @@ fn handle_line_printing(
 /// Commands are being handled (see [`State::busy`]) while one of these is set: the
 /// session's end waits. Cleared (and the end told) by [`Busy::clear`] or when dropped,
 /// however the handling ends.
-struct Busy<'a>(&'a Ctl, bool);
+struct Busy<'a> {
+    ctl: &'a Ctl,
+    on: bool,
+}
 
-impl Busy<'_> {
+impl<'a> Busy<'a> {
+    /// Not set yet.
+    fn idle(ctl: &'a Ctl) -> Self {
+        Busy { ctl, on: false }
+    }
+
     fn set(&mut self) {
-        if !self.1 {
-            self.0.lock().busy = true;
-            self.1 = true;
+        if !self.on {
+            self.ctl.lock().busy = true;
+            self.on = true;
         }
     }
 
     /// Not busy any more (until the next [`Busy::set`]).
     fn clear(&mut self) {
-        if std::mem::take(&mut self.1) {
-            self.0.lock().busy = false;
-            self.0.changed.notify_all();
+        if std::mem::take(&mut self.on) {
+            self.ctl.lock().busy = false;
+            self.ctl.changed.notify_all();
         }
     }
 }
