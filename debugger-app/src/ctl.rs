@@ -6,7 +6,9 @@
 //! - `{"cmd":"wait","until":"queue","thread":"proc[1]","count":3}` — that many messages are
 //!   pending on the thread (optionally only those for `"op"`);
 //! - `{"cmd":"wait","until":"event","match":{"event":"recv","thread":"proc[1]"}}` — an event
-//!   whose fields include all of `match`, received since the previous command was sent.
+//!   whose fields include all of `match`, received since the previous command was sent
+//!   (with `"since":"continue"`: since the previous `continue`, for an event a later
+//!   command may come too late to see, such as a `move`'s effect that was already there).
 //!
 //! Each takes `timeout_ms` (default 10000) and answers `{"event":"waited","until":..}` or an
 //! `error`. At the end of stdin the controller detaches (the program runs free) and waits
@@ -73,6 +75,8 @@ struct State {
     received: u64,
     /// Arrival index when the last command was sent.
     mark: u64,
+    /// Arrival index when the last `continue` was sent (`wait until event`, `"since":"continue"`).
+    continue_mark: u64,
     /// Held events a command of ours releases (their `released` may not have arrived yet):
     /// `wait until held` ignores them.
     releasing: std::collections::HashSet<u64>,
@@ -477,6 +481,9 @@ fn handle_line(ctl: &Ctl, conn: &CommandSender, line: &str) -> Result<(), String
         let mut st = ctl.lock();
         st.model.note_command(&cmd);
         st.mark = st.received;
+        if matches!(cmd, Command::Continue { .. }) {
+            st.continue_mark = st.received;
+        }
         let releasing: Vec<u64> = match &cmd {
             Command::Continue { thread, event_id, .. } => st
                 .model
@@ -596,6 +603,15 @@ fn matches(ev: &Event, pattern: &Value) -> bool {
     p.iter().all(|(k, v)| ev.get(k) == Some(v))
 }
 
+/// Where `wait until event` starts counting.
+#[derive(Clone, Copy)]
+enum Since {
+    /// The previous command sent (the default).
+    Command,
+    /// The previous `continue` sent.
+    Continue,
+}
+
 fn wait(ctl: &Ctl, v: &Value) -> Result<(), String> {
     let until = v
         .get("until")
@@ -607,6 +623,17 @@ fn wait(ctl: &Ctl, v: &Value) -> Result<(), String> {
     let kind = v.get("event").and_then(Value::as_str);
     let count = v.get("count").and_then(Value::as_u64).unwrap_or(1) as usize;
     let pattern = v.get("match").cloned();
+    let since = match (until, v.get("since")) {
+        (_, None) => Since::Command,
+        ("event", Some(s)) if s == "command" => Since::Command,
+        ("event", Some(s)) if s == "continue" => Since::Continue,
+        ("event", Some(s)) => {
+            return Err(format!(
+                "wait: unknown `since` value {s} (command, the default, or continue)"
+            ))
+        }
+        (other, Some(_)) => return Err(format!("wait until {other}: `since` is only for until event")),
+    };
     match until {
         "held" | "exit" | "quiet" => {}
         "queue" if thread.is_some() => {}
@@ -654,7 +681,10 @@ fn wait(ctl: &Ctl, v: &Value) -> Result<(), String> {
                 .get(thread.unwrap_or_default())
                 .is_some_and(|q| q.iter().filter(|m| op.is_none_or(|o| m.op == o)).count() >= count),
             _ => {
-                let mark = st.mark;
+                let mark = match since {
+                    Since::Command => st.mark,
+                    Since::Continue => st.continue_mark,
+                };
                 let p = pattern.as_ref().unwrap_or(&Value::Null);
                 st.recent
                     .iter()

@@ -101,6 +101,58 @@ fn a_wait_the_last_events_satisfy_is_answered_before_exit() {
 }
 
 #[test]
+fn wait_until_event_counts_since_the_previous_command_or_since_continue() {
+    // The event a scenario waits for may come before a later command goes out (heat's
+    // neighbour served before the `move`): by default it no longer counts, with
+    // `"since":"continue"` it does.
+    let mut s = Session::run("farm", &["--threads", "2", "--tasks", "20"]);
+    attached_and_held(&mut s);
+    s.send(json!({"cmd":"break","op":"Work","thread":"proc[0]","on":true}));
+    s.send(cont());
+    let held = s.expect("proc[0] held at Work", |v| {
+        v["event"] == "start" && is_held(v) && v["op"] == "Work" && v["thread"] == "proc[0]"
+    });
+    let recv = json!({"event":"recv","thread":"proc[0]","msg":held["msg"]});
+    // The recv of the held message came before the hold; a command is sent after it.
+    s.send(json!({"cmd":"queue","thread":"proc[0]"}));
+    s.expect("queue reply", |v| v["event"] == "queue");
+    let reply = |s: &mut Session| s.expect("an answer", |v| v["event"] == "waited" || v["event"] == "error");
+    s.send(json!({"cmd":"wait","until":"event","match":recv,"timeout_ms":500}));
+    let default = reply(&mut s);
+    assert!(
+        default["event"] == "error" && default["message"].as_str().unwrap().contains("timed out"),
+        "an event before the previous command does not count by default: {default}"
+    );
+    s.send(json!({"cmd":"wait","until":"event","match":recv,"since":"continue","timeout_ms":5000}));
+    let since = reply(&mut s);
+    assert_eq!(since["event"], "waited", "since the continue, it counts: {since}");
+    // Bad `since` values get a clear error.
+    s.send(json!({"cmd":"wait","until":"event","match":recv,"since":"start"}));
+    let bad = reply(&mut s);
+    assert!(
+        bad["event"] == "error"
+            && bad["message"]
+                .as_str()
+                .unwrap()
+                .contains("unknown `since` value \"start\""),
+        "{bad}"
+    );
+    s.send(json!({"cmd":"wait","until":"held","since":"continue"}));
+    let misplaced = reply(&mut s);
+    assert!(
+        misplaced["event"] == "error"
+            && misplaced["message"]
+                .as_str()
+                .unwrap()
+                .contains("only for until event"),
+        "{misplaced}"
+    );
+    s.send(json!({"cmd":"break","op":"Work","thread":"proc[0]","on":false}));
+    s.send(cont());
+    s.finish_correctly();
+}
+
+#[test]
 fn global_step_releases_one_event_per_thread_in_consistent_order() {
     let mut s = Session::run("mergesort", &["--threads", "2", "--size", "64", "--chunks", "4"]);
     attached_and_held(&mut s);
