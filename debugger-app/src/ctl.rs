@@ -73,7 +73,7 @@ struct State {
     /// Events in `recent`.
     recent_len: usize,
     received: u64,
-    /// Arrival index when the last command was sent.
+    /// Arrival index when the last command was sent (see [`Ctl::announced`]).
     mark: u64,
     /// Arrival index when the last `continue` was sent (`wait until event`, `"since":"continue"`).
     continue_mark: u64,
@@ -100,6 +100,10 @@ struct Ctl {
     state: Mutex<State>,
     changed: Condvar,
     out: Mutex<std::io::Stdout>,
+    /// Events counted as arrived before they are printed (the event thread prints a chunk,
+    /// then ingests it): what a command's mark is taken from, so that an event a user has
+    /// seen printed before sending a command never counts as arriving after it.
+    announced: std::sync::atomic::AtomicU64,
 }
 
 impl Ctl {
@@ -227,6 +231,7 @@ pub fn run_with(conn: Connection, launched: Option<Launched>, input: Input) -> i
         }),
         changed: Condvar::new(),
         out: Mutex::new(std::io::stdout()),
+        announced: Default::default(),
     });
     let (conn, rx) = conn.split();
     // Events from the agent.
@@ -268,6 +273,18 @@ pub fn run_with(conn: Connection, launched: Option<Launched>, input: Input) -> i
                             ConnEvent::Closed(reason) => closed = Some(reason.clone()),
                         }
                     }
+                    // Counted before printed: see `Ctl::announced`. The same count as
+                    // `received` below (up to the close).
+                    let arrived: usize = chunk
+                        .iter()
+                        .map_while(|ce| match ce {
+                            ConnEvent::Event(_) => Some(1),
+                            ConnEvent::Packed(_, ps) => Some(ps.len()),
+                            ConnEvent::Closed(_) => None,
+                        })
+                        .sum();
+                    ctl.announced
+                        .fetch_add(arrived as u64, std::sync::atomic::Ordering::SeqCst);
                     ctl.print_all(&chunk, &mut printed);
                     let mut st = ctl.lock();
                     for ce in chunk.drain(..) {
@@ -480,9 +497,11 @@ fn handle_line(ctl: &Ctl, conn: &CommandSender, line: &str) -> Result<(), String
     {
         let mut st = ctl.lock();
         st.model.note_command(&cmd);
-        st.mark = st.received;
+        // Every event printed before this command counts as before it (and maybe a few
+        // not printed yet: the agent has not seen the command, they cannot be its effects).
+        st.mark = ctl.announced.load(std::sync::atomic::Ordering::SeqCst);
         if matches!(cmd, Command::Continue { .. }) {
-            st.continue_mark = st.received;
+            st.continue_mark = st.mark;
         }
         let releasing: Vec<u64> = match &cmd {
             Command::Continue { thread, event_id, .. } => st

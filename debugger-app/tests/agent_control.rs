@@ -265,13 +265,20 @@ fn breakpoint_holds_only_its_operation_and_thread() {
         );
         hits += 1;
         if hits == 1 {
-            // Other threads keep running while proc[2] is held.
-            let id = h["event_id"].as_u64().unwrap();
-            let other = s.expect("another thread's event", |v| {
-                v["event_id"].as_u64().is_some_and(|e| e > id)
-                    && v["thread"].as_str().is_some_and(|t| t != "proc[2]")
-            });
-            assert_ne!(other["thread"], "proc[2]");
+            // Other threads keep running while proc[2] is held: all twelve of their sorts
+            // finish (some may have before the hold).
+            let others_sorted = |s: &Session| {
+                s.all("stop")
+                    .iter()
+                    .filter(|v| v["op"] == "Sort" && v["thread"] != "proc[2]")
+                    .count()
+            };
+            while others_sorted(&s) < 12 {
+                s.expect("another thread's sort", |v| {
+                    v["event"] == "stop" && v["op"] == "Sort" && v["thread"] != "proc[2]"
+                });
+            }
+            assert_eq!(others_sorted(&s), 12, "and no more");
         }
         s.send(json!({"cmd":"continue","event_id":h["event_id"]}));
     }
@@ -465,7 +472,7 @@ fn state_get_and_set_on_a_suspended_heat_thread() {
 fn late_attach_gets_a_consistent_snapshot() {
     let prog = support::Program::start(
         "farm",
-        &["--threads", "2", "--tasks", "4000", "--work-us", "300"],
+        &["--threads", "2", "--tasks", "12000", "--work-us", "300"],
         &[],
     );
     let url = prog.url.clone();

@@ -63,7 +63,7 @@ fn killing_the_controller_at_a_hold_lets_the_program_finish() {
 fn a_new_controller_attaches_mid_run_and_controls_it() {
     let prog = Program::start(
         "farm",
-        &["--threads", "2", "--tasks", "3000", "--work-us", "300"],
+        &["--threads", "2", "--tasks", "10000", "--work-us", "300"],
         &[("RACETRACK_WAIT", "1")],
     );
     let mut first = Session::ctl(&prog.url);
@@ -93,7 +93,7 @@ fn a_new_controller_attaches_mid_run_and_controls_it() {
 fn a_frame_above_the_limit_closes_that_connection_not_the_program() {
     let prog = Program::start(
         "farm",
-        &["--threads", "2", "--tasks", "2000", "--work-us", "500"],
+        &["--threads", "2", "--tasks", "6000", "--work-us", "500"],
         &[("RACETRACK_WAIT", "1")],
     );
     let (mut ws, _) = tungstenite::connect(prog.url.as_str()).unwrap();

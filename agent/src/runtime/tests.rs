@@ -587,6 +587,8 @@ fn a_batch_taken_before_the_hook_turns_on_stays_pending_in_order() {
     let go_rx = Mutex::new(go_rx);
     let (posted_tx, posted_rx) = mpsc::channel::<()>();
     let posted_tx = Mutex::new(posted_tx);
+    let (entered_tx, entered_rx) = mpsc::channel::<()>();
+    let entered_tx = Mutex::new(entered_tx);
     let g = Arc::new(
         rt.graph(
             ops::split("S", &main, Route::constant(0), move |n: u32, _c, out| {
@@ -594,7 +596,9 @@ fn a_batch_taken_before_the_hook_turns_on_stays_pending_in_order() {
                 let _ = posted_tx.lock().unwrap().send(());
             }) >> ops::leaf("Gate", &gate, Route::constant(0), move |x: u32, _c| {
                 if x == 0 {
-                    // The first message waits for the test: the rest queue up behind it.
+                    // The first message waits for the test: the rest queue up behind it
+                    // (one batch with it: they are all queued once it runs).
+                    let _ = entered_tx.lock().unwrap().send(());
                     let _ = go_rx.lock().unwrap().recv();
                 }
                 x
@@ -615,7 +619,7 @@ fn a_batch_taken_before_the_hook_turns_on_stays_pending_in_order() {
     };
     posted_rx.recv_timeout(Duration::from_secs(10)).unwrap();
     // Gate is inside message 0.0 (it may have taken 0.1..0.4 in its batch, or not yet).
-    std::thread::sleep(Duration::from_millis(20));
+    entered_rx.recv_timeout(Duration::from_secs(10)).unwrap();
     hook.on.store(true, std::sync::atomic::Ordering::SeqCst);
     let view = hook.view.lock().unwrap().clone().unwrap();
     let gate_global = view.threads().iter().position(|t| &*t.name == "gate[0]").unwrap();
@@ -949,10 +953,15 @@ fn gathered_outputs_go_out_before_a_step_of_another_call() {
     let (go_tx, go_rx) = mpsc::channel::<()>();
     let (a_done_tx, a_done_rx) = mpsc::channel::<()>();
     let (go_rx, a_done_rx) = (Mutex::new(go_rx), Mutex::new(a_done_rx));
+    // Each split says which call it splits (by its first value).
+    let (split_tx, split_rx) = mpsc::channel::<u32>();
+    let split_tx = Mutex::new(split_tx);
     let g = Arc::new(
         rt.graph(
-            ops::split("S", &main, Route::constant(0), |v: Vec<u32>, _c, out| {
-                v.into_iter().for_each(|x| out.post(x))
+            ops::split("S", &main, Route::constant(0), move |v: Vec<u32>, _c, out| {
+                let first = v[0];
+                v.into_iter().for_each(|x| out.post(x));
+                let _ = split_tx.lock().unwrap().send(first);
             }) >> ops::leaf("Work", &one, Route::constant(0), move |x: u32, _c| {
                 if x == 999 {
                     let _ = go_rx.lock().unwrap().recv_timeout(Duration::from_secs(10));
@@ -988,7 +997,15 @@ fn gathered_outputs_go_out_before_a_step_of_another_call() {
     let blocker = call(vec![999]);
     std::thread::sleep(Duration::from_millis(50));
     let a = call(vec![1, 2, 3]);
-    std::thread::sleep(Duration::from_millis(50));
+    // The second call's split must come after the first's (main splits one at a time):
+    // its message queues behind theirs.
+    let split = |want: u32| loop {
+        let got = split_rx.recv_timeout(Duration::from_secs(10)).expect("a split");
+        if got == want {
+            break;
+        }
+    };
+    split(1);
     let b = call(vec![500]);
     std::thread::sleep(Duration::from_millis(50));
     go_tx.send(()).unwrap();

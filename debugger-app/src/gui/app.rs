@@ -95,7 +95,13 @@ pub struct App {
     pub quit: Option<i32>,
     commands: Vec<Command>,
     pause_all: bool,
+    /// The program exited while its connection was still open: the exit is shown once the
+    /// agent's last events are in (the connection closes), or after [`EXIT_GRACE`].
+    pending_exit: Option<(Option<i32>, Instant)>,
 }
+
+/// How long an exit waits for the connection's last events.
+const EXIT_GRACE: Duration = Duration::from_secs(2);
 
 impl App {
     /// A window on `session`, optionally driven by a script.
@@ -115,6 +121,7 @@ impl App {
             quit: None,
             commands: Vec::new(),
             pause_all: false,
+            pending_exit: None,
         }
     }
 
@@ -135,6 +142,7 @@ impl App {
             quit: None,
             commands: Vec::new(),
             pause_all: false,
+            pending_exit: None,
         }
     }
 
@@ -185,8 +193,16 @@ impl App {
                             text: line,
                         });
                     }
-                    ProcessEvent::Exited(code) => self.model.ingest(&Event::Exit { code }),
+                    ProcessEvent::Exited(code) => self.pending_exit = Some((code, Instant::now())),
                 }
+            }
+        }
+        if let Some((code, at)) = self.pending_exit {
+            // The agent closes the connection as the program ends; its last events may
+            // still be on the way when the process is seen gone.
+            if !self.model.attached || at.elapsed() >= EXIT_GRACE {
+                self.pending_exit = None;
+                self.model.ingest(&Event::Exit { code });
             }
         }
         self.rate.update(self.model.event_count);

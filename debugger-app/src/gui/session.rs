@@ -61,9 +61,12 @@ impl Session {
         let mut l = launch(program, args, Duration::from_secs(15))?;
         let mut s = Self::attach(&l.url, waker.clone())?;
         let (tx, rx) = mpsc::channel();
+        // The readers hold `done`: the exit is sent after their last lines (or a bound).
+        let (done, readers_done) = mpsc::channel::<()>();
         if let Some(out) = l.stdout.take() {
-            let (tx, w) = (tx.clone(), waker.clone());
+            let (tx, w, done) = (tx.clone(), waker.clone(), done.clone());
             std::thread::spawn(move || {
+                let _done = done;
                 for line in BufReader::new(out).lines().map_while(Result::ok) {
                     let _ = tx.send(ProcessEvent::Output("stdout", line));
                     wake(&w);
@@ -72,8 +75,9 @@ impl Session {
         }
         let err_rx = std::mem::replace(&mut l.stderr_lines, mpsc::channel().1);
         {
-            let (tx, w) = (tx.clone(), waker.clone());
+            let (tx, w, done) = (tx.clone(), waker.clone(), done);
             std::thread::spawn(move || {
+                let _done = done;
                 for line in err_rx {
                     let _ = tx.send(ProcessEvent::Output("stderr", line));
                     wake(&w);
@@ -90,6 +94,9 @@ impl Session {
                     let status = child.lock().map(|mut c| c.try_wait());
                     match status {
                         Ok(Ok(Some(st))) => {
+                            // The output's last lines first (a child of the program may
+                            // keep the pipes open: not longer than a bound).
+                            let _ = readers_done.recv_timeout(Duration::from_secs(2));
                             let _ = tx.send(ProcessEvent::Exited(st.code()));
                             wake(&w);
                             break;
