@@ -7,8 +7,10 @@
 //!   pending on the thread (optionally only those for `"op"`);
 //! - `{"cmd":"wait","until":"event","match":{"event":"recv","thread":"proc[1]"}}` — an event
 //!   whose fields include all of `match`, received since the previous command was sent
-//!   (with `"since":"continue"`: since the previous `continue`, for an event a later
-//!   command may come too late to see, such as a `move`'s effect that was already there).
+//!   (`"since":"command"`, the default), or since the previous `continue` was sent
+//!   (`"since":"continue"`; before any, since the session began): for an event that may
+//!   come before a later command, such as a neighbour's update that was already done when
+//!   a `move` went out.
 //!
 //! Each takes `timeout_ms` (default 10000) and answers `{"event":"waited","until":..}` or an
 //! `error`. At the end of stdin the controller detaches (the program runs free) and waits
@@ -642,17 +644,6 @@ fn wait(ctl: &Ctl, v: &Value) -> Result<(), String> {
     let kind = v.get("event").and_then(Value::as_str);
     let count = v.get("count").and_then(Value::as_u64).unwrap_or(1) as usize;
     let pattern = v.get("match").cloned();
-    let since = match (until, v.get("since")) {
-        (_, None) => Since::Command,
-        ("event", Some(s)) if s == "command" => Since::Command,
-        ("event", Some(s)) if s == "continue" => Since::Continue,
-        ("event", Some(s)) => {
-            return Err(format!(
-                "wait: unknown `since` value {s} (command, the default, or continue)"
-            ))
-        }
-        (other, Some(_)) => return Err(format!("wait until {other}: `since` is only for until event")),
-    };
     match until {
         "held" | "exit" | "quiet" => {}
         "queue" if thread.is_some() => {}
@@ -665,6 +656,17 @@ fn wait(ctl: &Ctl, v: &Value) -> Result<(), String> {
             ))
         }
     }
+    let since = match (until, v.get("since")) {
+        (_, None) => Since::Command,
+        ("event", Some(s)) if s == "command" => Since::Command,
+        ("event", Some(s)) if s == "continue" => Since::Continue,
+        ("event", Some(s)) => {
+            return Err(format!(
+                "wait: unknown `since` value {s} (command, the default, or continue)"
+            ))
+        }
+        (other, Some(_)) => return Err(format!("wait until {other}: `since` is only for until event")),
+    };
     let deadline = Instant::now() + timeout;
     let mut st = ctl.lock();
     loop {

@@ -618,7 +618,8 @@ fn a_batch_taken_before_the_hook_turns_on_stays_pending_in_order() {
         std::thread::spawn(move || rt.schedule(&g, 5))
     };
     posted_rx.recv_timeout(Duration::from_secs(10)).unwrap();
-    // Gate is inside message 0.0 (it may have taken 0.1..0.4 in its batch, or not yet).
+    // Gate is inside message 0.0 (0.1..0.4 came in the same batch: taken with it into
+    // the thread's front, or still in the inbox).
     entered_rx.recv_timeout(Duration::from_secs(10)).unwrap();
     hook.on.store(true, std::sync::atomic::Ordering::SeqCst);
     let view = hook.view.lock().unwrap().clone().unwrap();
@@ -956,6 +957,9 @@ fn gathered_outputs_go_out_before_a_step_of_another_call() {
     // Each split says which call it splits (by its first value).
     let (split_tx, split_rx) = mpsc::channel::<u32>();
     let split_tx = Mutex::new(split_tx);
+    // The worker says when it is inside the blocking step.
+    let (entered_tx, entered_rx) = mpsc::channel::<()>();
+    let entered_tx = Mutex::new(entered_tx);
     let g = Arc::new(
         rt.graph(
             ops::split("S", &main, Route::constant(0), move |v: Vec<u32>, _c, out| {
@@ -964,6 +968,7 @@ fn gathered_outputs_go_out_before_a_step_of_another_call() {
                 let _ = split_tx.lock().unwrap().send(first);
             }) >> ops::leaf("Work", &one, Route::constant(0), move |x: u32, _c| {
                 if x == 999 {
+                    let _ = entered_tx.lock().unwrap().send(());
                     let _ = go_rx.lock().unwrap().recv_timeout(Duration::from_secs(10));
                 }
                 if x == 500 {
@@ -995,7 +1000,9 @@ fn gathered_outputs_go_out_before_a_step_of_another_call() {
     // The worker is held in a step while the first call's three messages and then the
     // second call's one queue up behind it; it then takes all four at once.
     let blocker = call(vec![999]);
-    std::thread::sleep(Duration::from_millis(50));
+    entered_rx
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the worker blocks");
     let a = call(vec![1, 2, 3]);
     // The second call's split must come after the first's (main splits one at a time):
     // its message queues behind theirs.
@@ -1007,6 +1014,8 @@ fn gathered_outputs_go_out_before_a_step_of_another_call() {
     };
     split(1);
     let b = call(vec![500]);
+    split(500);
+    // Its batch is pushed as its split returns.
     std::thread::sleep(Duration::from_millis(50));
     go_tx.send(()).unwrap();
     assert_eq!(blocker.recv_timeout(Duration::from_secs(10)).unwrap(), Ok(999));

@@ -200,7 +200,7 @@ impl App {
         if let Some((code, at)) = self.pending_exit {
             // The agent closes the connection as the program ends; its last events may
             // still be on the way when the process is seen gone.
-            if !self.model.attached || at.elapsed() >= EXIT_GRACE {
+            if !self.model.attached || (!more && at.elapsed() >= EXIT_GRACE) {
                 self.pending_exit = None;
                 self.model.ingest(&Event::Exit { code });
             }
