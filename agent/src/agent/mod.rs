@@ -164,6 +164,10 @@ pub struct Agent {
     /// Counts attach snapshots (changed under the stream lock, at the cut): see
     /// [`Hook::session`].
     session: std::sync::atomic::AtomicU64,
+    /// Counts releases (changed under the stream lock): a thread that decided to hold an
+    /// event before a release registers it only if the policy still holds it then (see
+    /// [`Agent::hold`]).
+    releases: std::sync::atomic::AtomicU64,
     token: Option<String>,
     policy: Mutex<Policy>,
     stream: Mutex<Stream>,
@@ -386,6 +390,7 @@ impl Agent {
             waits: std::sync::atomic::AtomicU64::new(0),
             start_hold_us: std::sync::atomic::AtomicU64::new(0),
             session: std::sync::atomic::AtomicU64::new(0),
+            releases: std::sync::atomic::AtomicU64::new(0),
             token,
             policy: Mutex::new(Policy::default()),
             stream: Mutex::new(Stream::default()),
@@ -512,20 +517,28 @@ impl Agent {
 
     /// Register `ev` as held, flush it, and serve commands for it until released. Returns
     /// the trace override of the release, if any.
+    ///
+    /// `(releases, still)`: the count of releases when the hold was decided, and whether
+    /// the policy holds the event now. A release since then (a `continue` sent with, say,
+    /// step mode just turned off) may have come before this hold could be released by it:
+    /// the hold stands only if the policy still asks for it.
     fn hold(
         &self,
         mut ev: Event,
         thread: &Arc<ThreadInfo>,
         reason: HoldReason,
         site: &mut dyn Site,
+        (releases, still): (u64, &dyn Fn() -> bool),
     ) -> Option<bool> {
         let (tx, rx) = mpsc::channel();
         let id;
         {
             let mut s = lock(&self.stream);
             let attached = self.attached.load(Relaxed);
-            if self.closing.load(Relaxed) || !(attached || reason == HoldReason::Wait) {
-                // Detached meanwhile: stream it as not held.
+            let stale = reason != HoldReason::Wait && self.releases.load(Relaxed) != releases && !still();
+            if self.closing.load(Relaxed) || !(attached || reason == HoldReason::Wait) || stale {
+                // Detached meanwhile, or no longer held by the policy: stream it as not
+                // held.
                 drop(s);
                 unhold(&mut ev);
                 self.emit(ev, false);
@@ -614,6 +627,7 @@ impl Agent {
     /// Release held events chosen by `pick`, emitting `released` for each.
     fn release(&self, trace: Option<bool>, pick: impl Fn(u64, &Held) -> bool) -> usize {
         let mut s = lock(&self.stream);
+        self.releases.fetch_add(1, Relaxed);
         let ids: Vec<u64> = s
             .held
             .iter()
@@ -646,19 +660,29 @@ impl Agent {
     }
 
     fn start_reason(&self, ev: &StepEvent<'_>) -> Option<(HoldReason, bool)> {
+        self.start_reason_of(
+            ev.thread.global,
+            ev.op.id,
+            ev.input_traced && ev.step != StepKind::Final,
+        )
+    }
+
+    /// [`Self::start_reason`] of a step of operation `op` on thread `thread`; `traced`: its
+    /// input is traced (and it is not a final step).
+    fn start_reason_of(&self, thread: usize, op: usize, traced: bool) -> Option<(HoldReason, bool)> {
         if self.step_mode.load(Relaxed) {
             return Some((HoldReason::Step, false));
         }
         if self.has_policy.load(Relaxed) {
             let p = lock(&self.policy);
-            if p.paused.contains(&ev.thread.global) {
+            if p.paused.contains(&thread) {
                 return Some((HoldReason::Pause, false));
             }
-            if let Some(trace) = p.breaks.get(&(ev.op.id, ev.thread.global)) {
+            if let Some(trace) = p.breaks.get(&(op, thread)) {
                 return Some((HoldReason::Break, *trace));
             }
         }
-        if ev.input_traced && ev.step != StepKind::Final {
+        if traced {
             return Some((HoldReason::Trace, false));
         }
         self.ack_all.load(Relaxed).then_some((HoldReason::AckAll, false))
@@ -1062,6 +1086,7 @@ impl Hook for Agent {
         if !self.hot.load(Relaxed) || !self.attached.load(Relaxed) {
             return;
         }
+        let releases = self.releases.load(Relaxed);
         let reason = ev.thread.and_then(|t| self.other_reason(t.global));
         if reason.is_none() && !self.content.load(Relaxed) {
             let fast = fast_send(
@@ -1094,7 +1119,14 @@ impl Hook for Agent {
         });
         match (reason, thread) {
             (Some(r), Some(t)) => {
-                self.hold(sev, &t, r, ev);
+                let global = t.global;
+                self.hold(
+                    sev,
+                    &t,
+                    r,
+                    ev,
+                    (releases, &|| self.other_reason(global).is_some()),
+                );
             }
             _ => self.emit(sev, thread_is_program(ev)),
         }
@@ -1133,6 +1165,7 @@ impl Hook for Agent {
         } else if !self.attached.load(Relaxed) {
             return;
         }
+        let releases = self.releases.load(Relaxed);
         let reason = if wait {
             Some((HoldReason::Wait, false))
         } else {
@@ -1148,7 +1181,9 @@ impl Hook for Agent {
                     ev.trace_outputs = true;
                 }
                 let thread = ev.thread.clone();
-                match self.hold(Event::Start(sev), &thread, r, ev) {
+                let (op, traced) = (ev.op.id, ev.input_traced && ev.step != StepKind::Final);
+                let still = || self.start_reason_of(thread.global, op, traced).is_some();
+                match self.hold(Event::Start(sev), &thread, r, ev, (releases, &still)) {
                     Some(t) => ev.trace_outputs = t,
                     // A trace box checked while the step was held (or before the start
                     // hold was released) applies when it resumes.
@@ -1167,6 +1202,7 @@ impl Hook for Agent {
         if !self.hot.load(Relaxed) || !self.attached.load(Relaxed) {
             return;
         }
+        let releases = self.releases.load(Relaxed);
         match self.other_reason(ev.thread.global) {
             None => {
                 let _ = self.record(Rec::Fast(fast_step(record::STOP, ev, ev.trace_outputs)), true);
@@ -1174,7 +1210,14 @@ impl Hook for Agent {
             Some(r) => {
                 let sev = step_ev(ev, ev.trace_outputs, Some(r));
                 let thread = ev.thread.clone();
-                self.hold(Event::Stop(sev), &thread, r, ev);
+                let global = thread.global;
+                self.hold(
+                    Event::Stop(sev),
+                    &thread,
+                    r,
+                    ev,
+                    (releases, &|| self.other_reason(global).is_some()),
+                );
             }
         }
     }
@@ -1302,6 +1345,128 @@ mod tests {
         assert_eq!(
             names.last().map(|n| n.ops.clone()),
             Some(vec!["Split".to_owned()])
+        );
+    }
+    /// A held thread's site with nothing to act on.
+    struct NoSite;
+
+    impl Site for NoSite {
+        fn reorder(&mut self, _: &[String]) -> Result<bool, String> {
+            Err("no queue".into())
+        }
+        fn edit(&mut self, _: Value) -> Result<(), String> {
+            Err("no message".into())
+        }
+        fn state(&self) -> Result<Value, String> {
+            Err("no state".into())
+        }
+        fn set_state(&mut self, _: Value) -> Result<(), String> {
+            Err("no state".into())
+        }
+        fn pending(&self) -> Vec<QueuedMsg> {
+            Vec::new()
+        }
+    }
+
+    fn held_send(id: u64) -> Event {
+        Event::Send(proto::SendEv {
+            event_id: id,
+            thread: Some("proc[0]".into()),
+            op: Some("Work".into()),
+            msg: format!("0.{id}"),
+            to_op: None,
+            to_thread: None,
+            type_name: "u32".into(),
+            traced: false,
+            held: true,
+            reason: Some(HoldReason::Step),
+            content: None,
+        })
+    }
+
+    /// The race of a thread that decides to hold (step mode on) while the debugger turns
+    /// step mode off and says continue: the continue comes before the hold is registered.
+    /// Played in that order here: the decision's release count is taken, then the
+    /// commands, then the hold.
+    #[test]
+    fn a_hold_decided_before_a_continue_stands_only_if_the_policy_still_holds() {
+        let agent = Arc::new(Agent::new(false, None));
+        let _ = agent.attach_structure();
+        let _ = agent.attach();
+        let thread = Arc::new(ThreadInfo {
+            global: 0,
+            collection: 0,
+            index: 0,
+            name: "proc[0]".into(),
+        });
+        let cont = || Command::Continue {
+            thread: None,
+            event_id: None,
+            trace: None,
+        };
+        let hold_in_thread = |id: u64, releases: u64| {
+            let (agent, thread) = (agent.clone(), thread.clone());
+            let (tx, rx) = mpsc::channel();
+            std::thread::spawn(move || {
+                let still = || agent.other_reason(0).is_some();
+                let r = agent.hold(
+                    held_send(id),
+                    &thread,
+                    HoldReason::Step,
+                    &mut NoSite,
+                    (releases, &still),
+                );
+                let _ = tx.send(r);
+            });
+            rx
+        };
+        let held_count = || lock(&agent.stream).held.len();
+
+        // Step mode turned off before the continue: the hold does not stand.
+        agent.apply(Command::StepMode { on: true });
+        let releases = agent.releases.load(Relaxed);
+        agent.apply(Command::StepMode { on: false });
+        agent.apply(cont());
+        let done = hold_in_thread(1, releases);
+        let returned = done.recv_timeout(Duration::from_secs(10));
+        if returned.is_err() {
+            agent.apply(cont()); // let the thread go before failing
+        }
+        assert!(
+            returned.is_ok(),
+            "the thread stayed held after step mode off and continue"
+        );
+        assert_eq!(held_count(), 0);
+        let streamed: Vec<(u64, bool)> = agent
+            .drain()
+            .into_iter()
+            .flatten()
+            .filter_map(|r| match r {
+                Rec::Full(ev) => match *ev {
+                    Event::Send(s) => Some((s.event_id, s.held)),
+                    _ => None,
+                },
+                Rec::Fast(_) => None,
+            })
+            .collect();
+        assert_eq!(streamed.len(), 1, "{streamed:?}");
+        assert!(!streamed[0].1, "streamed as not held: {streamed:?}");
+
+        // Step mode still on after the continue: the next event is held, as step mode
+        // asks, until the next continue.
+        agent.apply(Command::StepMode { on: true });
+        let releases = agent.releases.load(Relaxed);
+        agent.apply(cont());
+        let done = hold_in_thread(2, releases);
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while held_count() == 0 && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!(held_count(), 1, "the hold stands while step mode is on");
+        agent.apply(cont());
+        assert!(
+            done.recv_timeout(Duration::from_secs(10)).is_ok(),
+            "released by the next continue"
         );
     }
 }
