@@ -164,10 +164,6 @@ pub struct Agent {
     /// Counts attach snapshots (changed under the stream lock, at the cut): see
     /// [`Hook::session`].
     session: std::sync::atomic::AtomicU64,
-    /// Counts releases (changed under the stream lock): a thread that decided to hold an
-    /// event before a release registers it only if the policy still holds it then (see
-    /// [`Agent::hold`]).
-    releases: std::sync::atomic::AtomicU64,
     token: Option<String>,
     policy: Mutex<Policy>,
     stream: Mutex<Stream>,
@@ -390,7 +386,6 @@ impl Agent {
             waits: std::sync::atomic::AtomicU64::new(0),
             start_hold_us: std::sync::atomic::AtomicU64::new(0),
             session: std::sync::atomic::AtomicU64::new(0),
-            releases: std::sync::atomic::AtomicU64::new(0),
             token,
             policy: Mutex::new(Policy::default()),
             stream: Mutex::new(Stream::default()),
@@ -518,24 +513,24 @@ impl Agent {
     /// Register `ev` as held, flush it, and serve commands for it until released. Returns
     /// the trace override of the release, if any.
     ///
-    /// `(releases, still)`: the count of releases when the hold was decided, and whether
-    /// the policy holds the event now. A release since then (a `continue` sent with, say,
-    /// step mode just turned off) may have come before this hold could be released by it:
-    /// the hold stands only if the policy still asks for it.
+    /// `still`: whether the policy holds the event now. It is asked again under the stream
+    /// lock, where releases happen: a `continue` sent with, say, step mode just turned off
+    /// may have come between the decision and this registration, and the hold then stands
+    /// only if the policy still asks for it.
     fn hold(
         &self,
         mut ev: Event,
         thread: &Arc<ThreadInfo>,
         reason: HoldReason,
         site: &mut dyn Site,
-        (releases, still): (u64, &dyn Fn() -> bool),
+        still: &dyn Fn() -> bool,
     ) -> Option<bool> {
         let (tx, rx) = mpsc::channel();
         let id;
         {
             let mut s = lock(&self.stream);
             let attached = self.attached.load(Relaxed);
-            let stale = reason != HoldReason::Wait && self.releases.load(Relaxed) != releases && !still();
+            let stale = reason != HoldReason::Wait && !still();
             if self.closing.load(Relaxed) || !(attached || reason == HoldReason::Wait) || stale {
                 // Detached meanwhile, or no longer held by the policy: stream it as not
                 // held.
@@ -627,7 +622,6 @@ impl Agent {
     /// Release held events chosen by `pick`, emitting `released` for each.
     fn release(&self, trace: Option<bool>, pick: impl Fn(u64, &Held) -> bool) -> usize {
         let mut s = lock(&self.stream);
-        self.releases.fetch_add(1, Relaxed);
         let ids: Vec<u64> = s
             .held
             .iter()
@@ -1086,7 +1080,6 @@ impl Hook for Agent {
         if !self.hot.load(Relaxed) || !self.attached.load(Relaxed) {
             return;
         }
-        let releases = self.releases.load(Relaxed);
         let reason = ev.thread.and_then(|t| self.other_reason(t.global));
         if reason.is_none() && !self.content.load(Relaxed) {
             let fast = fast_send(
@@ -1120,13 +1113,7 @@ impl Hook for Agent {
         match (reason, thread) {
             (Some(r), Some(t)) => {
                 let global = t.global;
-                self.hold(
-                    sev,
-                    &t,
-                    r,
-                    ev,
-                    (releases, &|| self.other_reason(global).is_some()),
-                );
+                self.hold(sev, &t, r, ev, &|| self.other_reason(global).is_some());
             }
             _ => self.emit(sev, thread_is_program(ev)),
         }
@@ -1165,7 +1152,6 @@ impl Hook for Agent {
         } else if !self.attached.load(Relaxed) {
             return;
         }
-        let releases = self.releases.load(Relaxed);
         let reason = if wait {
             Some((HoldReason::Wait, false))
         } else {
@@ -1183,7 +1169,7 @@ impl Hook for Agent {
                 let thread = ev.thread.clone();
                 let (op, traced) = (ev.op.id, ev.input_traced && ev.step != StepKind::Final);
                 let still = || self.start_reason_of(thread.global, op, traced).is_some();
-                match self.hold(Event::Start(sev), &thread, r, ev, (releases, &still)) {
+                match self.hold(Event::Start(sev), &thread, r, ev, &still) {
                     Some(t) => ev.trace_outputs = t,
                     // A trace box checked while the step was held (or before the start
                     // hold was released) applies when it resumes.
@@ -1202,7 +1188,6 @@ impl Hook for Agent {
         if !self.hot.load(Relaxed) || !self.attached.load(Relaxed) {
             return;
         }
-        let releases = self.releases.load(Relaxed);
         match self.other_reason(ev.thread.global) {
             None => {
                 let _ = self.record(Rec::Fast(fast_step(record::STOP, ev, ev.trace_outputs)), true);
@@ -1211,13 +1196,9 @@ impl Hook for Agent {
                 let sev = step_ev(ev, ev.trace_outputs, Some(r));
                 let thread = ev.thread.clone();
                 let global = thread.global;
-                self.hold(
-                    Event::Stop(sev),
-                    &thread,
-                    r,
-                    ev,
-                    (releases, &|| self.other_reason(global).is_some()),
-                );
+                self.hold(Event::Stop(sev), &thread, r, ev, &|| {
+                    self.other_reason(global).is_some()
+                });
             }
         }
     }
@@ -1386,8 +1367,7 @@ mod tests {
 
     /// The race of a thread that decides to hold (step mode on) while the debugger turns
     /// step mode off and says continue: the continue comes before the hold is registered.
-    /// Played in that order here: the decision's release count is taken, then the
-    /// commands, then the hold.
+    /// Played in that order here: the decision, then the commands, then the hold.
     #[test]
     fn a_hold_decided_before_a_continue_stands_only_if_the_policy_still_holds() {
         let agent = Arc::new(Agent::new(false, None));
@@ -1404,18 +1384,12 @@ mod tests {
             event_id: None,
             trace: None,
         };
-        let hold_in_thread = |id: u64, releases: u64| {
+        let hold_in_thread = |id: u64| {
             let (agent, thread) = (agent.clone(), thread.clone());
             let (tx, rx) = mpsc::channel();
             std::thread::spawn(move || {
                 let still = || agent.other_reason(0).is_some();
-                let r = agent.hold(
-                    held_send(id),
-                    &thread,
-                    HoldReason::Step,
-                    &mut NoSite,
-                    (releases, &still),
-                );
+                let r = agent.hold(held_send(id), &thread, HoldReason::Step, &mut NoSite, &still);
                 let _ = tx.send(r);
             });
             rx
@@ -1424,10 +1398,10 @@ mod tests {
 
         // Step mode turned off before the continue: the hold does not stand.
         agent.apply(Command::StepMode { on: true });
-        let releases = agent.releases.load(Relaxed);
+        assert_eq!(agent.other_reason(0), Some(HoldReason::Step), "the decision");
         agent.apply(Command::StepMode { on: false });
         agent.apply(cont());
-        let done = hold_in_thread(1, releases);
+        let done = hold_in_thread(1);
         let returned = done.recv_timeout(Duration::from_secs(10));
         if returned.is_err() {
             agent.apply(cont()); // let the thread go before failing
@@ -1455,9 +1429,8 @@ mod tests {
         // Step mode still on after the continue: the next event is held, as step mode
         // asks, until the next continue.
         agent.apply(Command::StepMode { on: true });
-        let releases = agent.releases.load(Relaxed);
         agent.apply(cont());
-        let done = hold_in_thread(2, releases);
+        let done = hold_in_thread(2);
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
         while held_count() == 0 && std::time::Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(1));
