@@ -74,7 +74,6 @@ struct State {
     recent: VecDeque<(u64, Recent)>,
     /// Events in `recent`.
     recent_len: usize,
-    received: u64,
     /// Arrival index when the last command was sent (see [`Ctl::announced`]).
     mark: u64,
     /// Arrival index when the last `continue` was sent (`wait until event`, `"since":"continue"`).
@@ -102,9 +101,10 @@ struct Ctl {
     state: Mutex<State>,
     changed: Condvar,
     out: Mutex<std::io::Stdout>,
-    /// Events counted as arrived before they are printed (the event thread prints a chunk,
-    /// then ingests it): what a command's mark is taken from, so that an event a user has
-    /// seen printed before sending a command never counts as arriving after it.
+    /// Events arrived, counted before they are printed (the event thread prints a chunk,
+    /// then ingests it; `recent` numbers them from this count): what a command's mark is
+    /// taken from, so that an event a user has seen printed before sending a command never
+    /// counts as arriving after it.
     announced: std::sync::atomic::AtomicU64,
 }
 
@@ -275,8 +275,8 @@ pub fn run_with(conn: Connection, launched: Option<Launched>, input: Input) -> i
                             ConnEvent::Closed(reason) => closed = Some(reason.clone()),
                         }
                     }
-                    // Counted before printed: see `Ctl::announced`. The same count as
-                    // `received` below (up to the close).
+                    // Counted before printed: see `Ctl::announced`. Numbered from there
+                    // below (up to the close).
                     let arrived: usize = chunk
                         .iter()
                         .map_while(|ce| match ce {
@@ -285,7 +285,8 @@ pub fn run_with(conn: Connection, launched: Option<Launched>, input: Input) -> i
                             ConnEvent::Closed(_) => None,
                         })
                         .sum();
-                    ctl.announced
+                    let mut next = 1 + ctl
+                        .announced
                         .fetch_add(arrived as u64, std::sync::atomic::Ordering::SeqCst);
                     ctl.print_all(&chunk, &mut printed);
                     let mut st = ctl.lock();
@@ -303,8 +304,8 @@ pub fn run_with(conn: Connection, launched: Option<Launched>, input: Input) -> i
                             }
                             ConnEvent::Closed(_) => break,
                         };
-                        let first = st.received + 1;
-                        st.received += item.len() as u64;
+                        let first = next;
+                        next += item.len() as u64;
                         st.recent_len += item.len();
                         st.recent.push_back((first, item));
                     }
@@ -690,8 +691,9 @@ fn wait(ctl: &Ctl, v: &Value) -> Result<(), String> {
             "quiet" => {
                 // No event for `ms` (default 300): the program is idle or everything is held.
                 let quiet = Duration::from_millis(v.get("ms").and_then(Value::as_u64).unwrap_or(300));
-                if st.received != st.quiet_count {
-                    st.quiet_count = st.received;
+                let arrived = ctl.announced.load(std::sync::atomic::Ordering::SeqCst);
+                if arrived != st.quiet_count {
+                    st.quiet_count = arrived;
                     st.quiet_since = Some(Instant::now());
                 }
                 st.quiet_since.get_or_insert_with(Instant::now).elapsed() >= quiet
