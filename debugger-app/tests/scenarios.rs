@@ -204,3 +204,76 @@ fn racy_variants_run_free_twenty_times() {
         println!("{program} {args:?}: {wrong}/20 free runs showed the race");
     }
 }
+
+/// The debugger must not hide the race it looks for. `search` with more chunks than
+/// threads, chunk 0 without a match: the right answer (chunk 1's) arrives first only if
+/// each scan's answer leaves when its step ends. Run free, attached, and attached with a
+/// breakpoint that never fires again (on the split, which has run): the outcome's
+/// distribution must be the same in the three modes. (Before the delivery rule, a worker's
+/// answers waited until it had scanned all its chunks while running free or attached:
+/// wrong 5/5 and 3/3; the inert breakpoint delivered them one by one: right 3/3.)
+#[test]
+fn the_outcome_does_not_depend_on_the_debugger_or_an_inert_breakpoint() {
+    const RUNS: usize = 8;
+    let args = [
+        "--threads",
+        "2",
+        "--chunks",
+        "8",
+        "--size",
+        "20000",
+        "--stagger-us",
+        "5000",
+    ];
+    let dir = std::env::temp_dir().join(format!("racetrack-modes-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let script = |name: &str, extra: &str| {
+        let path = dir.join(name);
+        let text = format!(
+            "{{\"cmd\":\"wait\",\"until\":\"held\",\"timeout_ms\":20000}}\n{extra}\
+             {{\"cmd\":\"continue\"}}\n{{\"cmd\":\"wait\",\"until\":\"exit\",\"timeout_ms\":60000}}\n"
+        );
+        std::fs::write(&path, text).unwrap();
+        path
+    };
+    let attached = script("attached.jsonl", "");
+    let inert = script(
+        "inert.jsonl",
+        "{\"cmd\":\"break\",\"op\":\"Split\",\"thread\":\"main[0]\",\"on\":true}\n",
+    );
+    let free = || {
+        let out = Command::new(support::example_bin("search"))
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        let last = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .last()
+            .unwrap()
+            .to_owned();
+        serde_json::from_str::<Value>(&last).unwrap()
+    };
+    let mut right = [0usize; 3];
+    // Interleaved, so that a slow phase of the machine weighs on every mode alike.
+    for _ in 0..RUNS {
+        right[0] += usize::from(free()["matches_reference"] == true);
+        right[1] += usize::from(outcome(&run(&attached, &[], "search", &args))["matches_reference"] == true);
+        right[2] += usize::from(outcome(&run(&inert, &[], "search", &args))["matches_reference"] == true);
+    }
+    std::fs::remove_dir_all(&dir).ok();
+    println!(
+        "right answers of {RUNS}: free {}, attached {}, inert breakpoint {}",
+        right[0], right[1], right[2]
+    );
+    let (lo, hi) = (right.iter().min().unwrap(), right.iter().max().unwrap());
+    // Eight runs per mode: a loaded machine may delay a thread past the 5 ms stagger now
+    // and then, in any mode; the bias this guards against was 0 against 8.
+    assert!(
+        hi - lo <= 3,
+        "right answers of {RUNS} runs: free {}, attached {}, with an inert breakpoint {}",
+        right[0],
+        right[1],
+        right[2]
+    );
+}

@@ -61,94 +61,26 @@ struct Exec<'a, S> {
     me: &'a ThreadShared,
     state: S,
     instances: HashMap<usize, Instance, BuildHasherDefault<AddrHasher>>,
-    /// Outputs of this thread's leaves gathered in batches (see [`Outbox`]).
-    outbox: Outbox,
 }
 
-/// A thread's leaf outputs while no hook may hold them, gathered per destination thread
-/// across steps: pushed when a batch is full, when the thread has finished what it took
-/// from its queue, before it waits for more, and as soon as a hook may hold messages.
-#[derive(Default)]
-struct Outbox {
-    /// Graph address, destination thread, batch (which names the destination node).
-    batches: Vec<(usize, usize, Box<Batch>)>,
-}
-
-impl Outbox {
-    fn is_empty(&self) -> bool {
-        self.batches.is_empty()
-    }
-
-    /// The batch for thread `t` of node `node` of `handles`' graph, of these handles,
-    /// whose sends were reported in `session` (see [`Batch::session`]). One batch per
-    /// destination: a full one, or one of other handles or another session, is pushed
-    /// first.
-    fn batch_for(
-        &mut self,
-        (sh, me): (&Shared, &ThreadShared),
-        handles: (&Arc<GraphInner>, &Arc<Sched>, Option<&Arc<Frame>>),
-        (node, t): (usize, usize),
-        (from, session): (Sender, Option<u64>),
-        new: fn() -> Box<dyn PayloadQueue>,
-    ) -> &mut Batch {
-        // The batch keeps the graph alive: its address names it while it waits.
-        let key = Arc::as_ptr(handles.0) as usize;
-        let found = self
-            .batches
-            .iter()
-            .position(|(k, tt, b)| *k == key && *tt == t && b.node as usize == node);
-        let same = (&**handles.0, &**handles.1, handles.2.map(|f| &**f));
-        let i = match found {
-            Some(i)
-                if self.batches[i].2.len() < BATCH_MAX
-                    && self.batches[i].2.session == session
-                    && self.batches[i].2.handles.same(same) =>
-            {
-                i
-            }
-            Some(i) => {
-                let fresh = new_batch((node, from), handles, new, session);
-                let (_, t, full) = std::mem::replace(&mut self.batches[i], (key, t, fresh));
-                send_batch(sh, me, full, t);
-                i
-            }
-            None => {
-                self.batches
-                    .push((key, t, new_batch((node, from), handles, new, session)));
-                self.batches.len() - 1
-            }
-        };
-        &mut self.batches[i].2
-    }
-
-    fn flush(&mut self, sh: &Shared, me: &ThreadShared) {
-        for (_, t, b) in self.batches.drain(..) {
-            send_batch(sh, me, b, t);
-        }
-    }
-
-    /// Whether a batch here was not reported in `session` (gathered before a debugger
-    /// attached, or for an earlier one).
-    fn has_stale(&self, session: u64) -> bool {
-        self.batches.iter().any(|(_, _, b)| b.session != Some(session))
-    }
-}
-
-/// A new batch to node `node` from `from`, with room for a full one; `session`: see
-/// [`Batch::session`].
+/// A new batch to node `node` from `from`; `session`: see [`Batch::session`]. `full`: with
+/// room for a full batch (a split's; a single-output step's holds one message).
 fn new_batch(
     (node, from): (usize, Sender),
     (graph, sched, frame): (&Arc<GraphInner>, &Arc<Sched>, Option<&Arc<Frame>>),
     new: fn() -> Box<dyn PayloadQueue>,
     session: Option<u64>,
+    full: bool,
 ) -> Box<Batch> {
     let mut payloads = new();
-    payloads.reserve_batch();
+    if full {
+        payloads.reserve_batch();
+    }
     Box::new(Batch {
         node: node as u32,
         from,
         handles: Handles::new(graph, sched, frame),
-        ids: VecDeque::with_capacity(BATCH_MAX),
+        ids: VecDeque::with_capacity(if full { BATCH_MAX } else { 1 }),
         payloads,
         session,
     })
@@ -190,18 +122,16 @@ fn send_batch(sh: &Shared, me: &ThreadShared, batch: Box<Batch>, t: usize) {
     for env in batch.into_envelopes() {
         let (id, sched) = (env.id.clone(), env.sched.clone());
         let r = run_guarded(|| {
-            deliver(
-                sh,
-                Some((from_node, me)),
-                &graph,
-                env.graph,
-                Some(node),
-                env.id,
-                env.payload,
-                env.frame,
-                env.sched,
-                false,
-            )
+            let out = Output {
+                graph: env.graph,
+                dest: Some(node),
+                id: env.id,
+                payload: env.payload,
+                frame: env.frame,
+                sched: env.sched,
+                traced: false,
+            };
+            deliver(sh, Some((from_node, me)), &graph, out)
         });
         if let Err(e) = r {
             fail_schedule(sh, me, &sched, &graph.nodes[from_node].info.name, &id, e);
@@ -238,7 +168,6 @@ pub(crate) fn thread_main<S: ThreadState>(sh: &Shared, me: &ThreadShared) {
         me,
         state: S::default(),
         instances: HashMap::default(),
-        outbox: Outbox::default(),
     };
     let track = sh.hook.is_some();
     // Without a hook the thread's front is its own (see `ThreadShared::pop_unwatched`).
@@ -259,17 +188,10 @@ pub(crate) fn thread_main<S: ThreadState>(sh: &Shared, me: &ThreadShared) {
             alive = None;
         }
         me.started();
-        // Gathered outputs go out once what was taken from the queue is done (and at once
-        // while a hook may hold messages).
-        if !ex.outbox.is_empty() && (me.front_empty() || holding()) {
-            ex.outbox.flush(sh, me);
-        }
-        let outbox = &mut ex.outbox;
         let Some(popped) = me.pop(
             (track, unwatched.as_mut()),
             (&holding, &active),
             (&mut slot, alive.as_ref()),
-            &mut || outbox.flush(sh, me),
         ) else {
             break;
         };
@@ -277,7 +199,6 @@ pub(crate) fn thread_main<S: ThreadState>(sh: &Shared, me: &ThreadShared) {
             Popped::Item(item) => item,
             Popped::FromBatch(mut head) => {
                 if let Some(h) = head.handles.take() {
-                    ex.flush_on_switch(alive.as_ref(), &h.sched);
                     alive = Some(h);
                 }
                 let Some(h) = alive.as_ref().filter(|h| !h.sched.is_failed()) else {
@@ -295,7 +216,6 @@ pub(crate) fn thread_main<S: ThreadState>(sh: &Shared, me: &ThreadShared) {
                     ex.instances.retain(|_, i| !i.sched.is_failed());
                     continue;
                 }
-                ex.flush_on_switch(alive.as_ref(), &env.sched);
                 let (graph, sched) = keep_alive(&mut alive, &env.graph, &env.sched);
                 ex.on_message(env, graph, sched);
             }
@@ -315,7 +235,6 @@ pub(crate) fn thread_main<S: ThreadState>(sh: &Shared, me: &ThreadShared) {
                 frame,
                 sched,
             } => {
-                ex.flush_on_switch(alive.as_ref(), &sched);
                 if !sched.is_failed() {
                     ex.finish_instance(&graph, node, &frame);
                 }
@@ -352,14 +271,6 @@ fn panic_text(p: &(dyn Any + Send)) -> String {
 }
 
 impl<S: ThreadState> Exec<'_, S> {
-    /// Before a step for another schedule call than the last one, the outputs gathered
-    /// for the last go out: that call may be what the next step waits for.
-    fn flush_on_switch(&mut self, last: Option<&Handles>, sched: &Arc<Sched>) {
-        if !self.outbox.is_empty() && last.is_some_and(|h| !Arc::ptr_eq(&h.sched, sched)) {
-            self.outbox.flush(self.sh, self.me);
-        }
-    }
-
     fn fail(&self, sched: &Sched, op: &str, msg: &MsgId, err: StepFailure) {
         fail_schedule(self.sh, self.me, sched, op, msg, err);
     }
@@ -371,11 +282,6 @@ impl<S: ThreadState> Exec<'_, S> {
             let traced = env.traced;
             return Some((env, traced));
         };
-        // Outputs gathered before the hook turned active go out first, in order (and are
-        // not held back by a hold at this start).
-        if !self.outbox.is_empty() {
-            self.outbox.flush(sh, self.me);
-        }
         let (id, op, traced) = (env.id.clone(), env.dest_op().clone(), env.traced);
         let mut cur = Some(env);
         let mut ev = StepEvent {
@@ -414,9 +320,6 @@ impl<S: ThreadState> Exec<'_, S> {
         let Some(hook) = active_hook(sh) else {
             return traced;
         };
-        if !self.outbox.is_empty() {
-            self.outbox.flush(sh, self.me);
-        }
         let mut ev = StepEvent {
             thread: &self.me.info,
             op: &graph.nodes[node].info,
@@ -482,7 +385,7 @@ impl<S: ThreadState> Exec<'_, S> {
                     Some(out_frame.clone()),
                     trace,
                 );
-                poster.batch_if_free(None);
+                poster.batch_if_free();
                 let info = StepInfo {
                     thread: &self.me.info,
                     threads,
@@ -541,8 +444,8 @@ impl<S: ThreadState> Exec<'_, S> {
     }
 
     /// Run a leaf step on `input` (message `id` of `graph` and `sched`, in `frame`): its
-    /// output is gathered in the outbox while no hook may hold it, else posted with the
-    /// input's handles (`owned`, when the input had handles of its own).
+    /// output (with the input's handles, `owned`, when the input had handles of its own)
+    /// leaves when the step ends.
     #[allow(clippy::too_many_arguments)]
     fn run_leaf(
         &mut self,
@@ -566,7 +469,7 @@ impl<S: ThreadState> Exec<'_, S> {
         );
         poster.frame = frame;
         poster.owned = owned;
-        poster.batch_if_free(Some(&mut self.outbox));
+        poster.batch_if_free();
         let info = StepInfo {
             thread: &self.me.info,
             threads: graph.nodes[node].threads.len(),
@@ -574,8 +477,8 @@ impl<S: ThreadState> Exec<'_, S> {
         };
         // Routing (user code) and the send hook run in the output's post: guarded too.
         let state = &mut self.state;
-        run_guarded(|| f(input, state, &info, &mut poster))?;
-        poster.error.take().map_or(Ok(()), |e| Err(StepFailure::Rule(e)))
+        let r = run_guarded(|| f(input, state, &info, &mut poster));
+        poster.end_step(r)
     }
 
     /// Run a leaf, or a merge's absorb step, on a message taken from a batch (its payload
@@ -626,11 +529,6 @@ impl<S: ThreadState> Exec<'_, S> {
             instance: instance.as_ref().unwrap_or(&id),
         };
         if let Some(h) = hook {
-            // Outputs gathered before this debugger heard of them go out first, one by one
-            // (as `start` does for a step of its own), not in the middle of this step.
-            if self.outbox.has_stale(h.session()) {
-                self.outbox.flush(self.sh, self.me);
-            }
             h.streamed_step(&streamed(), false);
             // The start is recorded: receive positions stop counting the message.
             self.me.started();
@@ -725,11 +623,7 @@ impl<S: ThreadState> Exec<'_, S> {
             inst.acc = Some(acc);
             inst.posted = poster.count;
         }
-        r?;
-        match poster.error {
-            Some(e) => Err(StepFailure::Rule(e)),
-            None => Ok(()),
-        }
+        poster.end_step(r)
     }
 
     /// The final step of a merge or stream instance whose inputs have all been absorbed.
@@ -766,7 +660,8 @@ impl<S: ThreadState> Exec<'_, S> {
                         frame.parent.clone(),
                         trace,
                     );
-                    poster.post_guarded(out)
+                    poster.post(out);
+                    poster.end_step(Ok(()))
                 })
             }
             OpFn::Stream { finish, .. } => {
@@ -876,12 +771,14 @@ struct Poster<'a> {
     traced: bool,
     count: u64,
     error: Option<String>,
-    /// Whether outputs are gathered per destination thread (see [`PostSink::batch`]).
+    /// Whether outputs are gathered in batches (see [`PostSink::batch`]).
     batching: bool,
-    /// The batches being gathered, by destination thread (a split's)...
+    /// The batches being gathered, by destination thread...
     batches: Vec<Option<Box<Batch>>>,
-    /// ...or the thread's outbox (a leaf's).
-    outbox: Option<&'a mut Outbox>,
+    /// ...or, for messages that travel one by one, their envelopes, by destination thread.
+    /// Either way a step's outputs leave when the step ends, or when 64 wait for one
+    /// thread: delivery is the same whether or not a debugger is attached or may hold.
+    singles: Vec<Vec<Envelope>>,
 }
 
 impl<'a> Poster<'a> {
@@ -913,34 +810,23 @@ impl<'a> Poster<'a> {
             error: None,
             batching: false,
             batches: Vec::new(),
-            outbox: None,
+            singles: Vec::new(),
         }
     }
 }
 
 impl<'a> Poster<'a> {
-    /// Gather the outputs per destination thread if no hook may hold them (none is active,
-    /// or it is streaming), the outputs are not traced and go to a leaf or a merge (the
-    /// operations that take messages from a batch): a split's in the poster, a leaf's in
-    /// `outbox`.
-    fn batch_if_free(&mut self, outbox: Option<&'a mut Outbox>) {
+    /// Gather the outputs in batches if no hook may hold them (none is active, or it is
+    /// streaming), the outputs are not traced and go to a leaf or a merge (the operations
+    /// that take messages from a batch).
+    fn batch_if_free(&mut self) {
         let free = !holding(self.sh);
         let to = self
             .graph
             .nodes
             .get(self.node + 1)
             .is_some_and(|n| matches!(n.op, OpFn::Leaf(_) | OpFn::Merge { .. }));
-        let gather = match self.ids {
-            IdMode::Child(_) => true,
-            IdMode::Same(_) => outbox.is_some(),
-        };
-        self.batching = free && to && !self.traced && gather;
-        // Posting one by one: what the outbox gathered goes first, in order.
-        let mut outbox = outbox;
-        if let Some(o) = outbox.as_deref_mut().filter(|o| !self.batching && !o.is_empty()) {
-            o.flush(self.sh, self.me);
-        }
-        self.outbox = outbox;
+        self.batching = free && to && !self.traced;
     }
 
     /// The next output's id.
@@ -969,9 +855,9 @@ impl<'a> Poster<'a> {
         (id, graph, frame, sched)
     }
 
-    /// After the step failed (and its call was marked failed): push the batches whose
-    /// sends a streaming debugger heard of (their receivers drop them, as they drop
-    /// anything of a failed call), drop the others.
+    /// After the step failed (and its call was marked failed): push the messages whose
+    /// sends a debugger heard of (their receivers drop them, as they drop anything of a
+    /// failed call), drop the others.
     fn push_reported(&mut self) {
         let _ = run_guarded(|| {
             for t in 0..self.batches.len() {
@@ -979,15 +865,45 @@ impl<'a> Poster<'a> {
                     self.flush_one(t);
                 }
             }
+            let hooked = active_hook(self.sh).is_some();
+            for t in 0..self.singles.len() {
+                if hooked {
+                    self.push_singles(t);
+                }
+            }
             Ok(())
         });
         self.batches.clear();
+        self.singles.clear();
     }
 
-    /// Push every batch gathered so far.
+    /// The step's code returned `r`: its outputs leave now. Guarded like the step itself:
+    /// pushing a batch gathered before a debugger attached routes its messages again (user
+    /// code) through the hooks, and a panic there must fail the schedule call, not unwind
+    /// the thread. A step that failed drops what it gathered.
+    fn end_step(&mut self, r: Result<(), StepFailure>) -> Result<(), StepFailure> {
+        let r = r
+            .and_then(|()| self.error.take().map_or(Ok(()), |e| Err(StepFailure::Rule(e))))
+            .and_then(|()| {
+                run_guarded(|| {
+                    self.flush();
+                    self.error.take().map_or(Ok(()), Err)
+                })
+            });
+        if r.is_err() {
+            self.batches.clear();
+            self.singles.clear();
+        }
+        r
+    }
+
+    /// Push everything gathered so far.
     fn flush(&mut self) {
         for t in 0..self.batches.len() {
             self.flush_one(t);
+        }
+        for t in 0..self.singles.len() {
+            self.push_singles(t);
         }
     }
 
@@ -998,14 +914,18 @@ impl<'a> Poster<'a> {
         }
     }
 
-    /// Post a single-output step's output. Guarded like the step itself: routing runs
-    /// user code (and so do hooks), and a panic there must fail the schedule call, not
-    /// unwind the thread.
-    fn post_guarded(&mut self, out: Box<dyn Payload>) -> Result<(), StepFailure> {
-        run_guarded(|| {
-            self.post(out);
-            self.error.take().map_or(Ok(()), Err)
-        })
+    /// Push the single messages gathered for thread `t` of the next operation, in order.
+    fn push_singles(&mut self, t: usize) {
+        let Some(envs) = self.singles.get_mut(t).filter(|e| !e.is_empty()) else {
+            return;
+        };
+        let Some(dest) = self.graph.nodes.get(self.node + 1).and_then(|n| n.threads.get(t)) else {
+            envs.clear();
+            return;
+        };
+        for env in envs.drain(..) {
+            dest.push(env, self.sh.hook.as_deref());
+        }
     }
 }
 
@@ -1025,9 +945,6 @@ impl PostSink for Poster<'_> {
             // gathered goes out now, in order, and the rest one by one, through the hooks.
             self.batching = false;
             self.flush();
-            if let Some(o) = self.outbox.take() {
-                o.flush(self.sh, self.me);
-            }
             return None;
         }
         let next = self.node + 1;
@@ -1054,22 +971,18 @@ impl PostSink for Poster<'_> {
             }),
             _ => None,
         };
-        if self.outbox.is_none() {
-            if self.batches.len() < n.threads.len() {
-                self.batches.resize_with(n.threads.len(), || None);
-            }
-            if self.batches[t]
-                .as_ref()
-                .is_some_and(|b| b.len() >= BATCH_MAX || b.session != session)
-            {
-                self.flush_one(t);
-            }
+        if self.batches.len() < n.threads.len() {
+            self.batches.resize_with(n.threads.len(), || None);
+        }
+        if self.batches[t]
+            .as_ref()
+            .is_some_and(|b| b.len() >= BATCH_MAX || b.session != session)
+        {
+            self.flush_one(t);
         }
         let handles = (self.graph, self.sched, self.frame.as_deref());
-        let b = match self.outbox.as_deref_mut() {
-            Some(outbox) => outbox.batch_for((self.sh, self.me), handles, (next, t), (from, session), new),
-            None => self.batches[t].get_or_insert_with(|| new_batch((next, from), handles, new, session)),
-        };
+        let full = matches!(self.ids, IdMode::Child(_));
+        let b = self.batches[t].get_or_insert_with(|| new_batch((next, from), handles, new, session, full));
         b.ids.push_back(id);
         Some(&mut *b.payloads)
     }
@@ -1086,19 +999,27 @@ impl PostSink for Poster<'_> {
         let next = self.node + 1;
         let dest = (next < self.graph.nodes.len()).then_some(next);
         let from = Some((self.node, self.me));
-        if let Err(e) = deliver(
-            self.sh,
-            from,
-            self.graph,
+        let out = Output {
             graph,
             dest,
             id,
             payload,
             frame,
             sched,
-            self.traced,
-        ) {
-            self.error = Some(e);
+            traced: self.traced,
+        };
+        match prepare(self.sh, from, self.graph, out) {
+            Ok(Some((t, env))) => {
+                if self.singles.len() <= t {
+                    self.singles.resize_with(t + 1, Vec::new);
+                }
+                self.singles[t].push(env);
+                if self.singles[t].len() >= BATCH_MAX {
+                    self.push_singles(t);
+                }
+            }
+            Ok(None) => {}
+            Err(e) => self.error = Some(e),
         }
     }
 }
@@ -1110,22 +1031,36 @@ fn route_to(n: &Node, msg: &dyn Any, id: &MsgId) -> Result<usize, String> {
         .map_err(|e| format!("cannot route message {id} to `{}`: {e}", n.info.name))
 }
 
-/// Route a message to operation `dest` of `g` (or back to the schedule caller when
-/// `None`), passing it through the send hook, and enqueue it. `graph` is a handle of `g`
-/// for the envelope (moved in, not cloned).
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn deliver(
+/// A message on its way out: its handles (`graph` is the sender's graph, moved in, not
+/// cloned), destination operation (`None`: back to the schedule caller), id and content.
+pub(crate) struct Output {
+    pub(crate) graph: Arc<GraphInner>,
+    pub(crate) dest: Option<usize>,
+    pub(crate) id: MsgId,
+    pub(crate) payload: Box<dyn Payload>,
+    pub(crate) frame: Option<Arc<Frame>>,
+    pub(crate) sched: Arc<Sched>,
+    pub(crate) traced: bool,
+}
+
+/// Route a message to operation `out.dest` of `g` and pass it through the send hook (which
+/// may hold it, or replace it: it is routed again). Returns the destination thread and the
+/// envelope to enqueue there, or `None` when the message went back to the schedule caller.
+fn prepare(
     sh: &Shared,
     from: Option<(usize, &ThreadShared)>,
     g: &GraphInner,
-    graph: Arc<GraphInner>,
-    dest: Option<usize>,
-    id: MsgId,
-    mut payload: Box<dyn Payload>,
-    frame: Option<Arc<Frame>>,
-    sched: Arc<Sched>,
-    mut traced: bool,
-) -> Result<(), String> {
+    out: Output,
+) -> Result<Option<(usize, Envelope)>, String> {
+    let Output {
+        graph,
+        dest,
+        id,
+        mut payload,
+        frame,
+        sched,
+        mut traced,
+    } = out;
     debug_assert!(std::ptr::eq(g, &*graph));
     let dest_node = dest.map(|d| &g.nodes[d]);
     let route = |p: &dyn Payload| dest_node.map(|n| route_to(n, p.as_any(), &id)).transpose();
@@ -1153,21 +1088,39 @@ pub(crate) fn deliver(
             to = route(&*payload)?;
         }
     }
-    match (dest_node, to) {
-        (Some(n), Some(t)) => {
-            let env = Envelope {
+    match (dest, to) {
+        (Some(node), Some(t)) => Ok(Some((
+            t,
+            Envelope {
                 id,
                 graph,
-                node: dest.unwrap_or_default() as u32,
+                node: node as u32,
                 payload,
                 frame,
                 sched,
                 from: from.map_or(Sender::NONE, |(n, t)| Sender::new(n, t.info.index)),
                 traced,
-            };
-            n.threads[t].push(env, sh.hook.as_deref());
+            },
+        ))),
+        _ => {
+            sched.complete(payload);
+            Ok(None)
         }
-        _ => sched.complete(payload),
+    }
+}
+
+/// [`prepare`] a message and enqueue it at once.
+pub(crate) fn deliver(
+    sh: &Shared,
+    from: Option<(usize, &ThreadShared)>,
+    g: &GraphInner,
+    out: Output,
+) -> Result<(), String> {
+    let dest = out.dest;
+    if let Some((t, env)) = prepare(sh, from, g, out)? {
+        if let Some(to) = dest.and_then(|d| g.nodes[d].threads.get(t)) {
+            to.push(env, sh.hook.as_deref());
+        }
     }
     Ok(())
 }

@@ -332,18 +332,16 @@ impl Runtime {
         let call = self.shared.next_call.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = mpsc::sync_channel(1);
         let sched = Arc::new(Sched::new(tx));
-        let injected = exec::deliver(
-            &self.shared,
-            None,
-            &graph.inner,
-            graph.inner.clone(),
-            Some(0),
-            MsgId::root(call),
-            Box::new(input),
-            None,
+        let out = exec::Output {
+            graph: graph.inner.clone(),
+            dest: Some(0),
+            id: MsgId::root(call),
+            payload: Box::new(input),
+            frame: None,
             sched,
-            false,
-        );
+            traced: false,
+        };
+        let injected = exec::deliver(&self.shared, None, &graph.inner, out);
         if let Err(message) = injected {
             let op = graph.inner.nodes[0].info.name.to_string();
             return Err(ScheduleError::Operation {

@@ -897,11 +897,11 @@ fn receive_positions_agree_with_the_event_order() {
     assert!(queue.is_empty(), "{queue:?}");
 }
 
-/// A leaf's outputs gathered while nobody listened (its thread's outbox), when a debugger
-/// attaches, are sent one by one through the hooks before the thread goes on; the merge
-/// gets every one.
+/// A debugger attaching while a thread runs through its queue (taken at once, while
+/// nobody listened): the outputs of the steps before had left at their steps' end, the
+/// ones after go through the hooks, in order; the merge gets every one.
 #[test]
-fn leaf_outputs_gathered_before_a_debugger_attached_are_sent_one_by_one() {
+fn leaf_outputs_after_a_debugger_attached_go_through_its_hooks_in_order() {
     let hook = Arc::new(Switch::default());
     let rt = Runtime::builder().hook(hook.clone()).build();
     let main = rt.collection::<()>("main", 1);
@@ -928,8 +928,9 @@ fn leaf_outputs_gathered_before_a_debugger_attached_are_sent_one_by_one() {
     let mut got = rt.schedule(&g, 40).unwrap();
     got.sort_unstable();
     assert_eq!(got, (0..40).collect::<Vec<_>>());
-    // Every output is sent through the hook once: 0.0..0.20 were still gathered when the
-    // hook turned on (the thread had taken all 40 at once), the later ones came after.
+    // 0.0..0.19 left at the end of their steps, before the hook turned on (the thread
+    // had taken all 40 at once); 0.20 (whose step turned it on) and the later ones are
+    // sent through the hook, once each...
     let to_m: Vec<String> = hook
         .sends
         .lock()
@@ -938,8 +939,8 @@ fn leaf_outputs_gathered_before_a_debugger_attached_are_sent_one_by_one() {
         .filter(|s| s.starts_with("M:"))
         .cloned()
         .collect();
-    // ...in order: the gathered ones go out before the thread posts the next one.
-    let all: Vec<String> = (0..40).map(|i| format!("M:0.{i}")).collect();
+    // ...in order.
+    let all: Vec<String> = (20..40).map(|i| format!("M:0.{i}")).collect();
     assert_eq!(to_m, all);
 }
 
@@ -1323,5 +1324,72 @@ fn interleaved_frames_reach_their_own_merge_instances() {
                 .expect("a schedule call hung");
             assert_eq!(got, Ok(want.clone()), "hooked: {hooked}");
         }
+    }
+}
+
+/// The delivery rule (ARCHITECTURE, invariants): a step's outputs reach their destination
+/// by the end of that step, with no hook, a streaming hook or one that may hold. A worker
+/// takes two tasks at once (a split's batch); the second waits, bounded, until the merge
+/// has absorbed the first one's result, which it sees only if that result left when its
+/// step ended rather than once the worker ran out of work.
+#[test]
+fn a_step_outputs_leave_by_the_end_of_that_step_in_every_mode() {
+    use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+    let streaming = || {
+        Arc::new(Streamer {
+            holding: AtomicBool::new(false),
+            log: Mutex::default(),
+            streamed: Default::default(),
+            singles: Default::default(),
+            session: Default::default(),
+        })
+    };
+    let holding = streaming();
+    holding.holding.store(true, SeqCst);
+    let modes: [(&str, Runtime); 3] = [
+        ("no hook", Runtime::builder().no_agent().build()),
+        ("a streaming hook", Runtime::builder().hook(streaming()).build()),
+        ("a hook that may hold", Runtime::builder().hook(holding).build()),
+    ];
+    for (mode, rt) in modes {
+        let main = rt.collection::<()>("main", 1);
+        let work = rt.collection::<()>("w", 1);
+        let absorbed_first = Arc::new(AtomicBool::new(false));
+        let (seen, set) = (absorbed_first.clone(), absorbed_first);
+        let g = rt
+            .graph(
+                ops::split("S", &main, Route::constant(0), |n: u32, _c, out| {
+                    (0..n).for_each(|i| out.post(i))
+                }) >> ops::leaf("Work", &work, Route::constant(0), move |x: u32, _c| {
+                    if x == 0 {
+                        return "first".to_owned();
+                    }
+                    let t0 = std::time::Instant::now();
+                    while !seen.load(SeqCst) {
+                        if t0.elapsed() > Duration::from_secs(3) {
+                            return "the first result had not arrived".to_owned();
+                        }
+                        std::thread::sleep(Duration::from_micros(100));
+                    }
+                    "the first result had arrived".to_owned()
+                }) >> ops::merge(
+                    "M",
+                    &main,
+                    Route::constant(0),
+                    move |a: &mut Vec<String>, x: String, _c| {
+                        if x == "first" {
+                            set.store(true, SeqCst);
+                        }
+                        a.push(x);
+                    },
+                    |a, _c| a,
+                ),
+            )
+            .unwrap();
+        let got = rt.schedule(&g, 2).unwrap();
+        assert!(
+            got.contains(&"the first result had arrived".to_owned()),
+            "with {mode}: {got:?}"
+        );
     }
 }

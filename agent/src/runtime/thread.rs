@@ -494,11 +494,6 @@ impl ThreadShared {
         }
     }
 
-    /// Whether what this thread took from its queue is done: a hint for its own thread.
-    pub(crate) fn front_empty(&self) -> bool {
-        self.own.front_len.load(Ordering::Relaxed) == 0
-    }
-
     /// Whether this thread's queue looks empty (its batch is done and nothing arrived):
     /// read without locking, a hint for its own thread.
     pub(crate) fn out_of_work(&self) -> bool {
@@ -533,10 +528,9 @@ impl ThreadShared {
         (track, unwatched): (bool, Option<&mut VecDeque<Item>>),
         (holding, active): (&dyn Fn() -> bool, &dyn Fn() -> bool),
         (slot, kept): (&mut Option<Box<dyn Slot>>, Option<&Handles>),
-        idle: &mut dyn FnMut(),
     ) -> Option<Popped> {
         if let Some(front) = unwatched {
-            return self.pop_unwatched(front, (slot, kept), idle);
+            return self.pop_unwatched(front, (slot, kept));
         }
         loop {
             if self.own.stopping.load(Ordering::Relaxed) {
@@ -587,10 +581,9 @@ impl ThreadShared {
             }
             // Nothing yet: spin, then yield, before sleeping. A producer usually posts
             // again within microseconds, and a futex sleep and wake-up costs more than that
-            // on both sides (the same back-off std's channels use). First, with no lock
-            // held, `idle` (the thread's gathered outputs go out).
+            // on both sides (the same back-off std's channels use).
             drop(f);
-            self.idle_wait(idle);
+            self.idle_wait();
         }
     }
 
@@ -601,7 +594,6 @@ impl ThreadShared {
         &self,
         front: &mut VecDeque<Item>,
         (slot, kept): (&mut Option<Box<dyn Slot>>, Option<&Handles>),
-        idle: &mut dyn FnMut(),
     ) -> Option<Popped> {
         loop {
             if self.own.stopping.load(Ordering::Relaxed) {
@@ -623,15 +615,13 @@ impl ThreadShared {
                 return Some(p);
             }
             if front.is_empty() {
-                self.idle_wait(idle);
+                self.idle_wait();
             }
         }
     }
 
-    /// Nothing to take: `idle` (with no lock held: the thread's gathered outputs go out),
-    /// then wait for an item.
-    fn idle_wait(&self, idle: &mut dyn FnMut()) {
-        idle();
+    /// Nothing to take: wait for an item.
+    fn idle_wait(&self) {
         let mut q = self.wait_a_little();
         if q.items.is_empty() && !q.shutdown {
             q.sleeping = true;
