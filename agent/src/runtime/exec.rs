@@ -61,26 +61,38 @@ struct Exec<'a, S> {
     me: &'a ThreadShared,
     state: S,
     instances: HashMap<usize, Instance, BuildHasherDefault<AddrHasher>>,
+    /// A batch emptied when the outputs it carried joined one waiting at their
+    /// destination, kept for the next leaf output (no allocation per message).
+    spare: Option<Box<Batch>>,
 }
 
-/// A new batch to node `node` from `from`; `session`: see [`Batch::session`]. `full`: with
-/// room for a full batch (a split's; a single-output step's holds one message).
+/// A batch to node `node` (`spare`, an emptied one, if its payloads are of `item`'s type);
+/// `session`: see [`Batch::session`]. `full`: with room for a full batch (a split's; a
+/// single-output step's holds one message).
 fn new_batch(
-    (node, from): (usize, Sender),
+    node: usize,
     (graph, sched, frame): (&Arc<GraphInner>, &Arc<Sched>, Option<&Arc<Frame>>),
-    new: fn() -> Box<dyn PayloadQueue>,
-    session: Option<u64>,
-    full: bool,
+    (new, item): (fn() -> Box<dyn PayloadQueue>, std::any::TypeId),
+    (session, full): (Option<u64>, bool),
+    spare: Option<&mut Option<Box<Batch>>>,
 ) -> Box<Batch> {
+    if let Some(mut b) = spare
+        .and_then(Option::take)
+        .filter(|b| b.msgs.is_empty() && b.payloads.is_empty() && b.payloads.item_type() == item)
+    {
+        b.node = node as u32;
+        b.handles = Handles::new(graph, sched, frame);
+        b.session = session;
+        return b;
+    }
     let mut payloads = new();
     if full {
         payloads.reserve_batch();
     }
     Box::new(Batch {
         node: node as u32,
-        from,
         handles: Handles::new(graph, sched, frame),
-        ids: VecDeque::with_capacity(if full { BATCH_MAX } else { 1 }),
+        msgs: VecDeque::with_capacity(if full { BATCH_MAX } else { 1 }),
         payloads,
         session,
     })
@@ -105,18 +117,15 @@ fn holding(sh: &Shared) -> bool {
 /// Push a batch `me` gathered to thread `t` of its destination. Should a hook be active
 /// whose current session did not hear of its sends (gathered before it attached), each is
 /// delivered on its own, through the send hook, as if posted now (a failure then fails
-/// that message's schedule call).
-fn send_batch(sh: &Shared, me: &ThreadShared, batch: Box<Batch>, t: usize) {
+/// that message's schedule call). Returns the batch emptied, when its messages joined one
+/// waiting at the destination (see [`ThreadShared::push_batch`]).
+fn send_batch(sh: &Shared, me: &ThreadShared, batch: Box<Batch>, t: usize) -> Option<Box<Batch>> {
     let graph = batch.handles.graph.clone();
     let node = batch.node as usize;
-    let Some(n) = graph.nodes.get(node) else {
-        return;
-    };
-    let Some(dest) = n.threads.get(t) else {
-        return;
-    };
-    let Err(batch) = dest.push_batch(batch, sh.hook.as_deref()) else {
-        return;
+    let dest = graph.nodes.get(node)?.threads.get(t)?;
+    let batch = match dest.push_batch(batch, sh.hook.as_deref()) {
+        Ok(emptied) => return emptied,
+        Err(batch) => batch,
     };
     let from_node = node.saturating_sub(1);
     for env in batch.into_envelopes() {
@@ -137,6 +146,7 @@ fn send_batch(sh: &Shared, me: &ThreadShared, batch: Box<Batch>, t: usize) {
             fail_schedule(sh, me, &sched, &graph.nodes[from_node].info.name, &id, e);
         }
     }
+    None
 }
 
 /// Fail the schedule call `sched` because of a step of `op` on `me` with message `msg`.
@@ -168,6 +178,7 @@ pub(crate) fn thread_main<S: ThreadState>(sh: &Shared, me: &ThreadShared) {
         me,
         state: S::default(),
         instances: HashMap::default(),
+        spare: None,
     };
     let track = sh.hook.is_some();
     // Without a hook the thread's front is its own (see `ThreadShared::pop_unwatched`).
@@ -469,6 +480,7 @@ impl<S: ThreadState> Exec<'_, S> {
         );
         poster.frame = frame;
         poster.owned = owned;
+        poster.spare = Some(&mut self.spare);
         poster.batch_if_free();
         let info = StepInfo {
             thread: &self.me.info,
@@ -779,6 +791,8 @@ struct Poster<'a> {
     /// Either way a step's outputs leave when the step ends, or when 64 wait for one
     /// thread: delivery is the same whether or not a debugger is attached or may hold.
     singles: Vec<Vec<Envelope>>,
+    /// Where an emptied batch is kept for reuse (a leaf's: its thread's).
+    spare: Option<&'a mut Option<Box<Batch>>>,
 }
 
 impl<'a> Poster<'a> {
@@ -811,6 +825,7 @@ impl<'a> Poster<'a> {
             batching: false,
             batches: Vec::new(),
             singles: Vec::new(),
+            spare: None,
         }
     }
 }
@@ -910,7 +925,10 @@ impl<'a> Poster<'a> {
     /// Push the batch gathered for thread `t` of the next operation.
     fn flush_one(&mut self, t: usize) {
         if let Some(batch) = self.batches.get_mut(t).and_then(Option::take) {
-            send_batch(self.sh, self.me, batch, t);
+            let emptied = send_batch(self.sh, self.me, batch, t);
+            if let (Some(spare), Some(b)) = (self.spare.as_deref_mut(), emptied) {
+                *spare = Some(b);
+            }
         }
     }
 
@@ -982,8 +1000,10 @@ impl PostSink for Poster<'_> {
         }
         let handles = (self.graph, self.sched, self.frame.as_deref());
         let full = matches!(self.ids, IdMode::Child(_));
-        let b = self.batches[t].get_or_insert_with(|| new_batch((next, from), handles, new, session, full));
-        b.ids.push_back(id);
+        let spare = self.spare.as_deref_mut();
+        let b = self.batches[t]
+            .get_or_insert_with(|| new_batch(next, handles, (new, msg.type_id()), (session, full), spare));
+        b.msgs.push_back((id, from));
         Some(&mut *b.payloads)
     }
 

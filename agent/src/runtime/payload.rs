@@ -56,6 +56,13 @@ pub(crate) trait PayloadQueue: Send {
     /// Make room for a full batch of small payloads at once (a split's batches fill up;
     /// growing by doubling showed in profiles).
     fn reserve_batch(&mut self);
+    /// Move every payload of `other` to the back of this queue, if it is a queue of the
+    /// same type (else nothing moves: `false`).
+    fn append(&mut self, other: &mut dyn PayloadQueue) -> bool;
+    /// The payloads' type.
+    fn item_type(&self) -> std::any::TypeId;
+    /// Whether no payload is left.
+    fn is_empty(&self) -> bool;
 }
 
 impl<T: Serialize + DeserializeOwned + Send + 'static> PayloadQueue for VecDeque<T> {
@@ -82,6 +89,21 @@ impl<T: Serialize + DeserializeOwned + Send + 'static> PayloadQueue for VecDeque
         if std::mem::size_of::<T>() <= 256 {
             self.reserve(super::thread::BATCH_MAX);
         }
+    }
+    fn append(&mut self, other: &mut dyn PayloadQueue) -> bool {
+        match other.as_any_mut().downcast_mut::<VecDeque<T>>() {
+            Some(o) => {
+                VecDeque::append(self, o);
+                true
+            }
+            None => false,
+        }
+    }
+    fn item_type(&self) -> std::any::TypeId {
+        std::any::TypeId::of::<T>()
+    }
+    fn is_empty(&self) -> bool {
+        VecDeque::is_empty(self)
     }
 }
 

@@ -200,11 +200,12 @@ pub(crate) enum Item {
 /// hook that may hold them) splits it first.
 pub(crate) struct Batch {
     pub(crate) node: u32,
-    pub(crate) from: Sender,
     /// The handles all its messages share.
     pub(crate) handles: Handles,
-    /// The messages' ids, in order (never empty in a queue).
-    pub(crate) ids: VecDeque<MsgId>,
+    /// The messages' ids and senders, in order (never empty in a queue). Senders differ
+    /// once batches from several threads were joined at their destination (see
+    /// [`ThreadShared::push_batch`]).
+    pub(crate) msgs: VecDeque<(MsgId, Sender)>,
     /// The payloads, in the same order.
     pub(crate) payloads: Box<dyn PayloadQueue>,
     /// The session (see [`Hook::session`]) in which each message's send was reported to a
@@ -241,7 +242,7 @@ impl Handles {
             }
     }
 
-    fn of(&self) -> (&GraphInner, &Sched, Option<&Frame>) {
+    pub(crate) fn of(&self) -> (&GraphInner, &Sched, Option<&Frame>) {
         (&self.graph, &self.sched, self.frame.as_deref())
     }
 }
@@ -252,13 +253,13 @@ pub(crate) const BATCH_MAX: usize = 64;
 
 impl Batch {
     pub(crate) fn len(&self) -> usize {
-        self.ids.len()
+        self.msgs.len()
     }
 
     /// Its messages as envelopes of their own (each with its own handles), in order.
     pub(crate) fn into_envelopes(mut self) -> impl Iterator<Item = Envelope> {
         std::iter::from_fn(move || {
-            let id = self.ids.pop_front()?;
+            let (id, from) = self.msgs.pop_front()?;
             let payload = self.payloads.pop_boxed()?;
             let h = &self.handles;
             Some(Envelope {
@@ -268,7 +269,7 @@ impl Batch {
                 frame: h.frame.clone(),
                 sched: h.sched.clone(),
                 node: self.node,
-                from: self.from,
+                from,
                 traced: false,
             })
         })
@@ -459,7 +460,16 @@ impl ThreadShared {
     /// hook's current session (the batch was gathered for a streaming hook); else the batch
     /// comes back: its messages must be sent one by one, through the hooks. (An attach
     /// snapshot, which changes the session, locks every queue: it cannot come between.)
-    pub(crate) fn push_batch(&self, batch: Box<Batch>, hook: Option<&dyn Hook>) -> Result<(), Box<Batch>> {
+    ///
+    /// When the inbox ends with a batch of the same destination, handles and session with
+    /// room for these messages (the thread is behind: a merge's inputs pile up), they join
+    /// it, whoever sent them: the queue's order is the same, the receiver takes fewer
+    /// entries, and the emptied batch comes back (`Ok(Some)`) for the sender to reuse.
+    pub(crate) fn push_batch(
+        &self,
+        mut batch: Box<Batch>,
+        hook: Option<&dyn Hook>,
+    ) -> Result<Option<Box<Batch>>, Box<Batch>> {
         let mut q = lock(&self.shared.queue);
         if let Some(hook) = hook.filter(|h| h.active()) {
             if batch.session != Some(hook.session()) {
@@ -469,7 +479,7 @@ impl ThreadShared {
             // start messages meanwhile.
             let entries = q.entries;
             if let Some(n) = batch.handles.graph.nodes.get(batch.node as usize) {
-                let mut msgs = batch.ids.iter().enumerate().map(|(i, id)| {
+                let mut msgs = batch.msgs.iter().enumerate().map(|(i, (id, _))| {
                     let position = self.own.front_len.load(Ordering::Acquire)
                         + entries
                         + i
@@ -480,10 +490,22 @@ impl ThreadShared {
             }
         }
         q.entries += batch.len();
+        if let Some(Item::Batch(tail)) = q.items.back_mut() {
+            if tail.node == batch.node
+                && tail.session == batch.session
+                && tail.len() + batch.len() <= BATCH_MAX
+                && tail.handles.same(batch.handles.of())
+                && tail.payloads.append(&mut *batch.payloads)
+            {
+                tail.msgs.append(&mut batch.msgs);
+                self.wake(q);
+                return Ok(Some(batch));
+            }
+        }
         q.batches += 1;
         q.items.push_back(Item::Batch(batch));
         self.wake(q);
-        Ok(())
+        Ok(None)
     }
 
     /// The start of the step for the message last taken has been recorded (or will not
@@ -647,7 +669,7 @@ impl ThreadShared {
             return items.pop_front().map(Popped::Item);
         };
         let all = b.len();
-        let Some(id) = b.ids.pop_front().filter(|_| b.payloads.pop_into(slot)) else {
+        let Some((id, from)) = b.msgs.pop_front().filter(|_| b.payloads.pop_into(slot)) else {
             // Ids and payloads out of step (typed operations never do that): the batch is
             // dropped rather than left to block the queue.
             items.pop_front();
@@ -658,13 +680,13 @@ impl ThreadShared {
         let head = BatchHead {
             id,
             node: b.node as usize,
-            from: b.from,
+            from,
             handles: (!kept.is_some_and(|k| k.same(b.handles.of()))).then(|| {
                 let h = &b.handles;
                 Handles::new(&h.graph, &h.sched, h.frame.as_ref())
             }),
         };
-        if b.ids.is_empty() {
+        if b.msgs.is_empty() {
             items.pop_front();
         }
         Some(Popped::FromBatch(head))
@@ -849,7 +871,7 @@ fn current_of(p: &Popped, kept: Option<&Handles>) -> Option<Running> {
     Some(match item {
         Item::Batch(b) => Running {
             op: b.handles.graph.nodes.get(b.node as usize)?.info.id,
-            msg: b.ids.front()?.clone(),
+            msg: b.msgs.front()?.0.clone(),
             step: StepKind::Run,
         },
         Item::Msg(e) => {
