@@ -13,8 +13,16 @@
 //!   a `move` went out.
 //!
 //! Each takes `timeout_ms` (default 10000) and answers `{"event":"waited","until":..}` or an
-//! `error`. At the end of stdin the controller detaches (the program runs free) and waits
-//! for the program to finish.
+//! `error`. `move` sends a partial `reorder` (`"rest"`: the messages it does not name keep
+//! their order, arrivals included). At the end of stdin the controller detaches (the
+//! program runs free) and waits for the program to finish.
+//!
+//! A scenario ([`Input::Script`]) sends each command with its line number as request
+//! number (`"req": N`) and waits for the agent's verdict (`ok` or `error` carrying it)
+//! before the next line: any line refused, by the agent or here, stops the scenario with
+//! `scenario line N: …; stopping the scenario`; the controller detaches, waits for the
+//! program (printing its `exit` and the `outcome`) and exits with [`SCENARIO_STOPPED`].
+//! Stdin lines carry no request number and are not awaited.
 
 use crate::conn::{CommandSender, ConnEvent, Connection};
 use crate::launch::Launched;
@@ -211,9 +219,10 @@ pub fn run(conn: Connection, launched: Option<Launched>) -> i32 {
 pub enum Input {
     /// JSON lines on stdin (interactive or piped).
     Stdin,
-    /// A scenario file's lines (variables already substituted). The first failing line
-    /// stops it; at its end the controller detaches, waits for the program and prints
-    /// `{"event":"outcome","result":...}` with the program's final line.
+    /// A scenario file's lines (variables already substituted). Each command waits for its
+    /// verdict; the first failing or refused line stops it (exit code
+    /// [`SCENARIO_STOPPED`]); at its end the controller detaches, waits for the program and
+    /// prints `{"event":"outcome","result":...}` with the program's final line.
     Script(String),
 }
 
@@ -356,7 +365,10 @@ pub fn run_with(conn: Connection, launched: Option<Launched>, input: Input) -> i
                     ctl.changed.notify_all();
                     if let Some(reason) = closed {
                         if let Some(r) = reason {
-                            ctl.print(&Event::Error { message: r, req: None });
+                            ctl.print(&Event::Error {
+                                message: r,
+                                req: None,
+                            });
                         }
                         break 'outer;
                     }
@@ -589,7 +601,9 @@ fn verdict(ctl: &Ctl, n: u64) -> Result<(), String> {
             return v;
         }
         if st.closed {
-            return Err("the connection closed (the program ended?) before the agent answered the command".into());
+            return Err(
+                "the connection closed (the program ended?) before the agent answered the command".into(),
+            );
         }
         let arrived = ctl.announced.load(std::sync::atomic::Ordering::SeqCst);
         let now = Instant::now();

@@ -32,10 +32,7 @@ fn a_move_is_applied_while_the_held_queue_is_still_filling() {
     let runs = 20;
     let mut arrivals_during_moves = 0;
     for run in 0..runs {
-        let mut s = Session::run(
-            "farm",
-            &["--threads", "4", "--tasks", "40", "--work-us", "3000"],
-        );
+        let mut s = Session::run("farm", &["--threads", "4", "--tasks", "40", "--work-us", "3000"]);
         attached_and_held(&mut s);
         s.send(json!({"cmd":"break","op":"Sum","thread":"main[0]","on":true}));
         s.send(cont());
@@ -64,13 +61,20 @@ fn a_move_is_applied_while_the_held_queue_is_still_filling() {
             .iter()
             .map(|e| e["id"].as_str().unwrap())
             .collect();
-        let at_m = ids.iter().position(|i| *i == m).expect("the moved message is listed");
+        let at_m = ids
+            .iter()
+            .position(|i| *i == m)
+            .expect("the moved message is listed");
         let at_waited = position(&s.seen, |v| v == &waited);
         for r in &s.seen[..at_waited] {
-            if r["event"] == "recv" && r["thread"] == "main[0]" && r["op"] == "Sum" && r["msg"] != m.as_str() {
+            if r["event"] == "recv" && r["thread"] == "main[0]" && r["op"] == "Sum" && r["msg"] != m.as_str()
+            {
                 let k = r["msg"].as_str().unwrap();
                 let at_k = ids.iter().position(|i| *i == k);
-                assert!(at_k.is_some_and(|p| p < at_m), "run {run}: {k} is not before {m}: {q}");
+                assert!(
+                    at_k.is_some_and(|p| p < at_m),
+                    "run {run}: {k} is not before {m}: {q}"
+                );
             }
         }
         let at_hold = position(&s.seen, |v| v == &held);
@@ -111,10 +115,7 @@ fn a_move_is_applied_while_the_held_queue_is_still_filling() {
 /// Run `script` (written to a temporary file) on `program ARGS`; returns (the controller's
 /// exit code, every event it printed).
 fn scenario(name: &str, script: &str, program: &str, args: &[&str]) -> (Option<i32>, Vec<Value>) {
-    let path: PathBuf = std::env::temp_dir().join(format!(
-        "racetrack-{}-{name}.jsonl",
-        std::process::id()
-    ));
+    let path: PathBuf = std::env::temp_dir().join(format!("racetrack-{}-{name}.jsonl", std::process::id()));
     std::fs::write(&path, script).unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_racetrack"))
         .args(["run", "--ctl", "--script"])

@@ -511,7 +511,9 @@ impl Request {
                 None => return Err((None, format!("`req` must be a non-negative integer, not {r}"))),
             },
         };
-        Command::from_value(v).map(|cmd| Request { req, cmd }).map_err(|e| (req, e))
+        Command::from_value(v)
+            .map(|cmd| Request { req, cmd })
+            .map_err(|e| (req, e))
     }
 
     /// The request as one JSON object (`req` after the command's fields; absent when none).

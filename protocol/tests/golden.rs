@@ -349,7 +349,10 @@ fn requests_carry_an_optional_number() {
             trace: false,
         }
     );
-    assert_eq!(r.to_json(), r#"{"cmd":"break","op":"Sum","on":true,"trace":false,"req":12}"#);
+    assert_eq!(
+        r.to_json(),
+        r#"{"cmd":"break","op":"Sum","on":true,"trace":false,"req":12}"#
+    );
     assert_eq!(Request::parse(&r.to_json()), Ok(r));
     // Without a number: the command's own JSON, unchanged.
     let plain = Request::from(Command::Detach);

@@ -23,8 +23,8 @@ mod server;
 use record::{Fast, Rec, Text};
 
 use crate::runtime::hook::{
-    CollectionInfo, GraphInfo, Hook, OpInfo, QueuedMsg, RecvEvent, Rest, SendEvent, StepEvent,
-    StepKind, StreamedSend, StreamedStep, ThreadInfo,
+    CollectionInfo, GraphInfo, Hook, OpInfo, QueuedMsg, RecvEvent, Rest, SendEvent, StepEvent, StepKind,
+    StreamedSend, StreamedStep, ThreadInfo,
 };
 use crate::runtime::ids::MsgId;
 use crate::runtime::thread::{lock, ThreadSnap};
@@ -1013,21 +1013,14 @@ impl Agent {
                     more,
                 });
             }
-            Command::Reorder {
-                thread,
-                order,
-                rest,
-            } => {
+            Command::Reorder { thread, order, rest } => {
                 let t = self.thread_named(&thread)?;
                 let rest = match rest {
                     None => Rest::Named,
                     Some(proto::Rest::After) => Rest::After,
                     Some(proto::Rest::Before) => Rest::Before,
                 };
-                if !self.to_held(
-                    |_, h| h.thread == t.global,
-                    HeldCmd::Reorder { order, rest, req },
-                ) {
+                if !self.to_held(|_, h| h.thread == t.global, HeldCmd::Reorder { order, rest, req }) {
                     return Err(format!(
                         "{} is running; a reorder needs it suspended (pause it or set a breakpoint)",
                         t.name
@@ -1067,10 +1060,7 @@ impl Agent {
             }
             Command::SetState { thread, content } => {
                 let t = self.thread_named(&thread)?;
-                if !self.to_held(
-                    |_, h| h.thread == t.global,
-                    HeldCmd::SetState { content, req },
-                ) {
+                if !self.to_held(|_, h| h.thread == t.global, HeldCmd::SetState { content, req }) {
                     return Err(format!(
                         "{} is running; its state can be set only while it is suspended",
                         t.name

@@ -962,10 +962,7 @@ mod tests {
             ("0.2".to_owned(), "A"),
             ("0.2".to_owned(), "B"),
         ];
-        assert_eq!(
-            full(&s(&["0.2@B", "0.1", "0.2@A"]), &names),
-            Ok(vec![2, 0, 1])
-        );
+        assert_eq!(full(&s(&["0.2@B", "0.1", "0.2@A"]), &names), Ok(vec![2, 0, 1]));
         let e = full(&s(&["0.2", "0.1"]), &names).unwrap_err();
         assert!(e.contains("ambiguous"), "{e}");
         let e = full(&s(&["0.1", "0.2@A"]), &names).unwrap_err();
@@ -999,9 +996,16 @@ mod tests {
             Ok(vec![2, 3, 4, 5, 1, 0])
         );
         // Naming nothing, or everything, is allowed.
-        assert_eq!(resolve_order(&[], &names, Rest::After), Ok(vec![0, 1, 2, 3, 4, 5]));
         assert_eq!(
-            resolve_order(&s(&["0.6", "0.5", "0.3@B", "0.3@A", "0.2", "0.1"]), &names, Rest::Before),
+            resolve_order(&[], &names, Rest::After),
+            Ok(vec![0, 1, 2, 3, 4, 5])
+        );
+        assert_eq!(
+            resolve_order(
+                &s(&["0.6", "0.5", "0.3@B", "0.3@A", "0.2", "0.1"]),
+                &names,
+                Rest::Before
+            ),
             Ok(vec![5, 4, 3, 2, 1, 0])
         );
         // The same refusals as the full rule: not pending, duplicates, ambiguity.
@@ -1017,5 +1021,4 @@ mod tests {
         let e = full(&s(&["0.2"]), &names).unwrap_err();
         assert!(e.contains("missing: 0.1, 0.3, 0.3, 0.5, 0.6"), "{e}");
     }
-
 }

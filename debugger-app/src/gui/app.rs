@@ -170,7 +170,10 @@ impl App {
                 }
                 Ok(ConnEvent::Closed(reason)) => {
                     if let Some(r) = reason {
-                        self.model.ingest(&Event::Error { message: r, req: None });
+                        self.model.ingest(&Event::Error {
+                            message: r,
+                            req: None,
+                        });
                     }
                     self.model.attached = false;
                     if s.process.is_none() && self.model.exited.is_none() {
