@@ -5,7 +5,7 @@
 
 use futures_util::{SinkExt, StreamExt};
 use racetrack_protocol::{
-    Command, Decoded, Decoder, Event, Names, PackedEv, BINARY_HEADER, MAX_FRAME_BYTES, PROTOCOL_VERSION,
+    Decoded, Decoder, Event, Names, PackedEv, Request, BINARY_HEADER, MAX_FRAME_BYTES, PROTOCOL_VERSION,
 };
 use std::sync::mpsc;
 use std::sync::Arc;
@@ -32,7 +32,7 @@ pub enum ConnEvent {
 pub struct Connection {
     /// Events in arrival order.
     pub events: mpsc::Receiver<ConnEvent>,
-    cmds: tokio::sync::mpsc::UnboundedSender<Command>,
+    cmds: tokio::sync::mpsc::UnboundedSender<Request>,
 }
 
 type Waker = Box<dyn Fn() + Send>;
@@ -85,9 +85,11 @@ impl Connection {
         }
     }
 
-    /// Send a command (never blocks). False if the connection is closed.
-    pub fn send(&self, cmd: Command) -> bool {
-        self.cmds.send(cmd).is_ok()
+    /// Send a command (never blocks), with or without a request number (a
+    /// [`racetrack_protocol::Command`] converts to a [`Request`] without one). False if the
+    /// connection is closed.
+    pub fn send(&self, cmd: impl Into<Request>) -> bool {
+        self.cmds.send(cmd.into()).is_ok()
     }
 
     /// Separate the sending half (cloneable, for other threads) from the events.
@@ -98,19 +100,20 @@ impl Connection {
 
 /// The sending half of a [`Connection`]; dropping every clone closes the connection.
 #[derive(Clone)]
-pub struct CommandSender(tokio::sync::mpsc::UnboundedSender<Command>);
+pub struct CommandSender(tokio::sync::mpsc::UnboundedSender<Request>);
 
 impl CommandSender {
-    /// Send a command (never blocks). False if the connection is closed.
-    pub fn send(&self, cmd: Command) -> bool {
-        self.0.send(cmd).is_ok()
+    /// Send a command (never blocks), with or without a request number. False if the
+    /// connection is closed.
+    pub fn send(&self, cmd: impl Into<Request>) -> bool {
+        self.0.send(cmd.into()).is_ok()
     }
 }
 
 async fn run(
     url: String,
     events: mpsc::SyncSender<ConnEvent>,
-    mut cmds: tokio::sync::mpsc::UnboundedReceiver<Command>,
+    mut cmds: tokio::sync::mpsc::UnboundedReceiver<Request>,
     ready: mpsc::Sender<Result<(), String>>,
     waker: Waker,
 ) {
@@ -167,13 +170,13 @@ async fn run(
                         waker();
                     }
                     Err(e) => {
-                        let _ = events.send(ConnEvent::Event(Event::Error { message: format!("unreadable frame from the agent: {e}") }));
+                        let _ = events.send(ConnEvent::Event(Event::Error { message: format!("unreadable frame from the agent: {e}"), req: None }));
                     }
                 }
             }
             c = cmds.recv() => match c {
                 Some(cmd) => {
-                    let text = serde_json::to_string(&cmd).unwrap_or_default();
+                    let text = cmd.to_json();
                     if let Err(e) = tx.send(Message::Text(text.into())).await {
                         break Some(format!("connection lost: {e}"));
                     }

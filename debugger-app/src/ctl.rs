@@ -13,8 +13,16 @@
 //!   a `move` went out.
 //!
 //! Each takes `timeout_ms` (default 10000) and answers `{"event":"waited","until":..}` or an
-//! `error`. At the end of stdin the controller detaches (the program runs free) and waits
-//! for the program to finish.
+//! `error`. `move` sends a partial `reorder` (`"rest"`: the messages it does not name keep
+//! their order, arrivals included). At the end of stdin the controller detaches (the
+//! program runs free) and waits for the program to finish.
+//!
+//! A scenario ([`Input::Script`]) sends each command with its line number as request
+//! number (`"req": N`) and waits for the agent's verdict (`ok` or `error` carrying it)
+//! before the next line: any line refused, by the agent or here, stops the scenario with
+//! `scenario line N: …; stopping the scenario`; the controller detaches, waits for the
+//! program (printing its `exit` and the `outcome`) and exits with [`SCENARIO_STOPPED`].
+//! Stdin lines carry no request number and are not awaited.
 
 use crate::conn::{CommandSender, ConnEvent, Connection};
 use crate::launch::Launched;
@@ -31,6 +39,12 @@ const RECENT_MAX: usize = 200_000;
 const CHUNK: usize = 64;
 /// Printed bytes written to stdout at a time.
 const PRINT_CHUNK: usize = 64 * 1024;
+/// The controller's exit code when a scenario stopped at a failing line (whatever the
+/// program's own exit, which is printed in its `exit` event).
+pub const SCENARIO_STOPPED: i32 = 3;
+/// How long a scenario waits for a command's verdict while nothing arrives (events still
+/// arriving restart the wait: the verdict may be behind them in the stream).
+const VERDICT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Recent events as they arrived: single events, and packed frames kept whole (their
 /// events are expanded only when a `wait` matches against them).
@@ -90,10 +104,15 @@ struct State {
     /// so before `exit`). See [`Busy`].
     busy: bool,
     exit_code: Option<Option<i32>>,
+    /// Verdicts (`ok` / `error` carrying a request number) of a scenario's commands, by
+    /// number, until the scenario takes them.
+    verdicts: std::collections::HashMap<u64, Result<(), String>>,
 }
 
 struct Ctl {
     exit_printed: std::sync::atomic::AtomicBool,
+    /// A scenario line failed: the controller exits with [`SCENARIO_STOPPED`].
+    scenario_stopped: std::sync::atomic::AtomicBool,
     /// Scenario mode: print the outcome after `exit`.
     outcome_pending: Mutex<bool>,
     /// The program's last stdout line.
@@ -174,6 +193,15 @@ impl Ctl {
         let _ = out.flush();
     }
 
+    /// The controller's exit code: the program's (`code`), unless a scenario stopped.
+    fn exit_code(&self, code: i32) -> i32 {
+        if self.scenario_stopped.load(std::sync::atomic::Ordering::SeqCst) {
+            SCENARIO_STOPPED
+        } else {
+            code
+        }
+    }
+
     fn print(&self, ev: &Event) {
         let mut out = self.out.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let _ = writeln!(out, "{}", ev.to_json());
@@ -191,9 +219,10 @@ pub fn run(conn: Connection, launched: Option<Launched>) -> i32 {
 pub enum Input {
     /// JSON lines on stdin (interactive or piped).
     Stdin,
-    /// A scenario file's lines (variables already substituted). The first failing line
-    /// stops it; at its end the controller detaches, waits for the program and prints
-    /// `{"event":"outcome","result":...}` with the program's final line.
+    /// A scenario file's lines (variables already substituted). Each command waits for its
+    /// verdict; the first failing or refused line stops it (exit code
+    /// [`SCENARIO_STOPPED`]); at its end the controller detaches, waits for the program and
+    /// prints `{"event":"outcome","result":...}` with the program's final line.
     Script(String),
 }
 
@@ -225,6 +254,7 @@ pub fn substitute(text: &str, vars: &[(String, String)]) -> Result<String, Strin
 pub fn run_with(conn: Connection, launched: Option<Launched>, input: Input) -> i32 {
     let ctl = Arc::new(Ctl {
         exit_printed: Default::default(),
+        scenario_stopped: Default::default(),
         outcome_pending: Mutex::new(false),
         last_stdout: Mutex::new(String::new()),
         state: Mutex::new(State {
@@ -293,6 +323,18 @@ pub fn run_with(conn: Connection, launched: Option<Launched>, input: Input) -> i
                     for ce in chunk.drain(..) {
                         let item = match ce {
                             ConnEvent::Event(ev) => {
+                                match &ev {
+                                    Event::Ok { req: Some(n), .. } => {
+                                        st.verdicts.insert(*n, Ok(()));
+                                    }
+                                    Event::Error {
+                                        req: Some(n),
+                                        message,
+                                    } => {
+                                        st.verdicts.insert(*n, Err(message.clone()));
+                                    }
+                                    _ => {}
+                                }
                                 st.model.ingest(&ev);
                                 Recent::Event(Box::new(ev))
                             }
@@ -323,7 +365,10 @@ pub fn run_with(conn: Connection, launched: Option<Launched>, input: Input) -> i
                     ctl.changed.notify_all();
                     if let Some(reason) = closed {
                         if let Some(r) = reason {
-                            ctl.print(&Event::Error { message: r });
+                            ctl.print(&Event::Error {
+                                message: r,
+                                req: None,
+                            });
                         }
                         break 'outer;
                     }
@@ -334,6 +379,7 @@ pub fn run_with(conn: Connection, launched: Option<Launched>, input: Input) -> i
         if let Err(e) = spawned {
             ctl.print(&Event::Error {
                 message: format!("cannot start the event thread: {e}"),
+                req: None,
             });
             return 1;
         }
@@ -356,7 +402,7 @@ pub fn run_with(conn: Connection, launched: Option<Launched>, input: Input) -> i
                 }
                 drop(st);
                 ctl2.print_exit(None);
-                std::process::exit(0);
+                std::process::exit(ctl2.exit_code(0));
             });
     }
     // Commands from stdin.
@@ -381,7 +427,7 @@ pub fn run_with(conn: Connection, launched: Option<Launched>, input: Input) -> i
                 busy.set();
                 let cmd = line.trim();
                 if !cmd.is_empty() {
-                    handle_line_printing(&ctl, &conn, cmd, |e| e);
+                    handle_line_printing(&ctl, &conn, cmd, None, |e| e);
                 }
                 if !reader.buffer().contains(&b'\n') {
                     busy.clear();
@@ -397,9 +443,13 @@ pub fn run_with(conn: Connection, launched: Option<Launched>, input: Input) -> i
                 if line.is_empty() || line.starts_with('#') {
                     continue;
                 }
-                if !handle_line_printing(&ctl, &conn, line, |e| {
+                // Each command carries its line number as request number and waits for
+                // its verdict: whatever the agent refuses stops the scenario here.
+                if !handle_line_printing(&ctl, &conn, line, Some(n as u64 + 1), |e| {
                     format!("scenario line {}: {e}; stopping the scenario", n + 1)
                 }) {
+                    ctl.scenario_stopped
+                        .store(true, std::sync::atomic::Ordering::SeqCst);
                     break;
                 }
             }
@@ -412,12 +462,12 @@ pub fn run_with(conn: Connection, launched: Option<Launched>, input: Input) -> i
     loop {
         if program_mode {
             if let Some(code) = st.exit_code {
-                return code.unwrap_or(1);
+                return ctl.exit_code(code.unwrap_or(1));
             }
         } else if st.closed {
             drop(st);
             ctl.print_exit(None);
-            return 0;
+            return ctl.exit_code(0);
         }
         st = ctl
             .changed
@@ -431,12 +481,14 @@ fn handle_line_printing(
     ctl: &Ctl,
     conn: &CommandSender,
     line: &str,
+    req: Option<u64>,
     error: impl FnOnce(String) -> String,
 ) -> bool {
-    let r = handle_line(ctl, conn, line);
+    let r = handle_line(ctl, conn, line, req);
     if let Err(e) = &r {
         ctl.print(&Event::Error {
             message: error(e.clone()),
+            req: None,
         });
     }
     r.is_ok()
@@ -486,7 +538,9 @@ fn is_ack_all(ev: &Event) -> bool {
     }
 }
 
-fn handle_line(ctl: &Ctl, conn: &CommandSender, line: &str) -> Result<(), String> {
+/// Handle one command line. With `req`, a command for the agent is sent with that request
+/// number and its verdict is awaited: an agent's refusal is this line's error.
+fn handle_line(ctl: &Ctl, conn: &CommandSender, line: &str, req: Option<u64>) -> Result<(), String> {
     let v: Value = serde_json::from_str(line).map_err(|e| format!("malformed JSON: {e}"))?;
     let cmd = match v.get("cmd").and_then(Value::as_str) {
         Some("wait") => return wait(ctl, &v),
@@ -527,21 +581,66 @@ fn handle_line(ctl: &Ctl, conn: &CommandSender, line: &str) -> Result<(), String
         };
         st.releasing.extend(releasing);
     }
-    if conn.send(cmd) {
-        Ok(())
-    } else {
-        Err("not connected: the command was not sent".into())
+    if !conn.send(racetrack_protocol::Request { req, cmd }) {
+        return Err("not connected: the command was not sent".into());
+    }
+    match req {
+        Some(n) => verdict(ctl, n),
+        None => Ok(()),
     }
 }
 
-/// `{"cmd":"move","thread":T,"op":OP|"msg":ID,"to":"front"|"back"}`: a reorder of a held
-/// thread's pending messages (plus the one it is about to start) computed from the model.
+/// Wait for the verdict of request `n`: the agent's `error` message is the error; no answer
+/// for [`VERDICT_TIMEOUT`] with nothing arriving, or the connection's end, is one too.
+fn verdict(ctl: &Ctl, n: u64) -> Result<(), String> {
+    let mut st = ctl.lock();
+    let mut seen = ctl.announced.load(std::sync::atomic::Ordering::SeqCst);
+    let mut deadline = Instant::now() + VERDICT_TIMEOUT;
+    loop {
+        if let Some(v) = st.verdicts.remove(&n) {
+            return v;
+        }
+        if st.closed {
+            return Err(
+                "the connection closed (the program ended?) before the agent answered the command".into(),
+            );
+        }
+        let arrived = ctl.announced.load(std::sync::atomic::Ordering::SeqCst);
+        let now = Instant::now();
+        if arrived != seen {
+            seen = arrived;
+            deadline = now + VERDICT_TIMEOUT;
+        }
+        if now >= deadline {
+            return Err(format!(
+                "no answer from the agent for {} s",
+                VERDICT_TIMEOUT.as_secs()
+            ));
+        }
+        st = ctl
+            .changed
+            .wait_timeout(st, (deadline - now).min(Duration::from_millis(50)))
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .0;
+    }
+}
+
+/// `{"cmd":"move","thread":T,"op":OP|"msg":ID,"to":"front"|"back"}`: a partial reorder of a
+/// held thread naming the matching messages the controller has seen (pending, plus the one
+/// the thread is about to start): they go to the front (`"rest":"after"`) or the back
+/// (`"rest":"before"`), and every other message — including ones that arrive after the
+/// controller looked — keeps its relative order.
 fn move_cmd(model: &Model, v: &Value) -> Result<Option<Command>, String> {
     let thread = v
         .get("thread")
         .and_then(Value::as_str)
         .ok_or("move needs `thread`")?;
     let to = v.get("to").and_then(Value::as_str).unwrap_or("front");
+    let rest = match to {
+        "front" => racetrack_protocol::Rest::After,
+        "back" => racetrack_protocol::Rest::Before,
+        other => return Err(format!("move: `to` must be front or back, not {other}")),
+    };
     let (op, msg) = (
         v.get("op").and_then(Value::as_str),
         v.get("msg").and_then(Value::as_str),
@@ -565,6 +664,8 @@ fn move_cmd(model: &Model, v: &Value) -> Result<Option<Command>, String> {
             .flatten()
             .map(|m| (m.id.to_string(), m.op.to_string())),
     );
+    // `id@op` when the id is not unique among what the controller has seen (a message
+    // arriving later with the same id for another operation makes the agent ask for it).
     let key = |(id, op): &(String, String)| {
         if rows.iter().filter(|r| &r.0 == id).count() > 1 {
             format!("{id}@{op}")
@@ -572,22 +673,18 @@ fn move_cmd(model: &Model, v: &Value) -> Result<Option<Command>, String> {
             id.clone()
         }
     };
-    let picked = |r: &(String, String)| op.is_some_and(|o| r.1 == o) || msg.is_some_and(|m| r.0 == m);
-    let (sel, rest): (Vec<_>, Vec<_>) = rows.iter().partition(|r| picked(r));
-    if sel.is_empty() {
+    let picked = |r: &&(String, String)| op.is_some_and(|o| r.1 == o) || msg.is_some_and(|m| r.0 == m);
+    let order: Vec<String> = rows.iter().filter(picked).map(key).collect();
+    if order.is_empty() {
         if v.get("optional").and_then(Value::as_bool) == Some(true) {
             return Ok(None);
         }
         return Err(format!("no message pending on {thread} matches"));
     }
-    let order: Vec<String> = match to {
-        "front" => sel.iter().chain(rest.iter()).map(|r| key(r)).collect(),
-        "back" => rest.iter().chain(sel.iter()).map(|r| key(r)).collect(),
-        other => return Err(format!("move: `to` must be front or back, not {other}")),
-    };
     Ok(Some(Command::Reorder {
         thread: thread.to_owned(),
         order,
+        rest: Some(rest),
     }))
 }
 
@@ -795,6 +892,6 @@ fn spawn_program_watch(ctl: Arc<Ctl>, mut l: Launched) {
             let _last = ctl.print_exit_and_hold(code);
             ctl.lock().exit_code = Some(code);
             ctl.changed.notify_all();
-            std::process::exit(code.unwrap_or(1));
+            std::process::exit(ctl.exit_code(code.unwrap_or(1)));
         });
 }

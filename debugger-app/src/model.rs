@@ -429,7 +429,7 @@ impl Model {
                     format!("{op} on {thread} panicked at message {msg}: {message}"),
                 );
             }
-            Event::Error { message } => self.log("error", message.clone()),
+            Event::Error { message, .. } => self.log("error", message.clone()),
             Event::Exit { code } => {
                 let text = match code {
                     Some(c) => format!("program exited with code {c}"),
@@ -443,7 +443,7 @@ impl Model {
                     n.status = NodeStatus::Finished;
                 }
             }
-            Event::Ok { cmd, target } => {
+            Event::Ok { cmd, target, .. } => {
                 let on = target.as_ref().map(|t| format!(" ({t})")).unwrap_or_default();
                 self.log("info", format!("{cmd} applied{on}"));
             }

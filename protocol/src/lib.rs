@@ -280,13 +280,17 @@ pub enum Event {
         /// The thread-local state.
         content: Value,
     },
-    /// A command was applied (`edit`, `reorder`, `set_state`, ...).
+    /// A command was applied (`edit`, `reorder`, `set_state`; and any command sent with
+    /// a request number: see [`Request`]).
     Ok {
         /// The command's name.
         cmd: String,
         /// What it applied to, when useful (thread name or event id).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         target: Option<String>,
+        /// The request number the command carried (absent: it carried none).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        req: Option<u64>,
     },
     /// An operation panicked or broke a rule; the schedule call fails.
     Panic {
@@ -303,6 +307,9 @@ pub enum Event {
     Error {
         /// What was wrong.
         message: String,
+        /// The request number of the refused command, when it carried one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        req: Option<u64>,
     },
     /// `ctl`: a line the program printed.
     Output {
@@ -329,6 +336,16 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         code: Option<i32>,
     },
+}
+
+/// Where a partial `reorder` puts the pending messages its `order` does not name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Rest {
+    /// After the named ones (the named ones move to the front).
+    After,
+    /// Before the named ones (the named ones move to the back).
+    Before,
 }
 
 /// Everything the debugger can ask.
@@ -386,8 +403,14 @@ pub enum Command {
     Reorder {
         /// Thread name.
         thread: String,
-        /// Every pending message id (plus the held start's message) in the new order.
+        /// Without `rest`: every pending message id (plus the held start's message) in
+        /// the new order. With `rest`: some of them, in their new order.
         order: Vec<String>,
+        /// Where the messages `order` does not name go (absent: `order` must name every
+        /// one). They keep their relative order, including messages that arrived after
+        /// the debugger looked at the queue.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        rest: Option<Rest>,
     },
     /// Replace the content of a held send.
     Edit {
@@ -444,12 +467,66 @@ impl Command {
     /// Parse one command, with an error message that says what was wrong.
     pub fn parse(text: &str) -> Result<Command, String> {
         let v: Value = serde_json::from_str(text).map_err(|e| format!("malformed JSON: {e}"))?;
+        Self::from_value(v)
+    }
+
+    fn from_value(v: Value) -> Result<Command, String> {
         let name = match v.get("cmd") {
             Some(Value::String(s)) => s.clone(),
             Some(_) => return Err("`cmd` must be a string".to_owned()),
             None => return Err("missing `cmd` field".to_owned()),
         };
         serde_json::from_value(v).map_err(|e| format!("bad `{name}` command: {e}"))
+    }
+}
+
+/// A command as sent on the wire: optionally numbered with `"req": N`. A command that
+/// carries a request number is answered by exactly one verdict carrying it: an `ok`
+/// (after any reply such as `queue` or `state`) or an `error`. Without one, the
+/// answers are as they always were (replies, `ok` for `edit` / `reorder` / `set_state`,
+/// `error`s).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Request {
+    /// The request number, chosen by the debugger.
+    pub req: Option<u64>,
+    /// The command.
+    pub cmd: Command,
+}
+
+impl From<Command> for Request {
+    fn from(cmd: Command) -> Self {
+        Request { req: None, cmd }
+    }
+}
+
+impl Request {
+    /// Parse one command with its optional `req`. On error, the request number comes
+    /// with the message when it could be read (so the refusal can carry it).
+    pub fn parse(text: &str) -> Result<Request, (Option<u64>, String)> {
+        let mut v: Value = serde_json::from_str(text).map_err(|e| (None, format!("malformed JSON: {e}")))?;
+        let req = match v.as_object_mut().and_then(|o| o.remove("req")) {
+            None => None,
+            Some(r) => match r.as_u64() {
+                Some(n) => Some(n),
+                None => return Err((None, format!("`req` must be a non-negative integer, not {r}"))),
+            },
+        };
+        Command::from_value(v)
+            .map(|cmd| Request { req, cmd })
+            .map_err(|e| (req, e))
+    }
+
+    /// The request as one JSON object (`req` after the command's fields; absent when none).
+    pub fn to_json(&self) -> String {
+        let mut text = serde_json::to_string(&self.cmd).unwrap_or_default();
+        // A command is always an object with at least `cmd`: add the field before its end.
+        if let (Some(n), true) = (self.req, text.ends_with('}')) {
+            text.pop();
+            text.push_str(",\"req\":");
+            text.push_str(&n.to_string());
+            text.push('}');
+        }
+        text
     }
 }
 

@@ -181,8 +181,17 @@ fn events() {
         Event::Ok {
             cmd: "edit".into(),
             target: Some("42".into()),
+            req: None,
         },
         r#"{"event":"ok","cmd":"edit","target":"42"}"#,
+    );
+    golden_event(
+        Event::Ok {
+            cmd: "break".into(),
+            target: None,
+            req: Some(7),
+        },
+        r#"{"event":"ok","cmd":"break","req":7}"#,
     );
     golden_event(
         Event::Panic {
@@ -194,8 +203,18 @@ fn events() {
         r#"{"event":"panic","thread":"proc[0]","op":"Work","msg":"0.3","message":"boom"}"#,
     );
     golden_event(
-        Event::Error { message: "no".into() },
+        Event::Error {
+            message: "no".into(),
+            req: None,
+        },
         r#"{"event":"error","message":"no"}"#,
+    );
+    golden_event(
+        Event::Error {
+            message: "no".into(),
+            req: Some(7),
+        },
+        r#"{"event":"error","message":"no","req":7}"#,
     );
     golden_event(
         Event::Output {
@@ -272,6 +291,23 @@ fn commands() {
         Command::Reorder {
             thread: "proc[1]".into(),
             order: vec!["0.1.0".into(), "0.0.1".into()],
+            rest: None,
+        },
+    );
+    golden_cmd(
+        r#"{"cmd":"reorder","thread":"proc[1]","order":["0.2"],"rest":"after"}"#,
+        Command::Reorder {
+            thread: "proc[1]".into(),
+            order: vec!["0.2".into()],
+            rest: Some(Rest::After),
+        },
+    );
+    golden_cmd(
+        r#"{"cmd":"reorder","thread":"proc[1]","order":["0.2@Sum"],"rest":"before"}"#,
+        Command::Reorder {
+            thread: "proc[1]".into(),
+            order: vec!["0.2@Sum".into()],
+            rest: Some(Rest::Before),
         },
     );
     golden_cmd(
@@ -297,6 +333,41 @@ fn commands() {
     golden_cmd(r#"{"cmd":"ack_all","on":true}"#, Command::AckAll { on: true });
     golden_cmd(r#"{"cmd":"content","on":true}"#, Command::Content { on: true });
     golden_cmd(r#"{"cmd":"detach"}"#, Command::Detach);
+}
+
+#[test]
+fn requests_carry_an_optional_number() {
+    let text = r#"{"cmd":"break","op":"Sum","on":true,"req":12}"#;
+    let r = Request::parse(text).expect("parses");
+    assert_eq!(r.req, Some(12));
+    assert_eq!(
+        r.cmd,
+        Command::Break {
+            op: "Sum".into(),
+            thread: None,
+            on: true,
+            trace: false,
+        }
+    );
+    assert_eq!(
+        r.to_json(),
+        r#"{"cmd":"break","op":"Sum","on":true,"trace":false,"req":12}"#
+    );
+    assert_eq!(Request::parse(&r.to_json()), Ok(r));
+    // Without a number: the command's own JSON, unchanged.
+    let plain = Request::from(Command::Detach);
+    assert_eq!(plain.to_json(), r#"{"cmd":"detach"}"#);
+    assert_eq!(Request::parse(r#"{"cmd":"detach"}"#), Ok(plain));
+    // A bad command keeps its number, so the refusal can carry it.
+    let (req, e) = Request::parse(r#"{"cmd":"explode","req":3}"#).unwrap_err();
+    assert_eq!(req, Some(3));
+    assert!(e.contains("unknown variant `explode`"), "{e}");
+    let (req, e) = Request::parse(r#"{"cmd":"detach","req":-1}"#).unwrap_err();
+    assert_eq!(req, None);
+    assert!(e.contains("`req` must be a non-negative integer"), "{e}");
+    // `Command` itself still refuses the field.
+    let e = Command::parse(r#"{"cmd":"pause","thread":"proc[1]","on":true,"req":1}"#).unwrap_err();
+    assert!(e.contains("unknown field `req`"), "{e}");
 }
 
 #[test]

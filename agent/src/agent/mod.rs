@@ -23,7 +23,7 @@ mod server;
 use record::{Fast, Rec, Text};
 
 use crate::runtime::hook::{
-    CollectionInfo, GraphInfo, Hook, OpInfo, QueuedMsg, RecvEvent, SendEvent, StepEvent, StepKind,
+    CollectionInfo, GraphInfo, Hook, OpInfo, QueuedMsg, RecvEvent, Rest, SendEvent, StepEvent, StepKind,
     StreamedSend, StreamedStep, ThreadInfo,
 };
 use crate::runtime::ids::MsgId;
@@ -100,13 +100,42 @@ pub fn start(listen: &str, wait: bool, token: Option<String>) -> Result<Arc<Agen
     Ok(agent)
 }
 
-/// A command for a thread suspended at a held event.
+/// A command for a thread suspended at a held event; `req` is the request number the
+/// debugger's command carried, for its verdict.
 enum HeldCmd {
-    Release { trace: Option<bool> },
-    Reorder(Vec<String>),
-    Edit(Value),
-    GetState,
-    SetState(Value),
+    Release {
+        trace: Option<bool>,
+    },
+    Reorder {
+        order: Vec<String>,
+        rest: Rest,
+        req: Option<u64>,
+    },
+    Edit {
+        content: Value,
+        req: Option<u64>,
+    },
+    GetState {
+        req: Option<u64>,
+    },
+    SetState {
+        content: Value,
+        req: Option<u64>,
+    },
+}
+
+impl HeldCmd {
+    /// The command's wire name and request number (none for a release: it has no verdict
+    /// of its own).
+    fn verdict_of(&self) -> Option<(&'static str, Option<u64>)> {
+        match self {
+            HeldCmd::Release { .. } => None,
+            HeldCmd::Reorder { req, .. } => Some(("reorder", *req)),
+            HeldCmd::Edit { req, .. } => Some(("edit", *req)),
+            HeldCmd::GetState { req } => Some(("state", *req)),
+            HeldCmd::SetState { req, .. } => Some(("set_state", *req)),
+        }
+    }
 }
 
 struct Held {
@@ -177,7 +206,7 @@ pub struct Agent {
 
 /// Where a held thread applies the debugger's commands.
 trait Site {
-    fn reorder(&mut self, order: &[String]) -> Result<bool, String>;
+    fn reorder(&mut self, order: &[String], rest: Rest) -> Result<bool, String>;
     fn edit(&mut self, content: Value) -> Result<(), String>;
     fn state(&self) -> Result<Value, String>;
     fn set_state(&mut self, content: Value) -> Result<(), String>;
@@ -185,9 +214,9 @@ trait Site {
 }
 
 impl Site for SendEvent<'_> {
-    fn reorder(&mut self, order: &[String]) -> Result<bool, String> {
+    fn reorder(&mut self, order: &[String], rest: Rest) -> Result<bool, String> {
         match &mut self.access {
-            Some(a) => a.reorder(order).map(|()| false),
+            Some(a) => a.reorder_with(order, rest).map(|()| false),
             None => Err("the schedule caller has no queue".to_owned()),
         }
     }
@@ -210,8 +239,8 @@ impl Site for SendEvent<'_> {
 }
 
 impl Site for StepEvent<'_> {
-    fn reorder(&mut self, order: &[String]) -> Result<bool, String> {
-        self.access.reorder(order)?;
+    fn reorder(&mut self, order: &[String], rest: Rest) -> Result<bool, String> {
+        self.access.reorder_with(order, rest)?;
         Ok(self.access.put_back())
     }
     fn edit(&mut self, _content: Value) -> Result<(), String> {
@@ -472,8 +501,20 @@ impl Agent {
         self.wake.notify_one();
     }
 
-    fn error(&self, message: String) {
-        self.reply(Event::Error { message });
+    fn error(&self, message: String, req: Option<u64>) {
+        self.reply(Event::Error { message, req });
+    }
+
+    /// The `ok` of a command that carried a request number (without one, only the
+    /// commands that always had an `ok` get one: see [`Agent::held_loop`]).
+    fn ok(&self, cmd: &str, req: Option<u64>) {
+        if req.is_some() {
+            self.reply(Event::Ok {
+                cmd: cmd.to_owned(),
+                target: None,
+                req,
+            });
+        }
     }
 
     /// Take what is buffered (the server's side).
@@ -568,8 +609,30 @@ impl Agent {
         self.held_loop(id, &thread.name, &rx, site)
     }
 
-    /// Serve a held event's commands until it is released.
+    /// Serve a held event's commands until it is released; then refuse whatever reached
+    /// the thread after its release was decided (every command gets its answer).
     fn held_loop(
+        &self,
+        id: u64,
+        name: &str,
+        rx: &mpsc::Receiver<HeldCmd>,
+        site: &mut dyn Site,
+    ) -> Option<bool> {
+        let trace = self.serve_held(id, name, rx, site);
+        // The hold is no longer registered (whoever ended it removed it under the stream
+        // lock, and commands are sent only to registered holds): what is left came before.
+        while let Ok(cmd) = rx.try_recv() {
+            if let Some((what, req)) = cmd.verdict_of() {
+                self.error(
+                    format!("{what}: {name} was released before the command reached it; nothing changed"),
+                    req,
+                );
+            }
+        }
+        trace
+    }
+
+    fn serve_held(
         &self,
         id: u64,
         name: &str,
@@ -580,9 +643,9 @@ impl Agent {
             match rx.recv() {
                 Err(_) => return None,
                 Ok(HeldCmd::Release { trace }) => return trace,
-                Ok(HeldCmd::Reorder(order)) => match site.reorder(&order) {
+                Ok(HeldCmd::Reorder { order, rest, req }) => match site.reorder(&order, rest) {
                     Ok(put_back) => {
-                        self.reply(Event::Ok { cmd: "reorder".into(), target: Some(name.to_string()) });
+                        self.reply(Event::Ok { cmd: "reorder".into(), target: Some(name.to_string()), req });
                         let pending = site.pending();
                         let more = pending.len().saturating_sub(QUEUE_LIST_MAX);
                         let messages = pending.iter().take(QUEUE_LIST_MAX).map(|q| entry(q, name, None)).collect();
@@ -599,21 +662,27 @@ impl Agent {
                             return None;
                         }
                     }
-                    Err(e) => self.error(format!("reorder of {name} not applied: {e}")),
+                    Err(e) => self.error(format!("reorder of {name} not applied: {e}"), req),
                 },
-                Ok(HeldCmd::Edit(content)) => match site.edit(content) {
-                    Ok(()) => self.reply(Event::Ok { cmd: "edit".into(), target: Some(id.to_string()) }),
-                    Err(e) => self.error(format!(
-                        "edit of event {id} not applied: the content {e}; the original message is kept and {name} stays held"
-                    )),
+                Ok(HeldCmd::Edit { content, req }) => match site.edit(content) {
+                    Ok(()) => self.reply(Event::Ok { cmd: "edit".into(), target: Some(id.to_string()), req }),
+                    Err(e) => self.error(
+                        format!(
+                            "edit of event {id} not applied: the content {e}; the original message is kept and {name} stays held"
+                        ),
+                        req,
+                    ),
                 },
-                Ok(HeldCmd::GetState) => match site.state() {
-                    Ok(content) => self.reply(Event::State { thread: name.to_string(), content }),
-                    Err(e) => self.error(format!("state of {name}: {e}")),
+                Ok(HeldCmd::GetState { req }) => match site.state() {
+                    Ok(content) => {
+                        self.reply(Event::State { thread: name.to_string(), content });
+                        self.ok("state", req);
+                    }
+                    Err(e) => self.error(format!("state of {name}: {e}"), req),
                 },
-                Ok(HeldCmd::SetState(content)) => match site.set_state(content) {
-                    Ok(()) => self.reply(Event::Ok { cmd: "set_state".into(), target: Some(name.to_string()) }),
-                    Err(e) => self.error(format!("set_state of {name} not applied: {e}")),
+                Ok(HeldCmd::SetState { content, req }) => match site.set_state(content) {
+                    Ok(()) => self.reply(Event::Ok { cmd: "set_state".into(), target: Some(name.to_string()), req }),
+                    Err(e) => self.error(format!("set_state of {name} not applied: {e}"), req),
                 },
             }
         }
@@ -814,15 +883,19 @@ impl Agent {
         })
     }
 
-    /// Apply one command from the debugger. Problems become `error` events.
-    fn apply(&self, cmd: Command) {
+    /// Apply one command from the debugger. Problems become `error` events. A command with
+    /// a request number gets exactly one verdict carrying it: `ok` or `error` (commands
+    /// served by a held thread get theirs from that thread, see [`Agent::held_loop`]).
+    fn apply(&self, cmd: Command, req: Option<u64>) {
         let name = cmd.name();
-        if let Err(e) = self.try_apply(cmd) {
-            self.error(format!("{name}: {e}"));
+        match self.try_apply(cmd, req) {
+            Ok(Answer::Now) => self.ok(name, req),
+            Ok(Answer::ByHeldThread) => {}
+            Err(e) => self.error(format!("{name}: {e}"), req),
         }
     }
 
-    fn try_apply(&self, cmd: Command) -> Result<(), String> {
+    fn try_apply(&self, cmd: Command, req: Option<u64>) -> Result<Answer, String> {
         match cmd {
             Command::Continue {
                 thread: None,
@@ -940,14 +1013,20 @@ impl Agent {
                     more,
                 });
             }
-            Command::Reorder { thread, order } => {
+            Command::Reorder { thread, order, rest } => {
                 let t = self.thread_named(&thread)?;
-                if !self.to_held(|_, h| h.thread == t.global, HeldCmd::Reorder(order)) {
+                let rest = match rest {
+                    None => Rest::Named,
+                    Some(proto::Rest::After) => Rest::After,
+                    Some(proto::Rest::Before) => Rest::Before,
+                };
+                if !self.to_held(|_, h| h.thread == t.global, HeldCmd::Reorder { order, rest, req }) {
                     return Err(format!(
                         "{} is running; a reorder needs it suspended (pause it or set a breakpoint)",
                         t.name
                     ));
                 }
+                return Ok(Answer::ByHeldThread);
             }
             Command::Edit { event_id, content } => {
                 let is_send = {
@@ -962,32 +1041,45 @@ impl Agent {
                         ))
                     }
                     Some(true) => {
-                        self.to_held(|i, _| i == event_id, HeldCmd::Edit(content));
+                        if !self.to_held(|i, _| i == event_id, HeldCmd::Edit { content, req }) {
+                            return Err(format!("event {event_id} is not held any more"));
+                        }
+                        return Ok(Answer::ByHeldThread);
                     }
                 }
             }
             Command::State { thread } => {
                 let t = self.thread_named(&thread)?;
-                if !self.to_held(|_, h| h.thread == t.global, HeldCmd::GetState) {
+                if !self.to_held(|_, h| h.thread == t.global, HeldCmd::GetState { req }) {
                     return Err(format!(
                         "{} is running; its state can be read only while it is suspended",
                         t.name
                     ));
                 }
+                return Ok(Answer::ByHeldThread);
             }
             Command::SetState { thread, content } => {
                 let t = self.thread_named(&thread)?;
-                if !self.to_held(|_, h| h.thread == t.global, HeldCmd::SetState(content)) {
+                if !self.to_held(|_, h| h.thread == t.global, HeldCmd::SetState { content, req }) {
                     return Err(format!(
                         "{} is running; its state can be set only while it is suspended",
                         t.name
                     ));
                 }
+                return Ok(Answer::ByHeldThread);
             }
             Command::Detach => self.detach(),
         }
-        Ok(())
+        Ok(Answer::Now)
     }
+}
+
+/// When a command that was accepted gets its verdict.
+enum Answer {
+    /// Now, by [`Agent::apply`].
+    Now,
+    /// From the held thread that serves it.
+    ByHeldThread,
 }
 
 fn unhold(ev: &mut Event) {
@@ -1332,7 +1424,7 @@ mod tests {
     struct NoSite;
 
     impl Site for NoSite {
-        fn reorder(&mut self, _: &[String]) -> Result<bool, String> {
+        fn reorder(&mut self, _: &[String], _: Rest) -> Result<bool, String> {
             Err("no queue".into())
         }
         fn edit(&mut self, _: Value) -> Result<(), String> {
@@ -1397,14 +1489,14 @@ mod tests {
         let held_count = || lock(&agent.stream).held.len();
 
         // Step mode turned off before the continue: the hold does not stand.
-        agent.apply(Command::StepMode { on: true });
+        agent.apply(Command::StepMode { on: true }, None);
         assert_eq!(agent.other_reason(0), Some(HoldReason::Step), "the decision");
-        agent.apply(Command::StepMode { on: false });
-        agent.apply(cont());
+        agent.apply(Command::StepMode { on: false }, None);
+        agent.apply(cont(), None);
         let done = hold_in_thread(1);
         let returned = done.recv_timeout(Duration::from_secs(10));
         if returned.is_err() {
-            agent.apply(cont()); // let the thread go before failing
+            agent.apply(cont(), None); // let the thread go before failing
         }
         assert!(
             returned.is_ok(),
@@ -1428,15 +1520,15 @@ mod tests {
 
         // Step mode still on after the continue: the next event is held, as step mode
         // asks, until the next continue.
-        agent.apply(Command::StepMode { on: true });
-        agent.apply(cont());
+        agent.apply(Command::StepMode { on: true }, None);
+        agent.apply(cont(), None);
         let done = hold_in_thread(2);
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
         while held_count() == 0 && std::time::Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(1));
         }
         assert_eq!(held_count(), 1, "the hold stands while step mode is on");
-        agent.apply(cont());
+        agent.apply(cont(), None);
         assert!(
             done.recv_timeout(Duration::from_secs(10)).is_ok(),
             "released by the next continue"

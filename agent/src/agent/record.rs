@@ -328,7 +328,7 @@ pub(crate) fn frames<'a>(
                     one.len(),
                     racetrack_protocol::MAX_FRAME_BYTES
                 );
-                one = Event::Error { message }.to_json();
+                one = Event::Error { message, req: None }.to_json();
             }
             if n > 0 && text.len() + one.len() + 2 > limit {
                 text.push_str("]}");
@@ -424,7 +424,7 @@ mod tests {
             4,
             "two halves, the error in place of the too-large one, the small one"
         );
-        assert!(matches!(&evs[2], Event::Error { message } if message.contains("was not sent")));
+        assert!(matches!(&evs[2], Event::Error { message, .. } if message.contains("was not sent")));
         assert!(matches!(&evs[3], Event::Output { line, .. } if line.len() == 10));
     }
 
@@ -452,7 +452,10 @@ mod tests {
         };
         let recs = vec![
             fast(SEND, "0.3", -1, Text::Type("Task")),
-            Rec::Full(Box::new(Event::Error { message: "x".into() })),
+            Rec::Full(Box::new(Event::Error {
+                message: "x".into(),
+                req: None,
+            })),
             fast(
                 STOP,
                 "0.3.1",
@@ -495,7 +498,7 @@ mod tests {
             (Some("proc[1]"), Some("Work"), "0.3", None, None)
         );
         assert_eq!((s.type_name.as_str(), s.traced, s.held), ("Task", true, false));
-        assert!(matches!(&evs[1], Event::Error { message } if message == "x"));
+        assert!(matches!(&evs[1], Event::Error { message, .. } if message == "x"));
         let Event::Stop(st) = &evs[2] else {
             panic!("{:?}", evs[2])
         };

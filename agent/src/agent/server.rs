@@ -7,7 +7,7 @@
 use super::record::{self, Frame, Packing};
 use super::Agent;
 use futures_util::{SinkExt, StreamExt};
-use racetrack_protocol::{Command, Event, BINARY_HEADER, MAX_FRAME_BYTES};
+use racetrack_protocol::{Command, Event, Request as CmdRequest, BINARY_HEADER, MAX_FRAME_BYTES};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Duration;
@@ -152,6 +152,7 @@ async fn serve(agent: &Arc<Agent>, stream: tokio::net::TcpStream) -> Result<(), 
     if !agent.try_claim() {
         let refusal = Event::Error {
             message: "another debugger is already attached to this program".into(),
+            req: None,
         };
         let _ = tx.send(send(&refusal)).await;
         let _ = tx.close().await;
@@ -165,14 +166,15 @@ async fn serve(agent: &Arc<Agent>, stream: tokio::net::TcpStream) -> Result<(), 
         let mut tick = tokio::time::interval(TICK);
         loop {
             let mut close = false;
+            let mut detach_req = None;
             tokio::select! {
                 m = rx.next() => match m {
-                    Some(Ok(Message::Text(t))) => match Command::parse(&t) {
-                        Ok(Command::Detach) => { agent.detach(); close = true; }
-                        Ok(cmd) => agent.apply(cmd),
-                        Err(e) => agent.error(e),
+                    Some(Ok(Message::Text(t))) => match CmdRequest::parse(&t) {
+                        Ok(CmdRequest { cmd: Command::Detach, req }) => { agent.detach(); close = true; detach_req = req; }
+                        Ok(CmdRequest { cmd, req }) => agent.apply(cmd, req),
+                        Err((req, e)) => agent.error(e, req),
                     },
-                    Some(Ok(Message::Binary(_))) => agent.error("binary frames from a debugger are not accepted; send commands as JSON text".into()),
+                    Some(Ok(Message::Binary(_))) => agent.error("binary frames from a debugger are not accepted; send commands as JSON text".into(), None),
                     Some(Ok(Message::Close(_))) | None => close = true,
                     Some(Ok(_)) => {}
                     Some(Err(e)) => return Err(format!("receive: {e}")),
@@ -195,6 +197,12 @@ async fn serve(agent: &Arc<Agent>, stream: tokio::net::TcpStream) -> Result<(), 
                 agent.sent_events.fetch_add(n as u64, Relaxed);
             }
             if close {
+                // A numbered detach gets its verdict before the close (the buffer is
+                // cleared and no longer fed once detached).
+                if detach_req.is_some() {
+                    let ok = Event::Ok { cmd: "detach".into(), target: None, req: detach_req };
+                    let _ = tx.send(send(&ok)).await;
+                }
                 let _ = tx.close().await;
                 return Ok(());
             }

@@ -127,6 +127,19 @@ impl QueuedMsg {
     }
 }
 
+/// Where a reorder puts the candidates (pending messages, plus the one about to start at a
+/// held start) that its order does not name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Rest {
+    /// There may be none: the order names every candidate exactly once.
+    #[default]
+    Named,
+    /// After the named ones, in their present order.
+    After,
+    /// Before the named ones, in their present order.
+    Before,
+}
+
 /// Access to a suspended thread: its pending queue and (at step boundaries) its state.
 pub struct ThreadAccess<'a> {
     pub(crate) thread: &'a ThreadShared,
@@ -164,8 +177,15 @@ impl ThreadAccess<'_> {
     /// about to start: it then goes back into the queue at that place and the thread
     /// starts the new head. On error nothing changes.
     pub fn reorder(&mut self, order: &[String]) -> Result<(), String> {
+        self.reorder_with(order, Rest::Named)
+    }
+
+    /// Like [`ThreadAccess::reorder`], with `rest` saying where the candidates `order`
+    /// does not name go ([`Rest::Named`]: nowhere, `order` names every one). The unnamed
+    /// ones keep their relative order, whatever arrived since the debugger looked.
+    pub fn reorder_with(&mut self, order: &[String], rest: Rest) -> Result<(), String> {
         let current = self.current.as_deref_mut();
-        self.thread.reorder(order, current)
+        self.thread.reorder(order, current, rest)
     }
 
     /// Whether the message that was about to start has been put back into the queue.

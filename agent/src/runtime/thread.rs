@@ -801,6 +801,7 @@ impl ThreadShared {
         &self,
         order: &[String],
         current: Option<&mut Option<Envelope>>,
+        rest: super::hook::Rest,
     ) -> Result<(), String> {
         let mut f = lock(&self.own.front);
         let mut q = lock(&self.shared.queue);
@@ -817,7 +818,7 @@ impl ThreadShared {
                 names.push((e.id.to_string(), &e.dest_op().name));
             }
         }
-        let picks = resolve_order(order, &names)?;
+        let picks = resolve_order(order, &names, rest)?;
         drop(names);
 
         // Valid: rebuild the queue. Internal notices keep their place at the front.
@@ -892,11 +893,18 @@ fn current_of(p: &Popped, kept: Option<&Handles>) -> Option<Running> {
     })
 }
 
-/// Map each entry of `order` (an id, or `id@op`) to exactly one candidate and check that
-/// the result is a permutation of all candidates.
-fn resolve_order(order: &[String], names: &[(String, &str)]) -> Result<Vec<usize>, String> {
+/// Map each entry of `order` (an id, or `id@op`) to exactly one candidate, each at most
+/// once, and return the new order of all candidates: with [`Rest::Named`] `order` must name
+/// every one; with [`Rest::After`] / [`Rest::Before`] the unnamed ones follow / precede the
+/// named ones in their present order.
+fn resolve_order(
+    order: &[String],
+    names: &[(String, &str)],
+    rest: super::hook::Rest,
+) -> Result<Vec<usize>, String> {
+    use super::hook::Rest;
     let mut used = vec![false; names.len()];
-    let mut picks = Vec::with_capacity(order.len());
+    let mut picks = Vec::with_capacity(names.len());
     for entry in order {
         let (id, op) = match entry.split_once('@') {
             Some((id, op)) => (id, Some(op)),
@@ -924,27 +932,39 @@ fn resolve_order(order: &[String], names: &[(String, &str)]) -> Result<Vec<usize
         }
         picks.push(i);
     }
-    let missing: Vec<&str> = names
-        .iter()
-        .zip(&used)
-        .filter(|(_, u)| !**u)
-        .map(|((id, _), _)| id.as_str())
-        .collect();
-    if !missing.is_empty() {
-        return Err(format!(
-            "the new order must name every pending message; missing: {}",
-            missing.join(", ")
-        ));
+    let unnamed = (0..names.len()).filter(|&i| !used[i]);
+    match rest {
+        Rest::Named => {
+            let missing: Vec<&str> = unnamed.map(|i| names[i].0.as_str()).collect();
+            if !missing.is_empty() {
+                return Err(format!(
+                    "the new order must name every pending message; missing: {}",
+                    missing.join(", ")
+                ));
+            }
+        }
+        Rest::After => picks.extend(unnamed),
+        Rest::Before => {
+            let mut all: Vec<usize> = unnamed.collect();
+            all.append(&mut picks);
+            picks = all;
+        }
     }
     Ok(picks)
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::hook::Rest;
     use super::resolve_order;
 
     fn s(v: &[&str]) -> Vec<String> {
         v.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    /// Wrapper for the full-order rule (`Rest::Named`).
+    fn full(order: &[String], names: &[(String, &str)]) -> Result<Vec<usize>, String> {
+        resolve_order(order, names, Rest::Named)
     }
 
     #[test]
@@ -954,17 +974,63 @@ mod tests {
             ("0.2".to_owned(), "A"),
             ("0.2".to_owned(), "B"),
         ];
-        assert_eq!(
-            resolve_order(&s(&["0.2@B", "0.1", "0.2@A"]), &names),
-            Ok(vec![2, 0, 1])
-        );
-        let e = resolve_order(&s(&["0.2", "0.1"]), &names).unwrap_err();
+        assert_eq!(full(&s(&["0.2@B", "0.1", "0.2@A"]), &names), Ok(vec![2, 0, 1]));
+        let e = full(&s(&["0.2", "0.1"]), &names).unwrap_err();
         assert!(e.contains("ambiguous"), "{e}");
-        let e = resolve_order(&s(&["0.1", "0.2@A"]), &names).unwrap_err();
+        let e = full(&s(&["0.1", "0.2@A"]), &names).unwrap_err();
         assert!(e.contains("missing: 0.2"), "{e}");
-        let e = resolve_order(&s(&["0.1", "0.1", "0.2@A", "0.2@B"]), &names).unwrap_err();
+        let e = full(&s(&["0.1", "0.1", "0.2@A", "0.2@B"]), &names).unwrap_err();
         assert!(e.contains("twice"), "{e}");
-        let e = resolve_order(&s(&["0.9"]), &names).unwrap_err();
+        let e = full(&s(&["0.9"]), &names).unwrap_err();
         assert!(e.contains("not pending"), "{e}");
+    }
+
+    #[test]
+    fn a_partial_order_puts_the_unnamed_messages_after_or_before() {
+        // Candidates in queue order (the first may be the held start's message); 0.5 and
+        // 0.6 stand for messages that arrived after the debugger looked at the queue.
+        let names = [
+            ("0.1".to_owned(), "A"),
+            ("0.2".to_owned(), "A"),
+            ("0.3".to_owned(), "A"),
+            ("0.3".to_owned(), "B"),
+            ("0.5".to_owned(), "A"),
+            ("0.6".to_owned(), "A"),
+        ];
+        // `after`: the named ones first, in the given order; the others keep theirs.
+        assert_eq!(
+            resolve_order(&s(&["0.3@B", "0.2"]), &names, Rest::After),
+            Ok(vec![3, 1, 0, 2, 4, 5])
+        );
+        // `before`: the named ones last.
+        assert_eq!(
+            resolve_order(&s(&["0.2", "0.1"]), &names, Rest::Before),
+            Ok(vec![2, 3, 4, 5, 1, 0])
+        );
+        // Naming nothing, or everything, is allowed.
+        assert_eq!(
+            resolve_order(&[], &names, Rest::After),
+            Ok(vec![0, 1, 2, 3, 4, 5])
+        );
+        assert_eq!(
+            resolve_order(
+                &s(&["0.6", "0.5", "0.3@B", "0.3@A", "0.2", "0.1"]),
+                &names,
+                Rest::Before
+            ),
+            Ok(vec![5, 4, 3, 2, 1, 0])
+        );
+        // The same refusals as the full rule: not pending, duplicates, ambiguity.
+        for rest in [Rest::After, Rest::Before] {
+            let e = resolve_order(&s(&["0.2", "0.9"]), &names, rest).unwrap_err();
+            assert!(e.contains("`0.9` is not pending"), "{e}");
+            let e = resolve_order(&s(&["0.2", "0.2"]), &names, rest).unwrap_err();
+            assert!(e.contains("twice"), "{e}");
+            let e = resolve_order(&s(&["0.3"]), &names, rest).unwrap_err();
+            assert!(e.contains("ambiguous"), "{e}");
+        }
+        // Without `rest`, the unnamed ones are still refused.
+        let e = full(&s(&["0.2"]), &names).unwrap_err();
+        assert!(e.contains("missing: 0.1, 0.3, 0.3, 0.5, 0.6"), "{e}");
     }
 }

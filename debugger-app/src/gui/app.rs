@@ -154,7 +154,7 @@ impl App {
         loop {
             match s.events.try_recv() {
                 Ok(ConnEvent::Event(ev)) => {
-                    if let Event::Error { message } = &ev {
+                    if let Event::Error { message, .. } = &ev {
                         if let Some((what, at)) = self.ui.last_action {
                             if at.elapsed() < Duration::from_secs(3) {
                                 self.ui.action_error = Some((what, message.clone()));
@@ -170,7 +170,10 @@ impl App {
                 }
                 Ok(ConnEvent::Closed(reason)) => {
                     if let Some(r) = reason {
-                        self.model.ingest(&Event::Error { message: r });
+                        self.model.ingest(&Event::Error {
+                            message: r,
+                            req: None,
+                        });
                     }
                     self.model.attached = false;
                     if s.process.is_none() && self.model.exited.is_none() {
@@ -812,6 +815,7 @@ impl App {
                     Command::Reorder {
                         thread: thread.to_owned(),
                         order: order.clone(),
+                        rest: None,
                     },
                 );
             }
