@@ -352,8 +352,9 @@ fn reorder_at_a_held_start_puts_the_message_back_and_starts_the_new_head() {
     let e = s.expect("error", |v| v["event"] == "error");
     assert!(e["message"].as_str().unwrap().contains("twice"), "{e}");
     s.send(json!({"cmd":"reorder","thread":"proc[0]","order":["0.4","0.0","0.2","0.6","0.8"]}));
-    s.expect("ok", |v| v["event"] == "ok" && v["cmd"] == "reorder");
+    // The new queue, then the verdict.
     let q = s.expect("queue", |v| v["event"] == "queue");
+    s.expect("ok", |v| v["event"] == "ok" && v["cmd"] == "reorder");
     let ids: Vec<&str> = q["messages"]
         .as_array()
         .unwrap()

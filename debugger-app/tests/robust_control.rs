@@ -44,6 +44,14 @@ fn a_move_is_applied_while_the_held_queue_is_still_filling() {
         s.send(json!({"cmd":"wait","until":"held","thread":"main[0]","op":"Sum"}));
         s.send(json!({"cmd":"move","thread":"main[0]","msg":m,"to":"back"}));
         let waited = s.expect("waited", |v| v["event"] == "waited");
+        // The reorder's reply (the new queue), then its verdict.
+        let q = s.expect("the first move's reply", |v| {
+            v["event"] == "queue" || v["event"] == "error"
+        });
+        assert_eq!(
+            q["event"], "queue",
+            "run {run}: the move to the back was refused: {q}"
+        );
         let verdict = s.expect("the first move's verdict", |v| {
             (v["event"] == "ok" && v["cmd"] == "reorder") || v["event"] == "error"
         });
@@ -54,7 +62,6 @@ fn a_move_is_applied_while_the_held_queue_is_still_filling() {
         // The reply lists the queue: the held message went back, behind every message
         // received before the move was sent (and behind those that arrived after the
         // controller looked but before the reorder; later ones are pushed behind it).
-        let q = s.expect("queue", |v| v["event"] == "queue");
         let ids: Vec<&str> = q["messages"]
             .as_array()
             .unwrap()
@@ -86,6 +93,13 @@ fn a_move_is_applied_while_the_held_queue_is_still_filling() {
         s.send(json!({"cmd":"wait","until":"held","thread":"main[0]","op":"Sum"}));
         s.expect("waited", |v| v["event"] == "waited");
         s.send(json!({"cmd":"move","thread":"main[0]","msg":m,"to":"front"}));
+        let q = s.expect("the second move's reply", |v| {
+            v["event"] == "queue" || v["event"] == "error"
+        });
+        assert_eq!(
+            q["event"], "queue",
+            "run {run}: the move to the front was refused: {q}"
+        );
         let verdict = s.expect("the second move's verdict", |v| {
             (v["event"] == "ok" && v["cmd"] == "reorder") || v["event"] == "error"
         });
@@ -93,7 +107,6 @@ fn a_move_is_applied_while_the_held_queue_is_still_filling() {
             verdict["event"], "ok",
             "run {run}: the move to the front was refused: {verdict}"
         );
-        let q = s.expect("queue", |v| v["event"] == "queue");
         assert_eq!(q["messages"][0]["id"], m.as_str(), "run {run}: {q}");
         let next = s.expect("the moved message starts", |v| {
             v["event"] == "start" && v["op"] == "Sum" && is_held(v)

@@ -645,11 +645,12 @@ impl Agent {
                 Ok(HeldCmd::Release { trace }) => return trace,
                 Ok(HeldCmd::Reorder { order, rest, req }) => match site.reorder(&order, rest) {
                     Ok(put_back) => {
-                        self.reply(Event::Ok { cmd: "reorder".into(), target: Some(name.to_string()), req });
+                        // The new queue first: whoever waits for the verdict sees it.
                         let pending = site.pending();
                         let more = pending.len().saturating_sub(QUEUE_LIST_MAX);
                         let messages = pending.iter().take(QUEUE_LIST_MAX).map(|q| entry(q, name, None)).collect();
                         self.reply(Event::Queue { thread: name.to_string(), messages, more });
+                        self.reply(Event::Ok { cmd: "reorder".into(), target: Some(name.to_string()), req });
                         if put_back {
                             // The step will not start: this hold is over; the thread
                             // starts the new head (a new start event).

@@ -81,7 +81,10 @@ fn new_batch(
         .filter(|b| b.msgs.is_empty() && b.payloads.is_empty() && b.payloads.item_type() == item)
     {
         b.node = node as u32;
-        b.handles = Handles::new(graph, sched, frame);
+        // The same handles as the last output's, usually: no reference count touched.
+        if !b.handles.same((graph, sched, frame.map(|f| &**f))) {
+            b.handles = Handles::new(graph, sched, frame);
+        }
         b.session = session;
         return b;
     }
@@ -165,6 +168,7 @@ fn fail_schedule(sh: &Shared, me: &ThreadShared, sched: &Sched, op: &str, msg: &
             msg,
             message,
         },
+        StepFailure::Reported => return,
     };
     if let Some(h) = sh.hook.as_deref() {
         h.on_error(&e);
@@ -195,8 +199,17 @@ pub(crate) fn thread_main<S: ThreadState>(sh: &Shared, me: &ThreadShared) {
     // Where a message taken from a batch leaves its payload (reused while the type stays).
     let mut slot = None;
     loop {
-        if alive.is_some() && me.out_of_work() {
+        if (alive.is_some() || ex.spare.is_some()) && me.out_of_work() {
             alive = None;
+            // The spare batch keeps its last handles (reused as they are for the next
+            // output of the same call): dropped once that call is over.
+            if ex
+                .spare
+                .as_ref()
+                .is_some_and(|b| Arc::strong_count(&b.handles.sched) == 1)
+            {
+                ex.spare = None;
+            }
         }
         me.started();
         let Some(popped) = me.pop(
@@ -490,7 +503,7 @@ impl<S: ThreadState> Exec<'_, S> {
         // Routing (user code) and the send hook run in the output's post: guarded too.
         let state = &mut self.state;
         let r = run_guarded(|| f(input, state, &info, &mut poster));
-        poster.end_step(r)
+        poster.end_step(r, id)
     }
 
     /// Run a leaf, or a merge's absorb step, on a message taken from a batch (its payload
@@ -635,7 +648,7 @@ impl<S: ThreadState> Exec<'_, S> {
             inst.acc = Some(acc);
             inst.posted = poster.count;
         }
-        poster.end_step(r)
+        poster.end_step(r, id)
     }
 
     /// The final step of a merge or stream instance whose inputs have all been absorbed.
@@ -673,7 +686,7 @@ impl<S: ThreadState> Exec<'_, S> {
                         trace,
                     );
                     poster.post(out);
-                    poster.end_step(Ok(()))
+                    poster.end_step(Ok(()), &out_id)
                 })
             }
             OpFn::Stream { finish, .. } => {
@@ -748,6 +761,8 @@ impl<S: ThreadState> Exec<'_, S> {
 enum StepFailure {
     Panic(String),
     Rule(String),
+    /// The schedule call was failed already, where the failure was found.
+    Reported,
 }
 
 fn run_guarded<T>(f: impl FnOnce() -> Result<T, String>) -> Result<T, StepFailure> {
@@ -787,10 +802,11 @@ struct Poster<'a> {
     batching: bool,
     /// The batches being gathered, by destination thread...
     batches: Vec<Option<Box<Batch>>>,
-    /// ...or, for messages that travel one by one, their envelopes, by destination thread.
-    /// Either way a step's outputs leave when the step ends, or when 64 wait for one
-    /// thread: delivery is the same whether or not a debugger is attached or may hold.
-    singles: Vec<Vec<Envelope>>,
+    /// ...or, for messages that travel one by one, their envelopes (and the session their
+    /// send was reported in, see [`Batch::session`]), by destination thread. Either way a
+    /// step's outputs leave when the step ends, or when 64 wait for one thread: delivery
+    /// is the same whether or not a debugger is attached or may hold.
+    singles: Vec<Vec<(Envelope, Option<u64>)>>,
     /// Where an emptied batch is kept for reuse (a leaf's: its thread's).
     spare: Option<&'a mut Option<Box<Batch>>>,
 }
@@ -880,11 +896,9 @@ impl<'a> Poster<'a> {
                     self.flush_one(t);
                 }
             }
-            let hooked = active_hook(self.sh).is_some();
             for t in 0..self.singles.len() {
-                if hooked {
-                    self.push_singles(t);
-                }
+                self.singles[t].retain(|(_, session)| session.is_some());
+                self.push_singles(t);
             }
             Ok(())
         });
@@ -892,11 +906,12 @@ impl<'a> Poster<'a> {
         self.singles.clear();
     }
 
-    /// The step's code returned `r`: its outputs leave now. Guarded like the step itself:
-    /// pushing a batch gathered before a debugger attached routes its messages again (user
-    /// code) through the hooks, and a panic there must fail the schedule call, not unwind
-    /// the thread. A step that failed drops what it gathered.
-    fn end_step(&mut self, r: Result<(), StepFailure>) -> Result<(), StepFailure> {
+    /// The step on message `msg` returned `r`: its outputs leave now. Guarded like the
+    /// step itself: pushing a batch gathered before a debugger attached routes its messages
+    /// again (user code) through the hooks, and a panic there must fail the schedule call,
+    /// not unwind the thread. A step that failed fails its call here, then pushes the
+    /// outputs a debugger heard of (see [`Self::push_reported`]) and drops the others.
+    fn end_step(&mut self, r: Result<(), StepFailure>, msg: &MsgId) -> Result<(), StepFailure> {
         let r = r
             .and_then(|()| self.error.take().map_or(Ok(()), |e| Err(StepFailure::Rule(e))))
             .and_then(|()| {
@@ -905,11 +920,15 @@ impl<'a> Poster<'a> {
                     self.error.take().map_or(Ok(()), Err)
                 })
             });
-        if r.is_err() {
-            self.batches.clear();
-            self.singles.clear();
+        match r {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                let op = &self.graph.nodes[self.node].info.name;
+                fail_schedule(self.sh, self.me, self.sched, op, msg, e);
+                self.push_reported();
+                Err(StepFailure::Reported)
+            }
         }
-        r
     }
 
     /// Push everything gathered so far.
@@ -933,16 +952,38 @@ impl<'a> Poster<'a> {
     }
 
     /// Push the single messages gathered for thread `t` of the next operation, in order.
+    /// One whose send the active hook's session did not hear of (posted before a debugger
+    /// attached) goes through the send hook first, as if posted now.
     fn push_singles(&mut self, t: usize) {
-        let Some(envs) = self.singles.get_mut(t).filter(|e| !e.is_empty()) else {
+        let Some(envs) = self
+            .singles
+            .get_mut(t)
+            .filter(|e| !e.is_empty())
+            .map(std::mem::take)
+        else {
             return;
         };
         let Some(dest) = self.graph.nodes.get(self.node + 1).and_then(|n| n.threads.get(t)) else {
-            envs.clear();
             return;
         };
-        for env in envs.drain(..) {
-            dest.push(env, self.sh.hook.as_deref());
+        let now = active_hook(self.sh).map(|h| h.session());
+        for (env, session) in envs {
+            if now.is_none() || session == now {
+                dest.push(env, self.sh.hook.as_deref());
+                continue;
+            }
+            let out = Output {
+                graph: env.graph,
+                dest: Some(self.node + 1),
+                id: env.id,
+                payload: env.payload,
+                frame: env.frame,
+                sched: env.sched,
+                traced: env.traced,
+            };
+            if let Err(e) = deliver(self.sh, Some((self.node, self.me)), self.graph, out) {
+                self.error.get_or_insert(e);
+            }
         }
     }
 }
@@ -1029,11 +1070,11 @@ impl PostSink for Poster<'_> {
             traced: self.traced,
         };
         match prepare(self.sh, from, self.graph, out) {
-            Ok(Some((t, env))) => {
+            Ok(Some((t, env, session))) => {
                 if self.singles.len() <= t {
                     self.singles.resize_with(t + 1, Vec::new);
                 }
-                self.singles[t].push(env);
+                self.singles[t].push((env, session));
                 if self.singles[t].len() >= BATCH_MAX {
                     self.push_singles(t);
                 }
@@ -1064,14 +1105,15 @@ pub(crate) struct Output {
 }
 
 /// Route a message to operation `out.dest` of `g` and pass it through the send hook (which
-/// may hold it, or replace it: it is routed again). Returns the destination thread and the
-/// envelope to enqueue there, or `None` when the message went back to the schedule caller.
+/// may hold it, or replace it: it is routed again). Returns the destination thread, the
+/// envelope to enqueue there and the hook's session that heard of the send (`None`: no
+/// hook was active), or `None` when the message went back to the schedule caller.
 fn prepare(
     sh: &Shared,
     from: Option<(usize, &ThreadShared)>,
     g: &GraphInner,
     out: Output,
-) -> Result<Option<(usize, Envelope)>, String> {
+) -> Result<Option<(usize, Envelope, Option<u64>)>, String> {
     let Output {
         graph,
         dest,
@@ -1085,7 +1127,8 @@ fn prepare(
     let dest_node = dest.map(|d| &g.nodes[d]);
     let route = |p: &dyn Payload| dest_node.map(|n| route_to(n, p.as_any(), &id)).transpose();
     let mut to = route(&*payload)?;
-    if let Some(hook) = active_hook(sh) {
+    let hook = active_hook(sh);
+    if let Some(hook) = hook {
         let mut ev = SendEvent {
             thread: from.map(|(_, t)| &t.info),
             from_op: from.map(|(n, _)| &g.nodes[n].info),
@@ -1121,6 +1164,7 @@ fn prepare(
                 from: from.map_or(Sender::NONE, |(n, t)| Sender::new(n, t.info.index)),
                 traced,
             },
+            hook.map(|h| h.session()),
         ))),
         _ => {
             sched.complete(payload);
@@ -1137,7 +1181,7 @@ pub(crate) fn deliver(
     out: Output,
 ) -> Result<(), String> {
     let dest = out.dest;
-    if let Some((t, env)) = prepare(sh, from, g, out)? {
+    if let Some((t, env, _)) = prepare(sh, from, g, out)? {
         if let Some(to) = dest.and_then(|d| g.nodes[d].threads.get(t)) {
             to.push(env, sh.hook.as_deref());
         }

@@ -199,11 +199,11 @@ impl<'a, T: Message> Outputs<'a, T> {
             _type: PhantomData,
         }
     }
-    /// Post one output: it is routed at once, and delivered at once while a debugger that
-    /// may hold messages is attached. Otherwise (no debugger, or one in free run) outputs
-    /// to a thread may wait for a few more (up to 64, or the end of the step) to travel
-    /// together, and a leaf's outputs until its thread has done what it took from its
-    /// queue: a step must not wait for its own outputs to be consumed.
+    /// Post one output: it is routed at once (and passes the send hook, which may hold it,
+    /// while a debugger that may hold messages is attached), and enqueued at its
+    /// destination when the step ends, or once 64 wait for the same thread — in every
+    /// mode, so a debugger changes nothing in when messages arrive. A step must not wait
+    /// for its own outputs to be consumed.
     pub fn post(&mut self, msg: T) {
         match self
             .sink

@@ -60,9 +60,8 @@ pub fn split<I: Message, O: Message, S: ThreadState>(
     Chain::single(node(name, coll, route, op))
 }
 
-/// A leaf: one input, exactly one output (the closure's return value). Unless a debugger
-/// that may hold messages is attached, outputs may wait on the leaf's thread to travel
-/// together (see [`Outputs::post`]).
+/// A leaf: one input, exactly one output (the closure's return value), enqueued at its
+/// destination when the step ends (see [`Outputs::post`]).
 pub fn leaf<I: Message, O: Message, S: ThreadState>(
     name: &str,
     coll: &Collection<S>,

@@ -1366,7 +1366,9 @@ fn a_step_outputs_leave_by_the_end_of_that_step_in_every_mode() {
                     }
                     let t0 = std::time::Instant::now();
                     while !seen.load(SeqCst) {
-                        if t0.elapsed() > Duration::from_secs(3) {
+                        // Far longer than any scheduling delay; a run that passes
+                        // waits microseconds.
+                        if t0.elapsed() > Duration::from_secs(30) {
                             return "the first result had not arrived".to_owned();
                         }
                         std::thread::sleep(Duration::from_micros(100));
@@ -1392,4 +1394,111 @@ fn a_step_outputs_leave_by_the_end_of_that_step_in_every_mode() {
             "with {mode}: {got:?}"
         );
     }
+}
+
+/// A debugger attaching while a step gathers outputs that travel one by one (to a split:
+/// no batches): those posted before it attached had no send event, so they go through the
+/// send hook when the step ends; each message the debugger hears received was sent first.
+#[test]
+fn single_outputs_gathered_before_a_debugger_attached_get_their_send() {
+    let hook = Arc::new(Switch::default());
+    let rt = Runtime::builder().hook(hook.clone()).build();
+    let main = rt.collection::<()>("main", 1);
+    let w = rt.collection::<()>("w", 1);
+    let h = hook.clone();
+    let g = rt
+        .graph(
+            ops::split("S", &main, Route::constant(0), move |n: u32, _c, out| {
+                for i in 0..n {
+                    if i == 2 {
+                        h.on.store(true, std::sync::atomic::Ordering::SeqCst);
+                    }
+                    out.post(i);
+                }
+            }) >> ops::split("T", &w, Route::constant(0), |x: u32, _c, out| out.post(x))
+                >> ops::merge(
+                    "M1",
+                    &w,
+                    Route::constant(0),
+                    |a: &mut u32, x: u32, _c| *a += x,
+                    |a, _c| a,
+                )
+                >> ops::merge(
+                    "M2",
+                    &main,
+                    Route::constant(0),
+                    |a: &mut u32, x: u32, _c| *a += x,
+                    |a, _c| a,
+                ),
+        )
+        .unwrap();
+    assert_eq!(rt.schedule(&g, 4).unwrap(), 6);
+    let mut to_t: Vec<String> = hook
+        .sends
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|s| s.starts_with("T:"))
+        .cloned()
+        .collect();
+    to_t.sort();
+    assert_eq!(to_t, ["T:0.0", "T:0.1", "T:0.2", "T:0.3"]);
+}
+
+/// A step that fails after posting (a stream's absorb that panics): its call fails, and
+/// the outputs whose sends a debugger heard of still reach their thread (which drops them
+/// as it drops anything of a failed call), so every reported send has its receive.
+#[test]
+fn a_failing_step_still_enqueues_the_outputs_a_debugger_heard_of() {
+    let (rt, rec) = recorded();
+    let main = rt.collection::<()>("main", 1);
+    let procs = rt.collection::<()>("proc", 1);
+    let g = rt
+        .graph(
+            ops::split("S", &main, Route::constant(0), |n: u32, _c, out| {
+                (0..n).for_each(|i| out.post(i))
+            }) >> ops::stream(
+                "Echo",
+                &procs,
+                Route::constant(0),
+                |_: &mut (), x: u32, _c, out| {
+                    out.post(x);
+                    assert!(x != 2, "Echo fails after posting 2");
+                },
+                |(), _c, _out| {},
+            ) >> ops::merge(
+                "M",
+                &main,
+                Route::constant(0),
+                |a: &mut u32, x: u32, _c| *a += x,
+                |a, _c| a,
+            ),
+        )
+        .unwrap();
+    let e = rt.schedule(&g, 4).unwrap_err().to_string();
+    assert!(e.contains("Echo fails after posting 2"), "{e}");
+    // The call fails first, then the outputs are pushed: wait for the threads to end.
+    drop(g);
+    drop(rt);
+    let sent: HashSet<String> = rec
+        .sends
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|s| s.1.as_deref() == Some("M"))
+        .map(|s| s.0.clone())
+        .collect();
+    let received: HashSet<String> = rec
+        .recvs
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|r| r.1 == "main[0]")
+        .map(|r| r.0.clone())
+        .collect();
+    assert!(
+        sent.contains("0.2"),
+        "the failing step's output was reported: {sent:?}"
+    );
+    assert!(sent.is_subset(&received), "sent {sent:?}, received {received:?}");
 }
