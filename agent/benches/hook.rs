@@ -44,7 +44,7 @@ fn bench(c: &mut Criterion) {
     let mut g = c.benchmark_group("schedule_farm_64_tasks");
     g.throughput(Throughput::Elements(TASKS * 8));
 
-    let rt = Runtime::builder().no_agent().build();
+    let rt = Runtime::builder().build();
     let graph = farm(&rt);
     g.bench_function("no agent", |b| {
         b.iter(|| rt.schedule(&graph, TASKS).expect("runs"))

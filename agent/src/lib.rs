@@ -1,13 +1,14 @@
-//! Racetrack's agent crate: the parallel runtime that programs are written against, and
-//! (behind `RACETRACK_LISTEN`) the in-process agent that reports to the debugger.
-//!
-//! A program builds [`Runtime`], adds thread collections, composes a flow graph of
-//! split / leaf / merge / stream operations with `>>`, and calls [`Runtime::schedule`]:
+//! Racetrack's in-process debugging agent ([`agent`]), and the runtime it debugs with the
+//! agent installed from the environment: a program depends on this crate alone and builds
+//! its runtime with [`runtime()`]. The runtime itself is `racetrack-runtime`, re-exported
+//! here whole; it knows the agent only as its [`Hook`].
 //!
 //! ```
-//! use racetrack_agent::{ops, Route, Runtime};
+//! use racetrack_agent::{ops, Route};
 //!
-//! let rt = Runtime::builder().build();
+//! // With RACETRACK_LISTEN=127.0.0.1:PORT the agent starts and a debugger can attach;
+//! // without it there is no hook at all.
+//! let rt = racetrack_agent::runtime().build();
 //! let main = rt.collection::<()>("main", 1);
 //! let workers = rt.collection::<u64>("proc", 2);
 //! let graph = rt
@@ -30,17 +31,19 @@
 //!     .expect("well-formed graph");
 //! assert_eq!(rt.schedule(&graph, 4).expect("no panic"), 0 + 1 + 4 + 9);
 //! ```
-//!
-//! Every send, receive (enqueue), step start and step stop passes through one [`Hook`]
-//! (see [`runtime::hook`]); without a debugger it is absent and costs one branch.
 
 pub mod agent;
-pub mod runtime;
 
-pub use runtime::error::{BuildError, ScheduleError};
-pub use runtime::graph::{Chain, FlowGraph};
-pub use runtime::hook::Hook;
-pub use runtime::ids::MsgId;
-pub use runtime::ops;
-pub use runtime::route::Route;
-pub use runtime::{Collection, Ctx, Message, Outputs, Runtime, RuntimeBuilder, ThreadState};
+pub use racetrack_runtime::*;
+
+use std::sync::Arc;
+
+/// A runtime builder whose hook is the debugging agent when `RACETRACK_LISTEN` is set
+/// (see [`agent::start_from_env`]), and none otherwise.
+pub fn runtime() -> RuntimeBuilder {
+    Runtime::builder().hook_source(agent_from_env)
+}
+
+fn agent_from_env() -> Option<Arc<dyn Hook>> {
+    agent::start_from_env().map(|a| a as Arc<dyn Hook>)
+}

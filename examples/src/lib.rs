@@ -98,7 +98,7 @@ impl Lcg {
 pub fn main_with<R: Serialize>(
     run: impl FnOnce(&racetrack_agent::Runtime) -> Result<Report<R>, racetrack_agent::ScheduleError>,
 ) -> i32 {
-    let rt = racetrack_agent::Runtime::builder().build();
+    let rt = racetrack_agent::runtime().build();
     match run(&rt) {
         Ok(report) => {
             println!("{}", report.to_json_line());

@@ -1,7 +1,7 @@
 //! Message ids are deterministic: with random delays in every operation, 20 runs of
 //! `mergesort` produce the identical set of (operation, message id) pairs.
 
-use racetrack_agent::runtime::hook::{Hook, SendEvent, StepEvent};
+use racetrack_agent::hook::{Hook, SendEvent, StepEvent};
 use racetrack_agent::Runtime;
 use racetrack_examples::mergesort::{run, Config};
 use std::collections::BTreeSet;

@@ -22,22 +22,27 @@ mod server;
 
 use record::{Fast, Rec, Text};
 
-use crate::runtime::hook::{
+use racetrack_protocol as proto;
+use racetrack_protocol::{Command, Event, HoldReason};
+use racetrack_runtime::hook::{
     CollectionInfo, GraphInfo, Hook, OpInfo, QueuedMsg, RecvEvent, Rest, SendEvent, StepEvent, StepKind,
     StreamedSend, StreamedStep, ThreadInfo,
 };
-use crate::runtime::ids::MsgId;
-use crate::runtime::thread::{lock, ThreadSnap};
-use crate::runtime::RuntimeView;
-use crate::ScheduleError;
-use racetrack_protocol as proto;
-use racetrack_protocol::{Command, Event, HoldReason};
+use racetrack_runtime::ids::MsgId;
+use racetrack_runtime::thread::ThreadSnap;
+use racetrack_runtime::RuntimeView;
+use racetrack_runtime::ScheduleError;
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{mpsc, Arc, Condvar, Mutex, OnceLock};
 use std::time::Duration;
+
+/// Lock a mutex, ignoring poisoning: no user code runs while the agent's locks are held.
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
 
 /// Streamed events buffered before producers wait for the debugger (backpressure).
 const BUFFER_CAP: usize = 65_536;
@@ -1388,7 +1393,7 @@ fn thread_is_program(ev: &SendEvent<'_>) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runtime::hook::OpKind;
+    use racetrack_runtime::hook::OpKind;
 
     #[test]
     fn a_graph_registered_during_attach_reaches_the_debugger() {

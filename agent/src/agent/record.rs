@@ -6,9 +6,9 @@
 //! agent's thread turns runs of them into `packed` frames ([`racetrack_protocol::PackedEv`]); every
 //! other event is buffered as the protocol [`Event`] it is.
 
-use crate::runtime::hook::{OpInfo, StepKind, ThreadInfo};
-use crate::runtime::ids::MsgId;
 use racetrack_protocol::{BinaryEv, BinaryText, BinaryWriter, Event};
+use racetrack_runtime::hook::{OpInfo, StepKind, ThreadInfo};
+use racetrack_runtime::ids::MsgId;
 
 /// One buffered event.
 pub(crate) enum Rec {

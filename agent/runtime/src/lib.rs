@@ -1,5 +1,5 @@
-//! The parallel runtime: thread collections, flow graphs and schedule calls (the DPS
-//! programming model of `shared/DESIGN.md` §1).
+//! Racetrack's parallel runtime: thread collections, flow graphs and schedule calls (the
+//! DPS programming model of `shared/DESIGN.md` §1).
 //!
 //! - [`Runtime`] owns thread collections ([`Runtime::collection`]); each thread is a named
 //!   OS thread with a FIFO queue and a thread-local state.
@@ -7,7 +7,37 @@
 //!   [`Runtime::graph`] checks (nesting of splits and merges) and registers.
 //! - [`Runtime::schedule`] posts an input and waits for the final message.
 //!
-//! Every event passes through the optional [`Hook`] (module [`hook`]).
+//! Every event passes through the optional [`Hook`] (module [`hook`]); the runtime knows
+//! nothing else of a debugger. Programs usually build their runtime through the
+//! `racetrack-agent` crate (`racetrack_agent::runtime()`), which installs the debugging
+//! agent as that hook when the environment asks for it.
+//!
+//! ```
+//! use racetrack_runtime::{ops, Route, Runtime};
+//!
+//! let rt = Runtime::builder().build();
+//! let main = rt.collection::<()>("main", 1);
+//! let workers = rt.collection::<u64>("proc", 2);
+//! let graph = rt
+//!     .graph(
+//!         ops::split("Split", &main, Route::constant(0), |n: u32, _ctx, out| {
+//!             for i in 0..n {
+//!                 out.post(i);
+//!             }
+//!         }) >> ops::leaf("Square", &workers, Route::round_robin(), |x: u32, ctx| {
+//!             *ctx.state += 1; // how many this thread squared
+//!             u64::from(x) * u64::from(x)
+//!         }) >> ops::merge(
+//!             "Sum",
+//!             &main,
+//!             Route::constant(0),
+//!             |acc: &mut u64, x: u64, _ctx| *acc += x,
+//!             |acc, _ctx| acc,
+//!         ),
+//!     )
+//!     .expect("well-formed graph");
+//! assert_eq!(rt.schedule(&graph, 4).expect("no panic"), 0 + 1 + 4 + 9);
+//! ```
 
 pub mod error;
 mod exec;
@@ -19,10 +49,8 @@ pub(crate) mod payload;
 pub mod route;
 pub mod thread;
 
-use error::{BuildError, ScheduleError};
-use graph::{Chain, FlowGraph, GraphInner, Node, PostSink};
-use hook::{CollectionInfo, Hook, OpInfo, ThreadInfo};
-use ids::MsgId;
+use graph::{GraphInner, Node, PostSink};
+use hook::{CollectionInfo, OpInfo, ThreadInfo};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::collections::HashSet;
@@ -32,7 +60,12 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
 use thread::{lock, Sched, ThreadShared};
 
+pub use error::{BuildError, ScheduleError};
+pub use graph::{Chain, FlowGraph};
+pub use hook::Hook;
+pub use ids::MsgId;
 pub use payload::{ErasedState, Payload};
+pub use route::Route;
 
 /// What can travel as a message: any serde type that can cross threads.
 pub trait Message: Serialize + DeserializeOwned + Send + 'static {}
@@ -63,11 +96,14 @@ impl Shared {
     }
 }
 
+/// Where a [`RuntimeBuilder`] gets its hook when none was given: asked once, at build.
+pub type HookSource = fn() -> Option<Arc<dyn Hook>>;
+
 /// Builds a [`Runtime`].
 #[derive(Default)]
 pub struct RuntimeBuilder {
     hook: Option<Arc<dyn Hook>>,
-    no_agent: bool,
+    source: Option<HookSource>,
 }
 
 impl RuntimeBuilder {
@@ -77,21 +113,17 @@ impl RuntimeBuilder {
         self
     }
 
-    /// Never start the debugging agent, even with `RACETRACK_LISTEN` set.
-    pub fn no_agent(mut self) -> Self {
-        self.no_agent = true;
+    /// Without an explicit [`hook`](Self::hook), ask `source` for one when the runtime is
+    /// built (the agent crate's: the agent if the environment asks for a debugger).
+    pub fn hook_source(mut self, source: HookSource) -> Self {
+        self.source = Some(source);
         self
     }
 
-    /// Create the runtime (no threads yet: add collections). Without an explicit hook,
-    /// `RACETRACK_LISTEN` in the environment starts the debugging agent
-    /// ([`crate::agent`]); without it there is no hook at all.
+    /// Create the runtime (no threads yet: add collections). Without a hook (given, or
+    /// from the hook source) every event costs one branch.
     pub fn build(self) -> Runtime {
-        let hook = match self.hook {
-            Some(h) => Some(h),
-            None if self.no_agent => None,
-            None => crate::agent::start_from_env().map(|a| a as Arc<dyn Hook>),
-        };
+        let hook = self.hook.or_else(|| self.source.and_then(|s| s()));
         let shared = Arc::new(Shared {
             id: NEXT_RUNTIME.fetch_add(1, Ordering::Relaxed),
             hook_on: hook.as_ref().and_then(|h| h.active_flag()),

@@ -3,7 +3,7 @@
 
 use super::hook::{Hook, RecvEvent, SendEvent, StepEvent, StepKind};
 use super::*;
-use crate::runtime::route::Route;
+use crate::route::Route;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -666,7 +666,7 @@ fn a_batch_taken_before_the_hook_turns_on_stays_pending_in_order() {
 #[test]
 fn a_panicking_route_fails_the_schedule_and_the_threads_live_on() {
     use std::sync::mpsc;
-    let rt = Runtime::builder().no_agent().build();
+    let rt = Runtime::builder().build();
     let a = rt.collection::<()>("a", 1);
     let b = rt.collection::<()>("b", 2);
     let g = rt
@@ -706,7 +706,7 @@ fn a_panicking_route_fails_the_schedule_and_the_threads_live_on() {
 /// result are the same as one by one, across batch boundaries.
 #[test]
 fn batched_outputs_keep_ids_order_and_results() {
-    let rt = Runtime::builder().no_agent().build();
+    let rt = Runtime::builder().build();
     let main = rt.collection::<()>("main", 1);
     let procs = rt.collection::<u32>("proc", 3);
     let n = 3 * thread::BATCH_MAX as u64 + 7;
@@ -748,7 +748,7 @@ fn batched_outputs_keep_ids_order_and_results() {
 /// schedule call with the usual message; the runtime goes on.
 #[test]
 fn batched_failures_are_errors_naming_the_message() {
-    let rt = Runtime::builder().no_agent().build();
+    let rt = Runtime::builder().build();
     let main = rt.collection::<()>("main", 1);
     let procs = rt.collection::<()>("proc", 2);
     let g = rt
@@ -949,7 +949,7 @@ fn leaf_outputs_after_a_debugger_attached_go_through_its_hooks_in_order() {
 #[test]
 fn gathered_outputs_go_out_before_a_step_of_another_call() {
     use std::sync::mpsc;
-    let rt = Arc::new(Runtime::builder().no_agent().build());
+    let rt = Arc::new(Runtime::builder().build());
     let main = rt.collection::<()>("main", 1);
     let one = rt.collection::<()>("w", 1);
     let (go_tx, go_rx) = mpsc::channel::<()>();
@@ -1272,7 +1272,7 @@ fn interleaved_frames_reach_their_own_merge_instances() {
         let rt = if hooked {
             recorded().0
         } else {
-            Runtime::builder().no_agent().build()
+            Runtime::builder().build()
         };
         let main = rt.collection::<()>("main", 1);
         let procs = rt.collection::<()>("proc", 3);
@@ -1347,7 +1347,7 @@ fn a_step_outputs_leave_by_the_end_of_that_step_in_every_mode() {
     let holding = streaming();
     holding.holding.store(true, SeqCst);
     let modes: [(&str, Runtime); 3] = [
-        ("no hook", Runtime::builder().no_agent().build()),
+        ("no hook", Runtime::builder().build()),
         ("a streaming hook", Runtime::builder().hook(streaming()).build()),
         ("a hook that may hold", Runtime::builder().hook(holding).build()),
     ];
