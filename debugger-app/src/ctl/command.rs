@@ -1,0 +1,349 @@
+//! The controller's commands, parsed into types at the edge: the protocol's [`Command`]s,
+//! sent to the agent, and the controller's own — `wait` (see [`super::wait`]), `move` and
+//! `edit_field` (resolved from the lean model into a `reorder` or an `edit`).
+
+use super::state::Ctl;
+use super::wait::{self, WaitCmd};
+use super::VERDICT_TIMEOUT;
+use crate::conn::CommandSender;
+use crate::model::Model;
+use racetrack_protocol::{Command, Event, Request, Rest};
+use serde_json::{Map, Value};
+use std::time::{Duration, Instant};
+
+/// One command line.
+pub(super) enum CtlCommand {
+    Wait(WaitCmd),
+    Move(MoveCmd),
+    EditField(EditFieldCmd),
+    Agent(Command),
+}
+
+impl CtlCommand {
+    pub(super) fn parse(line: &str) -> Result<Self, String> {
+        let v: Value = serde_json::from_str(line).map_err(|e| format!("malformed JSON: {e}"))?;
+        match v.get("cmd").and_then(Value::as_str) {
+            Some("wait") => WaitCmd::parse(&v).map(Self::Wait),
+            Some("move") => MoveCmd::parse(&v).map(Self::Move),
+            Some("edit_field") => EditFieldCmd::parse(&v).map(Self::EditField),
+            _ => Command::parse(line).map(Self::Agent),
+        }
+    }
+}
+
+/// The fields of one of the controller's own commands: unknown ones are refused, and each
+/// is read with the type it must have, so that a typo is an error rather than ignored.
+pub(super) struct Fields<'a> {
+    obj: &'a Map<String, Value>,
+    cmd: &'static str,
+}
+
+impl<'a> Fields<'a> {
+    pub(super) fn new(v: &'a Value, cmd: &'static str, known: &[&str]) -> Result<Self, String> {
+        let obj = v
+            .as_object()
+            .ok_or_else(|| format!("{cmd}: a command is a JSON object"))?;
+        if let Some(k) = obj.keys().find(|k| !known.contains(&k.as_str())) {
+            return Err(format!(
+                "{cmd}: unknown field `{k}` (fields: {})",
+                known[1..].join(", ")
+            ));
+        }
+        Ok(Fields { obj, cmd })
+    }
+
+    pub(super) fn str(&self, name: &str) -> Result<Option<&'a str>, String> {
+        match self.obj.get(name) {
+            None => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s)),
+            Some(other) => Err(format!("{}: `{name}` must be a string, not {other}", self.cmd)),
+        }
+    }
+
+    pub(super) fn string(&self, name: &str) -> Result<Option<String>, String> {
+        Ok(self.str(name)?.map(str::to_owned))
+    }
+
+    pub(super) fn u64(&self, name: &str) -> Result<Option<u64>, String> {
+        match self.obj.get(name) {
+            None => Ok(None),
+            Some(v) => v
+                .as_u64()
+                .map(Some)
+                .ok_or_else(|| format!("{}: `{name}` must be a non-negative integer, not {v}", self.cmd)),
+        }
+    }
+
+    fn bool(&self, name: &str) -> Result<Option<bool>, String> {
+        match self.obj.get(name) {
+            None => Ok(None),
+            Some(Value::Bool(b)) => Ok(Some(*b)),
+            Some(other) => Err(format!(
+                "{}: `{name}` must be true or false, not {other}",
+                self.cmd
+            )),
+        }
+    }
+}
+
+/// `{"cmd":"move","thread":T,"op":OP|"msg":ID,"to":"front"|"back"}`: a partial reorder of
+/// a held thread naming the matching messages the controller has seen (pending, plus the
+/// one the thread is about to start): they go to the front (`"rest":"after"`) or the back
+/// (`"rest":"before"`), and every other message — including ones that arrive after the
+/// controller looked — keeps its relative order. `"optional": true`: nothing matching is
+/// not an error (nothing is sent).
+pub(super) struct MoveCmd {
+    thread: String,
+    op: Option<String>,
+    msg: Option<String>,
+    rest: Rest,
+    optional: bool,
+}
+
+impl MoveCmd {
+    fn parse(v: &Value) -> Result<Self, String> {
+        let f = Fields::new(v, "move", &["cmd", "thread", "op", "msg", "to", "optional"])?;
+        let thread = f.string("thread")?.ok_or("move needs `thread`")?;
+        let rest = match f.str("to")?.unwrap_or("front") {
+            "front" => Rest::After,
+            "back" => Rest::Before,
+            other => return Err(format!("move: `to` must be front or back, not {other}")),
+        };
+        let (op, msg) = (f.string("op")?, f.string("msg")?);
+        if op.is_none() && msg.is_none() {
+            return Err("move needs `op` or `msg` to say which messages move".into());
+        }
+        let optional = f.bool("optional")?.unwrap_or(false);
+        Ok(MoveCmd {
+            thread,
+            op,
+            msg,
+            rest,
+            optional,
+        })
+    }
+
+    /// The `reorder` this move is, from what `model` shows of the thread; `None` when
+    /// nothing matches and the move is optional.
+    fn to_command(&self, model: &Model) -> Result<Option<Command>, String> {
+        let thread = self.thread.as_str();
+        let mut rows: Vec<(String, String)> = Vec::new();
+        match model.held_of(thread) {
+            Some((_, Event::Start(s))) if s.step != racetrack_protocol::Step::Final => {
+                rows.push((s.msg.clone(), s.op.clone()));
+            }
+            Some(_) => {}
+            None => return Err(format!("{thread} is not held; a move needs it suspended")),
+        }
+        rows.extend(
+            model
+                .queues
+                .get(thread)
+                .into_iter()
+                .flatten()
+                .map(|m| (m.id.to_string(), m.op.to_string())),
+        );
+        // `id@op` when the id is not unique among what the controller has seen (a message
+        // arriving later with the same id for another operation makes the agent ask for it).
+        let key = |(id, op): &(String, String)| {
+            if rows.iter().filter(|r| &r.0 == id).count() > 1 {
+                format!("{id}@{op}")
+            } else {
+                id.clone()
+            }
+        };
+        let picked = |r: &&(String, String)| {
+            self.op.as_deref().is_some_and(|o| r.1 == o) || self.msg.as_deref().is_some_and(|m| r.0 == m)
+        };
+        let order: Vec<String> = rows.iter().filter(picked).map(key).collect();
+        if order.is_empty() {
+            if self.optional {
+                return Ok(None);
+            }
+            return Err(format!("no message pending on {thread} matches"));
+        }
+        Ok(Some(Command::Reorder {
+            thread: thread.to_owned(),
+            order,
+            rest: Some(self.rest),
+        }))
+    }
+}
+
+/// `{"cmd":"edit_field","thread":T,"field":F,"value":V}`: edit one top-level field of the
+/// send `T` is held at.
+pub(super) struct EditFieldCmd {
+    thread: String,
+    field: String,
+    value: Value,
+}
+
+impl EditFieldCmd {
+    fn parse(v: &Value) -> Result<Self, String> {
+        let f = Fields::new(v, "edit_field", &["cmd", "thread", "field", "value"])?;
+        Ok(EditFieldCmd {
+            thread: f.string("thread")?.ok_or("edit_field needs `thread`")?,
+            field: f.string("field")?.ok_or("edit_field needs `field`")?,
+            value: v.get("value").cloned().ok_or("edit_field needs `value`")?,
+        })
+    }
+
+    fn to_command(&self, model: &Model) -> Result<Command, String> {
+        match model.held_of(&self.thread) {
+            Some((id, Event::Send(s))) => {
+                let mut content = s.content.clone().ok_or("the held send carries no content")?;
+                let obj = content.as_object_mut().ok_or("the message is not an object")?;
+                obj.insert(self.field.clone(), self.value.clone());
+                Ok(Command::Edit {
+                    event_id: *id,
+                    content,
+                })
+            }
+            _ => Err(format!("{} is not held at a send", self.thread)),
+        }
+    }
+}
+
+/// Handle one command line. With `req`, a command for the agent is sent with that request
+/// number and its verdict is awaited: an agent's refusal is this line's error.
+pub(super) fn handle_line(
+    ctl: &Ctl,
+    conn: &CommandSender,
+    line: &str,
+    req: Option<u64>,
+) -> Result<(), String> {
+    let cmd = match CtlCommand::parse(line)? {
+        CtlCommand::Wait(w) => return wait::wait(ctl, &w),
+        CtlCommand::Move(m) => match m.to_command(&ctl.lock().model)? {
+            Some(cmd) => cmd,
+            None => return Ok(()), // `"optional": true` and nothing to move
+        },
+        CtlCommand::EditField(e) => e.to_command(&ctl.lock().model)?,
+        CtlCommand::Agent(cmd) => cmd,
+    };
+    note_sent(ctl, &cmd);
+    if !conn.send(Request { req, cmd }) {
+        return Err("not connected: the command was not sent".into());
+    }
+    match req {
+        Some(n) => verdict(ctl, n),
+        None => Ok(()),
+    }
+}
+
+/// Before `cmd` is sent: the marks `wait until event` counts from, and the holds it will
+/// release (their `released` may not have arrived yet: `wait until held` ignores them).
+fn note_sent(ctl: &Ctl, cmd: &Command) {
+    let mut st = ctl.lock();
+    st.model.note_command(cmd);
+    // Every event printed before this command counts as before it (and maybe a few not
+    // printed yet: the agent has not seen the command, they cannot be its effects).
+    st.mark = ctl.announced.load(std::sync::atomic::Ordering::SeqCst);
+    if matches!(cmd, Command::Continue { .. }) {
+        st.continue_mark = st.mark;
+    }
+    let releasing: Vec<u64> = match cmd {
+        Command::Continue { thread, event_id, .. } => st
+            .model
+            .held
+            .iter()
+            .filter(|(id, e)| {
+                event_id.is_none_or(|x| x == **id) && thread.as_deref().is_none_or(|t| e.thread() == Some(t))
+            })
+            .map(|(id, _)| *id)
+            .collect(),
+        // A reorder at a held start puts the message back: that hold ends.
+        Command::Reorder { thread, .. } => match st.model.held_of(thread) {
+            Some((id, Event::Start(_))) => vec![*id],
+            _ => Vec::new(),
+        },
+        Command::Detach => st.model.held.keys().copied().collect(),
+        _ => Vec::new(),
+    };
+    st.releasing.extend(releasing);
+}
+
+/// Wait for the verdict of request `n`: the agent's `error` message is the error; no answer
+/// for [`VERDICT_TIMEOUT`] with nothing arriving, or the connection's end, is one too.
+fn verdict(ctl: &Ctl, n: u64) -> Result<(), String> {
+    let mut st = ctl.lock();
+    let mut seen = ctl.announced.load(std::sync::atomic::Ordering::SeqCst);
+    let mut deadline = Instant::now() + VERDICT_TIMEOUT;
+    loop {
+        if let Some(v) = st.verdicts.remove(&n) {
+            return v;
+        }
+        if st.closed {
+            return Err(
+                "the connection closed (the program ended?) before the agent answered the command".into(),
+            );
+        }
+        let arrived = ctl.announced.load(std::sync::atomic::Ordering::SeqCst);
+        let now = Instant::now();
+        if arrived != seen {
+            seen = arrived;
+            deadline = now + VERDICT_TIMEOUT;
+        }
+        if now >= deadline {
+            return Err(format!(
+                "no answer from the agent for {} s",
+                VERDICT_TIMEOUT.as_secs()
+            ));
+        }
+        st = ctl
+            .changed
+            .wait_timeout(st, (deadline - now).min(Duration::from_millis(50)))
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::CtlCommand;
+
+    fn error(line: &str) -> String {
+        match CtlCommand::parse(line) {
+            Ok(_) => panic!("accepted: {line}"),
+            Err(e) => e,
+        }
+    }
+
+    #[test]
+    fn the_controllers_own_commands_are_typed_and_checked() {
+        assert!(matches!(
+            CtlCommand::parse(r#"{"cmd":"wait","until":"held","thread":"proc[1]","timeout_ms":500}"#),
+            Ok(CtlCommand::Wait(_))
+        ));
+        assert!(matches!(
+            CtlCommand::parse(r#"{"cmd":"move","thread":"main[0]","msg":"0.0","to":"back","optional":true}"#),
+            Ok(CtlCommand::Move(_))
+        ));
+        assert!(matches!(
+            CtlCommand::parse(r#"{"cmd":"continue"}"#),
+            Ok(CtlCommand::Agent(racetrack_protocol::Command::Continue { .. }))
+        ));
+        // A misspelt field is an error, not ignored.
+        let e = error(r#"{"cmd":"wait","until":"held","thred":"proc[1]"}"#);
+        assert!(e.contains("wait: unknown field `thred`"), "{e}");
+        let e = error(r#"{"cmd":"move","thread":"main[0]","msg":0}"#);
+        assert!(e.contains("`msg` must be a string"), "{e}");
+        let e = error(r#"{"cmd":"wait","until":"held","timeout_ms":-1}"#);
+        assert!(e.contains("`timeout_ms` must be a non-negative integer"), "{e}");
+        let e = error(r#"{"cmd":"move","thread":"main[0]","op":"Pick","to":"middle"}"#);
+        assert!(e.contains("`to` must be front or back"), "{e}");
+        let e = error(r#"{"cmd":"move","thread":"main[0]"}"#);
+        assert!(e.contains("needs `op` or `msg`"), "{e}");
+        // An unknown `until` is named before anything else is checked.
+        let e = error(r#"{"cmd":"wait","until":"later","since":"continue"}"#);
+        assert!(e.contains("unknown `until` value `later`"), "{e}");
+        let e = error(r#"{"cmd":"wait","until":"queue"}"#);
+        assert!(e.contains("needs `thread`"), "{e}");
+        let e = error(r#"{"cmd":"edit_field","thread":"proc[0]","field":"target"}"#);
+        assert!(e.contains("needs `value`"), "{e}");
+        // Protocol commands keep the protocol's own checks.
+        let e = error(r#"{"cmd":"brake","op":"Split"}"#);
+        assert!(e.contains("brake"), "{e}");
+    }
+}
