@@ -84,3 +84,14 @@ pub fn launch(program: &str, args: &[String], timeout: Duration) -> Result<Launc
         }
     }
 }
+
+/// Resident memory of process `pid` in KiB (`None` once it is gone).
+pub fn rss_kib(pid: u32) -> Option<u64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    s.lines()
+        .find(|l| l.starts_with("VmRSS:"))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}

@@ -1,7 +1,6 @@
 //! The Racetrack debugger: the model (plain Rust), the connection to an agent, the
 //! headless controller (`racetrack ctl`), program launching (`racetrack run`) and the GUI.
 
-pub mod bench;
 pub mod conn;
 pub mod ctl;
 pub mod gui;

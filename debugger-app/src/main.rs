@@ -25,11 +25,6 @@ usage:
   racetrack ctl <ws-url>                  headless controller (see docs/PROTOCOL.md)
   racetrack example <farm|mergesort|heat|search> [ARGS]
                                           run a built-in example program directly
-  racetrack bench [--reps N] [--only TEXT|lagging|baseline]
-                                          what the debugger costs: every workload under five
-                                          configurations, side by side (BENCHMARKS.md);
-                                          --only: the workloads named TEXT, the lagging
-                                          debugger or the runtime baseline alone
   racetrack --version";
 
 fn fail(msg: &str) -> ! {
@@ -157,8 +152,6 @@ fn main() {
                 &format!("Racetrack — {name} demo"),
             ));
         }
-        Some("bench") => std::process::exit(racetrack::bench::main(&args[1..])),
-        Some("model-sink") => std::process::exit(racetrack::bench::model_sink(&args[1..])),
         Some("example") => {
             let Some(name) = args.get(1) else {
                 fail("example needs a name: farm, mergesort, heat, search")

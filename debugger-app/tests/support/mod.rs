@@ -301,7 +301,7 @@ impl Program {
     }
 
     pub fn rss_kib(&self) -> Option<u64> {
-        racetrack::bench::rss_kib(self.child.id())
+        racetrack::launch::rss_kib(self.child.id())
     }
 }
 

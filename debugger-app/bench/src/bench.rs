@@ -1,15 +1,15 @@
-//! `racetrack bench`: what the debugger costs, measured side by side in one invocation.
+//! What the debugger costs, measured side by side in one invocation.
 //!
-//! Every workload runs (as `racetrack example …`, a real process) under five
+//! Every workload runs (as `racetrack-bench example …`, a real process) under five
 //! configurations, several repetitions each; the table gives medians and the ratio of run
 //! time to configuration 0:
 //!
 //! 0. no agent (`RACETRACK_LISTEN` unset);
 //! 1. agent listening, no debugger;
-//! 2. `racetrack ctl` attached, free run (events streamed, printed by the controller);
-//! 3. `racetrack ctl` attached in "ack every event" mode (every send/start/stop waits for
+//! 2. the controller attached (`racetrack-bench ctl`, the code of `racetrack ctl`), free run (events streamed, printed by the controller);
+//! 3. the controller attached in "ack every event" mode (every send/start/stop waits for
 //!    the controller's acknowledgment: the thesis' design);
-//! 4. the GUI's model attached (`racetrack model-sink`: the GUI's connection and ingest path,
+//! 4. the GUI's model attached (`racetrack-bench model-sink`: the GUI's connection and ingest path,
 //!    without drawing).
 //!
 //! Configurations 2–4 run with `RACETRACK_WAIT=1`, so nothing streams before the debugger
@@ -22,8 +22,9 @@
 //! the agent's memory with a debugger that lags behind, and compares the runtime with a
 //! hand-written farm on std channels. Nothing here asserts: it prints what it measured.
 
-use crate::conn::{ConnEvent, Connection};
-use crate::model::Model;
+use racetrack::conn::{ConnEvent, Connection};
+use racetrack::launch::rss_kib;
+use racetrack::model::Model;
 use racetrack_protocol::{Command, Event};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, Command as Proc, Stdio};
@@ -93,17 +94,6 @@ struct Run {
     peak_rss_kib: u64,
     /// Times the program waited for room in the agent's buffer (backpressure).
     waits: Option<u64>,
-}
-
-/// Resident memory of process `pid` in KiB (`None` once it is gone).
-pub fn rss_kib(pid: u32) -> Option<u64> {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    s.lines()
-        .find(|l| l.starts_with("VmRSS:"))?
-        .split_whitespace()
-        .nth(1)?
-        .parse()
-        .ok()
 }
 
 /// What the agent says of itself at exit (its `RACETRACK_DEBUG` summary).
@@ -438,7 +428,7 @@ fn baseline_farm(threads: usize, tasks: u64) -> f64 {
     tasks as f64 / t0.elapsed().as_secs_f64()
 }
 
-/// What `racetrack bench` runs.
+/// What `racetrack-bench` runs.
 #[derive(Debug, PartialEq)]
 struct Options {
     /// Repetitions of every measurement (medians are reported).
@@ -448,13 +438,13 @@ struct Options {
     only: Option<String>,
 }
 
-const BENCH_USAGE: &str = "usage: racetrack bench [--reps N] [--only TEXT|lagging|baseline]
+const BENCH_USAGE: &str = "usage: racetrack-bench [--reps N] [--only TEXT|lagging|baseline]
   --reps N     repetitions of every measurement, medians reported (default 3)
   --only TEXT  just the workloads whose name contains TEXT (farm, 1 µs leaves; farm, 10 µs
                leaves; farm, 100 µs leaves; mergesort; heat); `lagging`: just the lagging
                debugger; `baseline`: just the runtime baseline";
 
-/// Parse `racetrack bench`'s arguments: `Ok(None)` for `--help`; an error names what is
+/// Parse `racetrack-bench`'s arguments: `Ok(None)` for `--help`; an error names what is
 /// wrong (nothing runs then: a typo must not cost a half-hour run of the wrong thing).
 fn parse_options(args: &[String]) -> Result<Option<Options>, String> {
     let mut opts = Options { reps: 3, only: None };
@@ -490,8 +480,8 @@ fn parse_options(args: &[String]) -> Result<Option<Options>, String> {
     Ok(Some(opts))
 }
 
-/// `racetrack bench [--reps N] [--only TEXT|lagging|baseline]`.
-pub fn main(args: &[String]) -> i32 {
+/// `racetrack-bench [--reps N] [--only TEXT|lagging|baseline]`.
+pub(crate) fn main(args: &[String]) -> i32 {
     let opts = match parse_options(args) {
         Ok(Some(o)) => o,
         Ok(None) => {
@@ -499,7 +489,7 @@ pub fn main(args: &[String]) -> i32 {
             return 0;
         }
         Err(e) => {
-            eprintln!("racetrack bench: {e}\n{BENCH_USAGE}");
+            eprintln!("racetrack-bench: {e}\n{BENCH_USAGE}");
             return 2;
         }
     };
@@ -507,16 +497,16 @@ pub fn main(args: &[String]) -> i32 {
     let exe = match std::env::current_exe() {
         Ok(p) => p.display().to_string(),
         Err(e) => {
-            eprintln!("racetrack bench: {e}");
+            eprintln!("racetrack-bench: {e}");
             return 2;
         }
     };
     if opts.only.as_deref() == Some("lagging") {
-        println!("# racetrack bench: the lagging debugger");
+        println!("# racetrack-bench: the lagging debugger");
         lagging(&exe);
         return 0;
     }
-    println!("# racetrack bench: {reps} repetitions, medians; ratio = run time / no agent");
+    println!("# racetrack-bench: {reps} repetitions, medians; ratio = run time / no agent");
     match opts.only.as_deref() {
         Some("baseline") => {}
         Some(text) => {
@@ -656,12 +646,12 @@ fn runtime_baseline(exe: &str, reps: usize) {
     }
 }
 
-/// `racetrack model-sink URL [--rate N]`: the GUI's connection and model ingest without
+/// `racetrack-bench model-sink URL [--rate N]`: the GUI's connection and model ingest without
 /// drawing (benchmark configuration 4); `--rate` takes at most N events a second (a
 /// debugger that lags behind; 0, the default: no limit). Continues the start hold, ingests
 /// everything, prints `{"events":N,"contiguous":bool,"first":ID,"last":ID,"from":ID}` when
 /// the program ends.
-pub fn model_sink(args: &[String]) -> i32 {
+pub(crate) fn model_sink(args: &[String]) -> i32 {
     let Some(url) = args.first() else {
         eprintln!("model-sink needs a URL");
         return 2;
