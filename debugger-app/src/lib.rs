@@ -5,5 +5,7 @@ pub mod conn;
 pub mod ctl;
 pub mod gui;
 pub mod launch;
-pub mod model;
 pub mod synthetic;
+
+/// The session model, its own crate (`racetrack-model`: plain Rust on protocol types).
+pub use racetrack_model as model;
