@@ -1,6 +1,7 @@
 //! Starting a program with the agent: `RACETRACK_LISTEN=127.0.0.1:0 RACETRACK_WAIT=1`,
 //! then reading the `racetrack: listening on ws://...` line from its stderr.
 
+use racetrack_protocol::launch::{self as env, LISTENING};
 use std::io::{BufRead, BufReader};
 use std::process::{Child, ChildStdout, Command, Stdio};
 use std::sync::mpsc;
@@ -18,14 +19,12 @@ pub struct Launched {
     pub stderr_lines: mpsc::Receiver<String>,
 }
 
-const LISTENING: &str = "racetrack: listening on ";
-
 /// Start `program args` with the agent, held at its first operation.
 pub fn launch(program: &str, args: &[String], timeout: Duration) -> Result<Launched, String> {
     let mut child = Command::new(program)
         .args(args)
-        .env("RACETRACK_LISTEN", "127.0.0.1:0")
-        .env("RACETRACK_WAIT", "1")
+        .env(env::ENV_LISTEN, "127.0.0.1:0")
+        .env(env::ENV_WAIT, "1")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -41,7 +40,7 @@ pub fn launch(program: &str, args: &[String], timeout: Duration) -> Result<Launc
             for line in BufReader::new(stderr).lines() {
                 let Ok(line) = line else { break };
                 if !found {
-                    if let Some(url) = line.strip_prefix(LISTENING) {
+                    if let Some(url) = env::listening_url(&line) {
                         found = true;
                         let _ = url_tx.send(url.trim().to_owned());
                         continue;

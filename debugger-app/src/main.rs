@@ -139,7 +139,7 @@ fn main() {
             }
             let exe = std::env::current_exe().unwrap_or_else(|e| fail(&format!("cannot find myself: {e}")));
             // The agent names the program after this (instead of `racetrack`).
-            std::env::set_var("RACETRACK_PROGRAM", &name);
+            std::env::set_var(racetrack_protocol::launch::ENV_PROGRAM, &name);
             let mut prog_args = vec!["example".to_owned(), name.clone()];
             prog_args.extend(opts[1..].iter().cloned());
             let waker = Waker::default();

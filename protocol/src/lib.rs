@@ -12,6 +12,7 @@
 //! Field names are part of the contract; golden tests (`tests/golden.rs`) pin them.
 
 pub mod binary;
+pub mod launch;
 mod packed;
 
 pub use binary::{BinaryEv, BinaryText, BinaryWriter, BINARY_HEADER};

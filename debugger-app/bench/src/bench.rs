@@ -25,6 +25,7 @@
 use racetrack::conn::{ConnEvent, Connection};
 use racetrack::launch::rss_kib;
 use racetrack::model::Model;
+use racetrack_protocol::launch as env;
 use racetrack_protocol::{Command, Event};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, Command as Proc, Stdio};
@@ -119,7 +120,7 @@ fn read_url(child: &mut Child) -> Result<(String, std::thread::JoinHandle<AgentS
         match rest.read_until(b'\n', &mut line) {
             Ok(k) if k > 0 => {
                 let l = String::from_utf8_lossy(&line);
-                if let Some(u) = l.trim_end().strip_prefix("racetrack: listening on ") {
+                if let Some(u) = env::listening_url(&l) {
                     break u.to_owned();
                 }
             }
@@ -266,12 +267,12 @@ fn run_once(exe: &str, w: &Workload, config: usize, rate: u64) -> Result<Run, St
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     if config >= 1 {
-        cmd.env("RACETRACK_LISTEN", "127.0.0.1:0");
+        cmd.env(env::ENV_LISTEN, "127.0.0.1:0");
     }
     if config >= 2 {
         // Hold at the start (nothing streams before the debugger is there), and have the
         // agent print its own event count at exit.
-        cmd.env("RACETRACK_WAIT", "1").env("RACETRACK_DEBUG", "1");
+        cmd.env(env::ENV_WAIT, "1").env(env::ENV_DEBUG, "1");
     }
     let mut prog = cmd.spawn().map_err(|e| e.to_string())?;
     let mut controller: Option<Child> = None;
