@@ -44,8 +44,10 @@ mod exec;
 pub mod graph;
 pub mod hook;
 pub mod ids;
+mod merge;
 pub mod ops;
 pub(crate) mod payload;
+mod post;
 pub mod route;
 pub mod thread;
 
@@ -364,7 +366,7 @@ impl Runtime {
         let call = self.shared.next_call.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = mpsc::sync_channel(1);
         let sched = Arc::new(Sched::new(tx));
-        let out = exec::Output {
+        let out = post::Output {
             graph: graph.inner.clone(),
             dest: Some(0),
             id: MsgId::root(call),
@@ -373,7 +375,7 @@ impl Runtime {
             sched,
             traced: false,
         };
-        let injected = exec::deliver(&self.shared, None, &graph.inner, out);
+        let injected = post::deliver(&self.shared, None, &graph.inner, out);
         if let Err(message) = injected {
             let op = graph.inner.nodes[0].info.name.to_string();
             return Err(ScheduleError::Operation {
