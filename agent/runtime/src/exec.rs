@@ -107,15 +107,7 @@ pub(crate) fn thread_main<S: ThreadState>(sh: &Shared, me: &ThreadShared) {
     loop {
         if (alive.is_some() || ex.spare.is_some()) && me.out_of_work() {
             alive = None;
-            // The spare batch keeps its last handles (reused as they are for the next
-            // output of the same call): dropped once that call is over.
-            if ex
-                .spare
-                .as_ref()
-                .is_some_and(|b| Arc::strong_count(&b.handles.sched) == 1)
-            {
-                ex.spare = None;
-            }
+            ex.drop_stale_spare();
         }
         me.started();
         let Some(popped) = me.pop(
@@ -140,22 +132,30 @@ pub(crate) fn thread_main<S: ThreadState>(sh: &Shared, me: &ThreadShared) {
                 continue;
             }
         };
+        ex.run_item(item, &mut alive);
+    }
+}
+
+impl<S: ThreadState> Exec<'_, S> {
+    /// Run an item taken whole from the queue; `alive`: see [`thread_main`].
+    #[inline]
+    fn run_item(&mut self, item: Item, alive: &mut Option<Handles>) {
         match item {
             Item::Msg(env) => {
                 if env.sched.is_failed() {
-                    ex.instances.retain(|_, i| !i.sched.is_failed());
-                    continue;
+                    self.instances.retain(|_, i| !i.sched.is_failed());
+                    return;
                 }
-                let (graph, sched) = keep_alive(&mut alive, &env.graph, &env.sched);
-                ex.on_message(env, graph, sched);
+                let (graph, sched) = keep_alive(alive, &env.graph, &env.sched);
+                self.on_message(env, graph, sched);
             }
             // `pop` hands out the messages of a batch one by one; should one come whole,
             // its messages are run in order.
             Item::Batch(b) => {
                 for env in b.into_envelopes() {
                     if !env.sched.is_failed() {
-                        let (graph, sched) = keep_alive(&mut alive, &env.graph, &env.sched);
-                        ex.on_message(env, graph, sched);
+                        let (graph, sched) = keep_alive(alive, &env.graph, &env.sched);
+                        self.on_message(env, graph, sched);
                     }
                 }
             }
@@ -166,10 +166,37 @@ pub(crate) fn thread_main<S: ThreadState>(sh: &Shared, me: &ThreadShared) {
                 sched,
             } => {
                 if !sched.is_failed() {
-                    ex.finish_instance(&graph, node, &frame);
+                    self.finish_instance(&graph, node, &frame);
                 }
             }
         }
+    }
+
+    /// The spare batch keeps its last handles (reused as they are for the next output of
+    /// the same call): dropped, when the thread runs out of work, once that call is over.
+    fn drop_stale_spare(&mut self) {
+        if self
+            .spare
+            .as_ref()
+            .is_some_and(|b| Arc::strong_count(&b.handles.sched) == 1)
+        {
+            self.spare = None;
+        }
+    }
+}
+
+/// The step a message starts, and the instance it belongs to: a merge's or stream's
+/// (named by its split's input) for an absorb step, else its own.
+fn step_and_instance(env: &Envelope) -> (StepKind, MsgId) {
+    match env.graph.nodes[env.node as usize].op {
+        OpFn::Merge { .. } | OpFn::Stream { .. } => {
+            let prefix = env
+                .frame
+                .as_ref()
+                .map_or_else(|| env.id.clone(), |f| f.prefix.clone());
+            (StepKind::Absorb, prefix)
+        }
+        _ => (StepKind::Run, env.id.clone()),
     }
 }
 
@@ -281,16 +308,7 @@ impl<S: ThreadState> Exec<'_, S> {
     /// the caller (so the envelope's handles can move on with its output).
     fn on_message(&mut self, env: Envelope, graph: &Arc<GraphInner>, sched: &Arc<Sched>) {
         let node = env.node as usize;
-        let is_instance = matches!(env.graph.nodes[node].op, OpFn::Merge { .. } | OpFn::Stream { .. });
-        let (step, instance) = if is_instance {
-            let prefix = env
-                .frame
-                .as_ref()
-                .map_or_else(|| env.id.clone(), |f| f.prefix.clone());
-            (StepKind::Absorb, prefix)
-        } else {
-            (StepKind::Run, env.id.clone())
-        };
+        let (step, instance) = step_and_instance(&env);
         let Some((env, trace)) = self.start(env, step, &instance) else {
             return; // put back: the loop pops the new head
         };
