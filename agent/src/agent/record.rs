@@ -149,7 +149,7 @@ impl Rec {
     pub(crate) fn set_event_id(&mut self, id: u64) {
         match self {
             Rec::Fast(f) => f.event_id = id,
-            Rec::Full(ev) => super::set_event_id(ev, id),
+            Rec::Full(ev) => super::stream::set_event_id(ev, id),
         }
     }
 }

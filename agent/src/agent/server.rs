@@ -179,7 +179,7 @@ async fn serve(agent: &Arc<Agent>, stream: tokio::net::TcpStream) -> Result<(), 
                     Some(Ok(_)) => {}
                     Some(Err(e)) => return Err(format!("receive: {e}")),
                 },
-                () = agent.wake.notified() => {}
+                () = agent.stream.wake.notified() => {}
                 _ = tick.tick() => {}
             }
             let chunks = agent.drain();
@@ -193,8 +193,8 @@ async fn serve(agent: &Arc<Agent>, stream: tokio::net::TcpStream) -> Result<(), 
                     Frame::Binary(b) => Message::Binary(b.into()),
                 };
                 tx.send(m).await.map_err(|e| format!("send: {e}"))?;
-                agent.sent.fetch_add(1, Relaxed);
-                agent.sent_events.fetch_add(n as u64, Relaxed);
+                agent.stream.sent.fetch_add(1, Relaxed);
+                agent.stream.sent_events.fetch_add(n as u64, Relaxed);
             }
             if close {
                 // A numbered detach gets its verdict before the close (the buffer is
