@@ -29,12 +29,12 @@ mod record;
 mod server;
 mod stream;
 
+use held::HeldCmd;
 use hook::thread_snapshot;
 use policy::Policy;
 use record::Rec;
 use stream::Stream;
 
-use held::HeldCmd;
 use racetrack_protocol as proto;
 use racetrack_protocol::Event;
 use racetrack_runtime::hook::{CollectionInfo, OpInfo};

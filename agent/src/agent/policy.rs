@@ -13,6 +13,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Mutex;
 
+/// The policy as the debugger last set it (cleared at detach).
 #[derive(Default)]
 pub(super) struct Policy {
     step_mode: AtomicBool,

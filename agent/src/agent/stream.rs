@@ -17,6 +17,8 @@ const BUFFER_CAP: usize = 65_536;
 /// Buffered events that make the agent's thread flush before its next tick.
 const FLUSH_AT: usize = 1024;
 
+/// The stream and what the agent's thread and the program's threads signal each other
+/// through it.
 #[derive(Default)]
 pub(super) struct Stream {
     pub(super) state: Mutex<StreamState>,
@@ -51,7 +53,8 @@ impl Agent {
     }
 
     /// Append a streamed record (see [`emit`](Self::emit)). Returns the session (see
-    /// [`Hook::session`](racetrack_runtime::hook::Hook::session)) it was recorded in, `None` if it was not (nobody attached).
+    /// [`Hook::session`](racetrack_runtime::hook::Hook::session)) it was recorded in,
+    /// `None` if it was not (nobody attached).
     pub(super) fn record(&self, ev: Rec, backpressure: bool) -> Option<u64> {
         self.record_all(std::iter::once(ev), backpressure)
     }
