@@ -149,7 +149,7 @@ impl Rec {
     pub(crate) fn set_event_id(&mut self, id: u64) {
         match self {
             Rec::Fast(f) => f.event_id = id,
-            Rec::Full(ev) => super::set_event_id(ev, id),
+            Rec::Full(ev) => super::stream::set_event_id(ev, id),
         }
     }
 }
@@ -310,43 +310,6 @@ pub(crate) fn frames<'a>(
             out.push((frame, std::mem::take(n)));
         }
     };
-    let flush_full = |full: &mut Vec<&Event>, out: &mut Vec<(Frame, usize)>| {
-        // A frame larger than the limit would make the debugger close the connection:
-        // such batches are split, and an event too large by itself is replaced by an error.
-        let limit = racetrack_protocol::MAX_FRAME_BYTES - 64;
-        let mut text = String::new();
-        let mut n = 0;
-        for ev in full.drain(..) {
-            let mut one = ev.to_json();
-            if one.len() > limit {
-                let what = match (ev.event_id(), ev.thread()) {
-                    (Some(id), Some(t)) => format!("event {id} of {t}"),
-                    _ => "an event".to_owned(),
-                };
-                let message = format!(
-                    "{what} was not sent: it is {} bytes, more than a frame's {} (a held thread stays held: continue it by its event id)",
-                    one.len(),
-                    racetrack_protocol::MAX_FRAME_BYTES
-                );
-                one = Event::Error { message, req: None }.to_json();
-            }
-            if n > 0 && text.len() + one.len() + 2 > limit {
-                text.push_str("]}");
-                out.push((Frame::Text(std::mem::take(&mut text)), std::mem::take(&mut n)));
-            }
-            text.push_str(if n == 0 {
-                r#"{"event":"batch","events":["#
-            } else {
-                ","
-            });
-            text.push_str(&one);
-            n += 1;
-        }
-        if n > 0 {
-            text.push_str("]}");
-            out.push((Frame::Text(text), n));
-        }
-    };
     for r in recs {
         match r {
             Rec::Fast(f) => {
@@ -375,6 +338,45 @@ pub(crate) fn frames<'a>(
     flush_packed(&mut packer, &mut n_packed, &mut out);
     flush_full(&mut full, &mut out);
     out
+}
+
+/// `batch` frames for a run of full events (emptied), each within the frame limit.
+fn flush_full(full: &mut Vec<&Event>, out: &mut Vec<(Frame, usize)>) {
+    // A frame larger than the limit would make the debugger close the connection:
+    // such batches are split, and an event too large by itself is replaced by an error.
+    let limit = racetrack_protocol::MAX_FRAME_BYTES - 64;
+    let mut text = String::new();
+    let mut n = 0;
+    for ev in full.drain(..) {
+        let mut one = ev.to_json();
+        if one.len() > limit {
+            let what = match (ev.event_id(), ev.thread()) {
+                (Some(id), Some(t)) => format!("event {id} of {t}"),
+                _ => "an event".to_owned(),
+            };
+            let message = format!(
+                "{what} was not sent: it is {} bytes, more than a frame's {} (a held thread stays held: continue it by its event id)",
+                one.len(),
+                racetrack_protocol::MAX_FRAME_BYTES
+            );
+            one = Event::Error { message, req: None }.to_json();
+        }
+        if n > 0 && text.len() + one.len() + 2 > limit {
+            text.push_str("]}");
+            out.push((Frame::Text(std::mem::take(&mut text)), std::mem::take(&mut n)));
+        }
+        text.push_str(if n == 0 {
+            r#"{"event":"batch","events":["#
+        } else {
+            ","
+        });
+        text.push_str(&one);
+        n += 1;
+    }
+    if n > 0 {
+        text.push_str("]}");
+        out.push((Frame::Text(text), n));
+    }
 }
 
 /// How a `packed` frame begins (what [`racetrack_protocol::Decoder`] recognizes).

@@ -15,6 +15,7 @@ use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request, 
 use tokio_tungstenite::tungstenite::http::StatusCode;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::WebSocketStream;
 
 /// Streamed events are flushed at least this often.
 const TICK: Duration = Duration::from_millis(10);
@@ -121,7 +122,12 @@ fn check_handshake(req: &Request, token: Option<&str>) -> Result<(), String> {
     Ok(())
 }
 
-async fn serve(agent: &Arc<Agent>, stream: tokio::net::TcpStream) -> Result<(), String> {
+/// Take a connection through the WebSocket handshake ([`check_handshake`]); returns the
+/// socket and how the debugger asked for packed events.
+async fn handshake(
+    agent: &Agent,
+    stream: tokio::net::TcpStream,
+) -> Result<(WebSocketStream<tokio::net::TcpStream>, Packing), String> {
     let _ = stream.set_nodelay(true);
     // Commands are small: reading them 4 KiB at a time (the default, 128 KiB, had every
     // poll of the connection zero that much first: a few percent of this thread's time
@@ -147,6 +153,11 @@ async fn serve(agent: &Arc<Agent>, stream: tokio::net::TcpStream) -> Result<(), 
     let ws = tokio_tungstenite::accept_hdr_async_with_config(stream, callback, Some(config))
         .await
         .map_err(|e| format!("handshake refused or failed: {e}"))?;
+    Ok((ws, packing))
+}
+
+async fn serve(agent: &Arc<Agent>, stream: tokio::net::TcpStream) -> Result<(), String> {
+    let (ws, packing) = handshake(agent, stream).await?;
     let (mut tx, mut rx) = ws.split();
     let send = |ev: &Event| Message::Text(ev.to_json().into());
     if !agent.try_claim() {
@@ -179,7 +190,7 @@ async fn serve(agent: &Arc<Agent>, stream: tokio::net::TcpStream) -> Result<(), 
                     Some(Ok(_)) => {}
                     Some(Err(e)) => return Err(format!("receive: {e}")),
                 },
-                () = agent.wake.notified() => {}
+                () = agent.stream.wake.notified() => {}
                 _ = tick.tick() => {}
             }
             let chunks = agent.drain();
@@ -193,8 +204,8 @@ async fn serve(agent: &Arc<Agent>, stream: tokio::net::TcpStream) -> Result<(), 
                     Frame::Binary(b) => Message::Binary(b.into()),
                 };
                 tx.send(m).await.map_err(|e| format!("send: {e}"))?;
-                agent.sent.fetch_add(1, Relaxed);
-                agent.sent_events.fetch_add(n as u64, Relaxed);
+                agent.stream.sent.fetch_add(1, Relaxed);
+                agent.stream.sent_events.fetch_add(n as u64, Relaxed);
             }
             if close {
                 // A numbered detach gets its verdict before the close (the buffer is

@@ -1,0 +1,433 @@
+//! Held events. A thread whose event the policy holds registers the hold (under the stream
+//! lock, where releases happen, and only if the policy still holds it then), flushes the
+//! event, and serves the debugger's commands for it itself (release, reorder, edit,
+//! state) through its [`Site`], until released: nothing else touches a suspended thread.
+
+use super::hook::entry;
+use super::record::Rec;
+use super::stream::set_event_id;
+use super::{lock, Agent, QUEUE_LIST_MAX};
+use racetrack_protocol::{Event, HoldReason};
+use racetrack_runtime::hook::{QueuedMsg, Rest, SendEvent, StepEvent, ThreadInfo};
+use serde_json::Value;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::{mpsc, Arc};
+
+/// A command for a thread suspended at a held event; `req` is the request number the
+/// debugger's command carried, for its verdict.
+pub(super) enum HeldCmd {
+    Release {
+        trace: Option<bool>,
+    },
+    Reorder {
+        order: Vec<String>,
+        rest: Rest,
+        req: Option<u64>,
+    },
+    Edit {
+        content: Value,
+        req: Option<u64>,
+    },
+    GetState {
+        req: Option<u64>,
+    },
+    SetState {
+        content: Value,
+        req: Option<u64>,
+    },
+}
+
+impl HeldCmd {
+    /// The command's wire name and request number (none for a release: it has no verdict
+    /// of its own).
+    fn verdict_of(&self) -> Option<(&'static str, Option<u64>)> {
+        match self {
+            HeldCmd::Release { .. } => None,
+            HeldCmd::Reorder { req, .. } => Some(("reorder", *req)),
+            HeldCmd::Edit { req, .. } => Some(("edit", *req)),
+            HeldCmd::GetState { req } => Some(("state", *req)),
+            HeldCmd::SetState { req, .. } => Some(("set_state", *req)),
+        }
+    }
+}
+
+/// A registered hold: what the debugger's commands are routed by, and the channel to the
+/// held thread.
+pub(super) struct Held {
+    /// The thread's global index.
+    pub(super) thread: usize,
+    pub(super) thread_name: Arc<str>,
+    /// Only a held send can be edited.
+    pub(super) is_send: bool,
+    pub(super) tx: mpsc::Sender<HeldCmd>,
+    /// The held event as streamed, for the snapshot of a later attach.
+    pub(super) event: Event,
+}
+
+/// Where a held thread applies the debugger's commands.
+pub(super) trait Site {
+    fn reorder(&mut self, order: &[String], rest: Rest) -> Result<bool, String>;
+    fn edit(&mut self, content: Value) -> Result<(), String>;
+    fn state(&self) -> Result<Value, String>;
+    fn set_state(&mut self, content: Value) -> Result<(), String>;
+    fn pending(&self) -> Vec<QueuedMsg>;
+}
+
+impl Site for SendEvent<'_> {
+    fn reorder(&mut self, order: &[String], rest: Rest) -> Result<bool, String> {
+        match &mut self.access {
+            Some(a) => a.reorder_with(order, rest).map(|()| false),
+            None => Err("the schedule caller has no queue".to_owned()),
+        }
+    }
+    fn edit(&mut self, content: Value) -> Result<(), String> {
+        self.replace_content(content)
+    }
+    fn state(&self) -> Result<Value, String> {
+        self.access
+            .as_ref()
+            .map_or(Err("no thread".to_owned()), |a| a.state_json())
+    }
+    fn set_state(&mut self, content: Value) -> Result<(), String> {
+        self.access
+            .as_mut()
+            .map_or(Err("no thread".to_owned()), |a| a.set_state_json(content))
+    }
+    fn pending(&self) -> Vec<QueuedMsg> {
+        self.access.as_ref().map(|a| a.pending()).unwrap_or_default()
+    }
+}
+
+impl Site for StepEvent<'_> {
+    fn reorder(&mut self, order: &[String], rest: Rest) -> Result<bool, String> {
+        self.access.reorder_with(order, rest)?;
+        Ok(self.access.put_back())
+    }
+    fn edit(&mut self, _content: Value) -> Result<(), String> {
+        Err("only a message held at its send can be edited; this event is a step".to_owned())
+    }
+    fn state(&self) -> Result<Value, String> {
+        self.access.state_json()
+    }
+    fn set_state(&mut self, content: Value) -> Result<(), String> {
+        self.access.set_state_json(content)
+    }
+    fn pending(&self) -> Vec<QueuedMsg> {
+        self.access.pending()
+    }
+}
+
+/// Mark a held event as streamed, not held (the hold was not taken).
+fn unhold(ev: &mut Event) {
+    match ev {
+        Event::Send(e) => {
+            e.held = false;
+            e.reason = None;
+        }
+        Event::Start(e) | Event::Stop(e) => {
+            e.held = false;
+            e.reason = None;
+        }
+        _ => {}
+    }
+}
+
+impl Agent {
+    /// Register `ev` as held, flush it, and serve commands for it until released. Returns
+    /// the trace override of the release, if any.
+    ///
+    /// `still`: whether the policy holds the event now. It is asked again under the stream
+    /// lock, where releases happen: a `continue` sent with, say, step mode just turned off
+    /// may have come between the decision and this registration, and the hold then stands
+    /// only if the policy still asks for it.
+    pub(super) fn hold(
+        &self,
+        mut ev: Event,
+        thread: &Arc<ThreadInfo>,
+        reason: HoldReason,
+        site: &mut dyn Site,
+        still: &dyn Fn() -> bool,
+    ) -> Option<bool> {
+        let (tx, rx) = mpsc::channel();
+        let id;
+        {
+            let mut s = lock(&self.stream.state);
+            let attached = self.attached.load(Relaxed);
+            let stale = reason != HoldReason::Wait && !still();
+            if self.closing.load(Relaxed) || !(attached || reason == HoldReason::Wait) || stale {
+                // Detached meanwhile, or no longer held by the policy: stream it as not
+                // held.
+                drop(s);
+                unhold(&mut ev);
+                self.emit(ev, false);
+                return None;
+            }
+            id = s.next_id;
+            s.next_id += 1;
+            set_event_id(&mut ev, id);
+            if attached {
+                s.buf.push(Rec::Full(Box::new(ev.clone())));
+            }
+            let is_send = matches!(ev, Event::Send(_));
+            s.held.insert(
+                id,
+                Held {
+                    thread: thread.global,
+                    thread_name: thread.name.clone(),
+                    is_send,
+                    tx,
+                    event: ev,
+                },
+            );
+        }
+        self.stream.wake.notify_one();
+        if reason == HoldReason::Wait {
+            let t0 = std::time::Instant::now();
+            let r = self.held_loop(id, &thread.name, &rx, site);
+            let us = u64::try_from(t0.elapsed().as_micros()).unwrap_or(u64::MAX);
+            self.start_hold_us.fetch_add(us, Relaxed);
+            return r;
+        }
+        self.held_loop(id, &thread.name, &rx, site)
+    }
+
+    /// Serve a held event's commands until it is released; then refuse whatever reached
+    /// the thread after its release was decided (every command gets its answer).
+    fn held_loop(
+        &self,
+        id: u64,
+        name: &str,
+        rx: &mpsc::Receiver<HeldCmd>,
+        site: &mut dyn Site,
+    ) -> Option<bool> {
+        let trace = self.serve_held(id, name, rx, site);
+        // The hold is no longer registered (whoever ended it removed it under the stream
+        // lock, and commands are sent only to registered holds): what is left came before.
+        while let Ok(cmd) = rx.try_recv() {
+            if let Some((what, req)) = cmd.verdict_of() {
+                self.error(
+                    format!("{what}: {name} was released before the command reached it; nothing changed"),
+                    req,
+                );
+            }
+        }
+        trace
+    }
+
+    fn serve_held(
+        &self,
+        id: u64,
+        name: &str,
+        rx: &mpsc::Receiver<HeldCmd>,
+        site: &mut dyn Site,
+    ) -> Option<bool> {
+        loop {
+            match rx.recv() {
+                Err(_) => return None,
+                Ok(HeldCmd::Release { trace }) => return trace,
+                Ok(HeldCmd::Reorder { order, rest, req }) => match site.reorder(&order, rest) {
+                    Ok(put_back) => {
+                        // The new queue first: whoever waits for the verdict sees it.
+                        let pending = site.pending();
+                        let more = pending.len().saturating_sub(QUEUE_LIST_MAX);
+                        let messages = pending.iter().take(QUEUE_LIST_MAX).map(|q| entry(q, name, None)).collect();
+                        self.reply(Event::Queue { thread: name.to_string(), messages, more });
+                        self.reply(Event::Ok { cmd: "reorder".into(), target: Some(name.to_string()), req });
+                        if put_back {
+                            // The step will not start: this hold is over; the thread
+                            // starts the new head (a new start event).
+                            let mut s = lock(&self.stream.state);
+                            if s.held.remove(&id).is_some() && self.attached.load(Relaxed) {
+                                s.buf.push(Rec::Full(Box::new(Event::Released { event_id: id, thread: name.to_string() })));
+                            }
+                            drop(s);
+                            self.stream.wake.notify_one();
+                            return None;
+                        }
+                    }
+                    Err(e) => self.error(format!("reorder of {name} not applied: {e}"), req),
+                },
+                Ok(HeldCmd::Edit { content, req }) => match site.edit(content) {
+                    Ok(()) => self.reply(Event::Ok { cmd: "edit".into(), target: Some(id.to_string()), req }),
+                    Err(e) => self.error(
+                        format!(
+                            "edit of event {id} not applied: the content {e}; the original message is kept and {name} stays held"
+                        ),
+                        req,
+                    ),
+                },
+                Ok(HeldCmd::GetState { req }) => match site.state() {
+                    Ok(content) => {
+                        self.reply(Event::State { thread: name.to_string(), content });
+                        self.ok("state", req);
+                    }
+                    Err(e) => self.error(format!("state of {name}: {e}"), req),
+                },
+                Ok(HeldCmd::SetState { content, req }) => match site.set_state(content) {
+                    Ok(()) => self.reply(Event::Ok { cmd: "set_state".into(), target: Some(name.to_string()), req }),
+                    Err(e) => self.error(format!("set_state of {name} not applied: {e}"), req),
+                },
+            }
+        }
+    }
+
+    /// Release held events chosen by `pick`, emitting `released` for each.
+    pub(super) fn release(&self, trace: Option<bool>, pick: impl Fn(u64, &Held) -> bool) -> usize {
+        let mut s = lock(&self.stream.state);
+        let ids: Vec<u64> = s
+            .held
+            .iter()
+            .filter(|(id, h)| pick(**id, h))
+            .map(|(id, _)| *id)
+            .collect();
+        for id in &ids {
+            if let Some(h) = s.held.remove(id) {
+                if self.attached.load(Relaxed) {
+                    s.buf.push(Rec::Full(Box::new(Event::Released {
+                        event_id: *id,
+                        thread: h.thread_name.to_string(),
+                    })));
+                }
+                let _ = h.tx.send(HeldCmd::Release { trace });
+            }
+        }
+        drop(s);
+        self.stream.wake.notify_one();
+        ids.len()
+    }
+
+    /// Send a command to the thread held at event `id`.
+    pub(super) fn to_held(&self, pick: impl Fn(u64, &Held) -> bool, cmd: HeldCmd) -> bool {
+        let s = lock(&self.stream.state);
+        match s.held.iter().find(|(id, h)| pick(**id, h)) {
+            Some((_, h)) => h.tx.send(cmd).is_ok(),
+            None => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use racetrack_protocol::{self as proto, Command};
+    use std::time::Duration;
+
+    /// A held thread's site with nothing to act on.
+    struct NoSite;
+
+    impl Site for NoSite {
+        fn reorder(&mut self, _: &[String], _: Rest) -> Result<bool, String> {
+            Err("no queue".into())
+        }
+        fn edit(&mut self, _: Value) -> Result<(), String> {
+            Err("no message".into())
+        }
+        fn state(&self) -> Result<Value, String> {
+            Err("no state".into())
+        }
+        fn set_state(&mut self, _: Value) -> Result<(), String> {
+            Err("no state".into())
+        }
+        fn pending(&self) -> Vec<QueuedMsg> {
+            Vec::new()
+        }
+    }
+
+    fn held_send(id: u64) -> Event {
+        Event::Send(proto::SendEv {
+            event_id: id,
+            thread: Some("proc[0]".into()),
+            op: Some("Work".into()),
+            msg: format!("0.{id}"),
+            to_op: None,
+            to_thread: None,
+            type_name: "u32".into(),
+            traced: false,
+            held: true,
+            reason: Some(HoldReason::Step),
+            content: None,
+        })
+    }
+
+    /// The race of a thread that decides to hold (step mode on) while the debugger turns
+    /// step mode off and says continue: the continue comes before the hold is registered.
+    /// Played in that order here: the decision, then the commands, then the hold.
+    #[test]
+    fn a_hold_decided_before_a_continue_stands_only_if_the_policy_still_holds() {
+        let agent = Arc::new(Agent::new(false, None));
+        let _ = agent.attach_structure();
+        let _ = agent.attach();
+        let thread = Arc::new(ThreadInfo {
+            global: 0,
+            collection: 0,
+            index: 0,
+            name: "proc[0]".into(),
+        });
+        let cont = || Command::Continue {
+            thread: None,
+            event_id: None,
+            trace: None,
+        };
+        let hold_in_thread = |id: u64| {
+            let (agent, thread) = (agent.clone(), thread.clone());
+            let (tx, rx) = mpsc::channel();
+            std::thread::spawn(move || {
+                let still = || agent.policy.other_reason(0).is_some();
+                let r = agent.hold(held_send(id), &thread, HoldReason::Step, &mut NoSite, &still);
+                let _ = tx.send(r);
+            });
+            rx
+        };
+        let held_count = || lock(&agent.stream.state).held.len();
+
+        // Step mode turned off before the continue: the hold does not stand.
+        agent.apply(Command::StepMode { on: true }, None);
+        assert_eq!(
+            agent.policy.other_reason(0),
+            Some(HoldReason::Step),
+            "the decision"
+        );
+        agent.apply(Command::StepMode { on: false }, None);
+        agent.apply(cont(), None);
+        let done = hold_in_thread(1);
+        let returned = done.recv_timeout(Duration::from_secs(10));
+        if returned.is_err() {
+            agent.apply(cont(), None); // let the thread go before failing
+        }
+        assert!(
+            returned.is_ok(),
+            "the thread stayed held after step mode off and continue"
+        );
+        assert_eq!(held_count(), 0);
+        let streamed: Vec<(u64, bool)> = agent
+            .drain()
+            .into_iter()
+            .flatten()
+            .filter_map(|r| match r {
+                Rec::Full(ev) => match *ev {
+                    Event::Send(s) => Some((s.event_id, s.held)),
+                    _ => None,
+                },
+                Rec::Fast(_) => None,
+            })
+            .collect();
+        assert_eq!(streamed.len(), 1, "{streamed:?}");
+        assert!(!streamed[0].1, "streamed as not held: {streamed:?}");
+
+        // Step mode still on after the continue: the next event is held, as step mode
+        // asks, until the next continue.
+        agent.apply(Command::StepMode { on: true }, None);
+        agent.apply(cont(), None);
+        let done = hold_in_thread(2);
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while held_count() == 0 && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!(held_count(), 1, "the hold stands while step mode is on");
+        agent.apply(cont(), None);
+        assert!(
+            done.recv_timeout(Duration::from_secs(10)).is_ok(),
+            "released by the next continue"
+        );
+    }
+}

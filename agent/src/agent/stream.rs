@@ -1,0 +1,160 @@
+//! The event stream: one buffer the program's threads append to and the agent's thread
+//! drains. Events are numbered as they enter it, under its lock, so numbering order is
+//! stream order; held events are registered under the same lock (see `Agent::hold`), which
+//! is where releases happen. The buffer is bounded: a producer that finds it full waits for
+//! the agent's thread to drain it (backpressure), unless it holds a queue lock.
+
+use super::held::Held;
+use super::record::{self, Rec};
+use super::{lock, Agent};
+use racetrack_protocol::Event;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Condvar, Mutex};
+
+/// Streamed events buffered before producers wait for the debugger (backpressure).
+const BUFFER_CAP: usize = 65_536;
+/// Buffered events that make the agent's thread flush before its next tick.
+const FLUSH_AT: usize = 1024;
+
+/// The stream and what the agent's thread and the program's threads signal each other
+/// through it.
+#[derive(Default)]
+pub(super) struct Stream {
+    pub(super) state: Mutex<StreamState>,
+    /// Signalled when the buffer was drained (producers waiting for room) or the program
+    /// shuts down.
+    pub(super) space: Condvar,
+    /// Wakes the agent's thread to flush before its next tick.
+    pub(super) wake: tokio::sync::Notify,
+    /// Counts attach snapshots (changed under the stream lock, at the cut): see
+    /// [`Hook::session`](racetrack_runtime::hook::Hook::session).
+    pub(super) session: AtomicU64,
+    /// Times a program thread waited for room in the buffer (backpressure).
+    pub(super) waits: AtomicU64,
+    /// Frames sent to the debugger so far (progress of a final flush).
+    pub(super) sent: AtomicU64,
+    pub(super) sent_events: AtomicU64,
+}
+
+/// What the stream lock guards.
+#[derive(Default)]
+pub(super) struct StreamState {
+    pub(super) next_id: u64,
+    pub(super) buf: record::Chunks,
+    /// Held events by event number.
+    pub(super) held: BTreeMap<u64, Held>,
+}
+
+impl Agent {
+    /// Append a streamed event (with the next event number if it has one).
+    pub(super) fn emit(&self, ev: Event, backpressure: bool) {
+        let _ = self.record(Rec::Full(Box::new(ev)), backpressure);
+    }
+
+    /// Append a streamed record (see [`emit`](Self::emit)). Returns the session (see
+    /// [`Hook::session`](racetrack_runtime::hook::Hook::session)) it was recorded in,
+    /// `None` if it was not (nobody attached).
+    pub(super) fn record(&self, ev: Rec, backpressure: bool) -> Option<u64> {
+        self.record_all(std::iter::once(ev), backpressure)
+    }
+
+    /// Append streamed records under one lock of the buffer, numbered in turn (see
+    /// [`record`](Self::record)).
+    pub(super) fn record_all(&self, recs: impl IntoIterator<Item = Rec>, backpressure: bool) -> Option<u64> {
+        let mut s = lock(&self.stream.state);
+        if !self.attached.load(Relaxed) {
+            return None;
+        }
+        if backpressure {
+            while s.buf.len() >= BUFFER_CAP && self.attached.load(Relaxed) && !self.closing.load(Relaxed) {
+                self.stream.waits.fetch_add(1, Relaxed);
+                s = self
+                    .stream
+                    .space
+                    .wait(s)
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+            }
+        }
+        let before = s.buf.len();
+        for mut ev in recs {
+            if ev.is_numbered() {
+                ev.set_event_id(s.next_id);
+                s.next_id += 1;
+            }
+            s.buf.push(ev);
+        }
+        let flush = s.buf.len() / FLUSH_AT > before / FLUSH_AT;
+        // Read under the lock the attach cut takes to change it.
+        let session = self.stream.session.load(Relaxed);
+        drop(s);
+        if flush {
+            self.stream.wake.notify_one();
+        }
+        Some(session)
+    }
+
+    /// Append a reply or notice and flush it at once.
+    pub(super) fn reply(&self, ev: Event) {
+        {
+            let mut s = lock(&self.stream.state);
+            if !self.attached.load(Relaxed) {
+                return;
+            }
+            s.buf.push(Rec::Full(Box::new(ev)));
+        }
+        self.stream.wake.notify_one();
+    }
+
+    pub(super) fn error(&self, message: String, req: Option<u64>) {
+        self.reply(Event::Error { message, req });
+    }
+
+    /// The `ok` of a command that carried a request number (without one, only the
+    /// commands that always had an `ok` get one: see [`Agent::held_loop`]).
+    pub(super) fn ok(&self, cmd: &str, req: Option<u64>) {
+        if req.is_some() {
+            self.reply(Event::Ok {
+                cmd: cmd.to_owned(),
+                target: None,
+                req,
+            });
+        }
+    }
+
+    /// Take what is buffered (the server's side).
+    pub(super) fn drain(&self) -> Vec<Vec<Rec>> {
+        let out = lock(&self.stream.state).buf.take();
+        self.stream.space.notify_all();
+        out
+    }
+
+    /// Hand back chunks [`Agent::drain`] gave out, once emptied, for reuse (dropped when
+    /// no debugger is attached any more).
+    pub(super) fn recycle(&self, mut chunks: Vec<Vec<Rec>>) {
+        // Records, and chunks beyond what is kept, are dropped here, not under the lock
+        // the program's threads take.
+        chunks.truncate(record::SPARE_MAX);
+        for c in &mut chunks {
+            c.clear();
+        }
+        let mut s = lock(&self.stream.state);
+        if self.attached.load(Relaxed) {
+            s.buf.recycle(&mut chunks);
+        }
+    }
+
+    pub(super) fn drain_is_empty(&self) -> bool {
+        lock(&self.stream.state).buf.is_empty()
+    }
+}
+
+/// Number a full event (the kinds that take a number).
+pub(super) fn set_event_id(ev: &mut Event, id: u64) {
+    match ev {
+        Event::Send(e) => e.event_id = id,
+        Event::Recv(e) => e.event_id = id,
+        Event::Start(e) | Event::Stop(e) => e.event_id = id,
+        _ => {}
+    }
+}
