@@ -259,7 +259,7 @@ impl Hook for Agent {
             return;
         }
         self.finishing.store(true, Relaxed);
-        if std::env::var("RACETRACK_DEBUG").is_ok() {
+        if std::env::var(racetrack_protocol::launch::ENV_DEBUG).is_ok() {
             eprintln!(
                 "racetrack: finishing with {} events buffered, {} frames sent",
                 lock(&self.stream.state).buf.len(),
@@ -286,7 +286,7 @@ impl Hook for Agent {
             }
             last_sent = sent;
         }
-        if std::env::var("RACETRACK_DEBUG").is_ok() {
+        if std::env::var(racetrack_protocol::launch::ENV_DEBUG).is_ok() {
             let (buffered, next_id) = {
                 let s = lock(&self.stream.state);
                 (s.buf.len(), s.next_id)

@@ -36,6 +36,7 @@ use record::Rec;
 use stream::Stream;
 
 use racetrack_protocol as proto;
+use racetrack_protocol::launch as env;
 use racetrack_protocol::Event;
 use racetrack_runtime::hook::{CollectionInfo, OpInfo};
 use racetrack_runtime::thread::ThreadSnap;
@@ -72,9 +73,9 @@ pub enum AgentError {
 /// `RACETRACK_LISTEN` is unset. A configuration error is printed to stderr and the
 /// program runs without the agent (it is a guest: it never stops the program).
 pub fn start_from_env() -> Option<Arc<Agent>> {
-    let listen = std::env::var("RACETRACK_LISTEN").ok()?;
-    let wait = std::env::var("RACETRACK_WAIT").is_ok_and(|v| !v.is_empty() && v != "0");
-    let token = std::env::var("RACETRACK_TOKEN").ok().filter(|t| !t.is_empty());
+    let listen = std::env::var(env::ENV_LISTEN).ok()?;
+    let wait = std::env::var(env::ENV_WAIT).is_ok_and(|v| !v.is_empty() && v != "0");
+    let token = std::env::var(env::ENV_TOKEN).ok().filter(|t| !t.is_empty());
     match start(&listen, wait, token) {
         Ok(agent) => Some(agent),
         Err(e) => {
@@ -98,7 +99,7 @@ pub fn start(listen: &str, wait: bool, token: Option<String>) -> Result<Arc<Agen
     let agent = Arc::new(Agent::new(wait, token));
     let _ = agent.url.set(format!("ws://{local}"));
     server::spawn(agent.clone(), listener);
-    eprintln!("racetrack: listening on ws://{local}");
+    eprintln!("{}", env::listening_line(&format!("ws://{local}")));
     Ok(agent)
 }
 
@@ -138,7 +139,7 @@ pub struct Agent {
 
 impl Agent {
     fn new(wait: bool, token: Option<String>) -> Self {
-        let program = std::env::var("RACETRACK_PROGRAM")
+        let program = std::env::var(env::ENV_PROGRAM)
             .ok()
             .filter(|p| !p.is_empty())
             .or_else(|| std::env::args().next())

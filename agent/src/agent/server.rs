@@ -98,7 +98,7 @@ fn packing_asked(req: &Request) -> Packing {
 fn check_handshake(req: &Request, token: Option<&str>) -> Result<(), String> {
     let header = |n: &str| req.headers().get(n).and_then(|v| v.to_str().ok());
     if let Some(origin) = header("origin") {
-        let allowed = std::env::var("RACETRACK_ALLOW_ORIGIN").unwrap_or_default();
+        let allowed = std::env::var(racetrack_protocol::launch::ENV_ALLOW_ORIGIN).unwrap_or_default();
         if !allowed.split(',').any(|a| !a.is_empty() && a.trim() == origin) {
             return Err(format!(
                 "origin `{origin}` is not allowed (set RACETRACK_ALLOW_ORIGIN)"
@@ -106,7 +106,7 @@ fn check_handshake(req: &Request, token: Option<&str>) -> Result<(), String> {
         }
     }
     if let Some(host) = header("host") {
-        let allowed = std::env::var("RACETRACK_ALLOW_HOST").unwrap_or_default();
+        let allowed = std::env::var(racetrack_protocol::launch::ENV_ALLOW_HOST).unwrap_or_default();
         if !is_loopback_host(host) && !allowed.split(',').any(|a| a.trim() == host) && token.is_none() {
             return Err(format!("host `{host}` is not a loopback name"));
         }
