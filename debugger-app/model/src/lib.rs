@@ -354,18 +354,7 @@ impl Model {
                 edges,
             } => {
                 self.names.observe(ev);
-                self.operations = operations.clone();
-                self.collections = collections.clone();
-                self.op_edges = edges.clone();
-                for n in self.nodes.values_mut() {
-                    if n.kind.is_empty() {
-                        n.kind = operations
-                            .iter()
-                            .find(|o| o.name == n.key.0)
-                            .map(|o| o.kind.clone())
-                            .unwrap_or_default();
-                    }
-                }
+                self.on_structure(operations, collections, edges);
             }
             Event::Snapshot { threads, held, .. } => {
                 for t in threads {
@@ -376,9 +365,7 @@ impl Model {
                         self.node(&c.op, &t.thread).status = NodeStatus::Running;
                     }
                 }
-                for h in held {
-                    self.ingest(h);
-                }
+                held.iter().for_each(|h| self.ingest(h));
             }
             Event::Batch { events } => events.iter().for_each(|e| self.ingest(e)),
             Event::Packed { events } => {
@@ -393,19 +380,7 @@ impl Model {
             Event::Recv(r) => self.on_recv(r),
             Event::Start(s) => self.on_start(s, ev),
             Event::Stop(s) => self.on_stop(s, ev),
-            Event::Released { event_id, thread } => {
-                if let Some(e) = self.held.remove(event_id) {
-                    let (op, status) = match &e {
-                        Event::Start(s) => (s.op.clone(), NodeStatus::Running),
-                        Event::Send(s) => (s.op.clone().unwrap_or_default(), NodeStatus::Running),
-                        Event::Stop(s) => (s.op.clone(), NodeStatus::Idle),
-                        _ => (String::new(), NodeStatus::Idle),
-                    };
-                    if let Some(n) = self.nodes.get_mut(&(op, thread.clone())) {
-                        n.status = status;
-                    }
-                }
-            }
+            Event::Released { event_id, thread } => self.on_released(*event_id, thread),
             Event::Queue {
                 thread,
                 messages,
@@ -430,24 +405,64 @@ impl Model {
                 );
             }
             Event::Error { message, .. } => self.log("error", message.clone()),
-            Event::Exit { code } => {
-                let text = match code {
-                    Some(c) => format!("program exited with code {c}"),
-                    None => "program ended".to_owned(),
-                };
-                self.log("info", text);
-                self.exited = Some(*code);
-                self.attached = false;
-                self.held.clear();
-                for n in self.nodes.values_mut() {
-                    n.status = NodeStatus::Finished;
-                }
-            }
+            Event::Exit { code } => self.program_exited(*code),
             Event::Ok { cmd, target, .. } => {
                 let on = target.as_ref().map(|t| format!(" ({t})")).unwrap_or_default();
                 self.log("info", format!("{cmd} applied{on}"));
             }
             Event::Output { .. } | Event::Waited { .. } | Event::Outcome { .. } => {}
+        }
+    }
+
+    fn on_structure(
+        &mut self,
+        operations: &[OperationDesc],
+        collections: &[CollectionDesc],
+        edges: &[[String; 2]],
+    ) {
+        self.operations = operations.to_vec();
+        self.collections = collections.to_vec();
+        self.op_edges = edges.to_vec();
+        for n in self.nodes.values_mut() {
+            if n.kind.is_empty() {
+                n.kind = operations
+                    .iter()
+                    .find(|o| o.name == n.key.0)
+                    .map(|o| o.kind.clone())
+                    .unwrap_or_default();
+            }
+        }
+    }
+
+    /// A hold ended: the node runs on (or, after a held stop, is idle).
+    fn on_released(&mut self, event_id: u64, thread: &str) {
+        let Some(e) = self.held.remove(&event_id) else {
+            return;
+        };
+        let (op, status) = match &e {
+            Event::Start(s) => (s.op.clone(), NodeStatus::Running),
+            Event::Send(s) => (s.op.clone().unwrap_or_default(), NodeStatus::Running),
+            Event::Stop(s) => (s.op.clone(), NodeStatus::Idle),
+            _ => (String::new(), NodeStatus::Idle),
+        };
+        if let Some(n) = self.nodes.get_mut(&(op, thread.to_owned())) {
+            n.status = status;
+        }
+    }
+
+    /// The program ended (`code`: its exit code; `None` if killed): nothing is held or
+    /// running any more.
+    pub fn program_exited(&mut self, code: Option<i32>) {
+        let text = match code {
+            Some(c) => format!("program exited with code {c}"),
+            None => "program ended".to_owned(),
+        };
+        self.log("info", text);
+        self.exited = Some(code);
+        self.attached = false;
+        self.held.clear();
+        for n in self.nodes.values_mut() {
+            n.status = NodeStatus::Finished;
         }
     }
 
