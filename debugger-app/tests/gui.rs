@@ -416,6 +416,23 @@ fn a_large_graph_is_painted_directly_and_its_nodes_answer_clicks() {
     let zoomed = h.state().node_screen_pos(&key).unwrap();
     assert!((zoomed - after).length() < 1.0, "{after:?} -> {zoomed:?}");
     assert!(gap(&h) > 1.5 * gap_before, "{gap_before} -> {}", gap(&h));
+
+    // Too dense for labels so far; zoomed in until they fit, the nodes in view are labelled.
+    assert_eq!(h.state().canvas_labelled(), 0);
+    for _ in 0..4 {
+        h.event(egui::Event::MouseWheel {
+            unit: egui::MouseWheelUnit::Point,
+            delta: egui::vec2(0.0, 250.0),
+            modifiers: egui::Modifiers::default(),
+            phase: egui::TouchPhase::Move,
+        });
+        for _ in 0..30 {
+            h.step();
+        }
+    }
+    let labelled = h.state().canvas_labelled();
+    eprintln!("canvas zoomed in: {labelled} nodes labelled");
+    assert!((2..=400).contains(&labelled), "{labelled}");
 }
 
 /// Node labels keep a readable screen size: heat (four slices) in a 1280×800 window, after

@@ -601,6 +601,12 @@ impl App {
             .collect()
     }
 
+    /// How many nodes the directly painted graph (past [`LABELS_MAX`] nodes) labelled in
+    /// the last frame: none while nodes are too dense for their labels.
+    pub fn canvas_labelled(&self) -> usize {
+        self.canvas.labelled()
+    }
+
     /// Where the graph was drawn in the last frame.
     pub fn graph_rect(&self) -> Option<egui::Rect> {
         self.graph_rect

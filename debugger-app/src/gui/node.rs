@@ -11,10 +11,12 @@
 use super::graph::{DX, DY};
 use egui::epaint::{CircleShape, RectShape, TextShape};
 use egui::text::{LayoutJob, TextFormat, TextWrapping};
+use egui::Galley;
 use egui::{Color32, CornerRadius, FontId, Pos2, Rect, Shape, Stroke, StrokeKind, Vec2};
 use egui_graphs::{DefaultEdgeShape, DisplayEdge, DisplayNode, DrawContext, EdgeProps, Node, NodeProps};
 use petgraph::stable_graph::IndexType;
 use petgraph::EdgeType;
+use std::sync::Arc;
 
 /// Font size of node labels, in screen points, at every zoom.
 pub const LABEL_PT: f32 = 13.0;
@@ -40,6 +42,18 @@ pub fn label_room(zoom: f32) -> Option<f32> {
     let width = DX * zoom - GAP - 2.0 * PAD.x;
     let box_h = LABEL_PT * 1.25 + 2.0 * PAD.y;
     (width >= MIN_TEXT && DY * zoom >= box_h + ROW_GAP).then_some(width)
+}
+
+/// `text` on one line at `font`, elided with `…` past `room` points.
+pub fn elided(ctx: &egui::Context, text: String, font: FontId, color: Color32, room: f32) -> Arc<Galley> {
+    let mut job = LayoutJob::single_section(text, TextFormat::simple(font, color));
+    job.wrap = TextWrapping {
+        max_width: room,
+        max_rows: 1,
+        break_anywhere: true,
+        overflow_character: Some('…'),
+    };
+    ctx.fonts_mut(|f| f.layout_job(job))
 }
 
 /// Black or white, whichever reads better on `fill`.
@@ -177,17 +191,7 @@ impl<N: Clone, E: Clone, Ty: EdgeType, Ix: IndexType> DisplayNode<N, E, Ty, Ix> 
         let font = FontId::proportional(LABEL_PT);
         let mut res = Vec::with_capacity(2);
         if let Some(room) = label_room(zoom) {
-            let mut job = LayoutJob::single_section(
-                self.label.clone(),
-                TextFormat::simple(font.clone(), text_on(fill)),
-            );
-            job.wrap = TextWrapping {
-                max_width: room,
-                max_rows: 1,
-                break_anywhere: true,
-                overflow_character: Some('…'),
-            };
-            let galley = ctx.ctx.fonts_mut(|f| f.layout_job(job));
+            let galley = elided(ctx.ctx, self.label.clone(), font.clone(), text_on(fill), room);
             self.half = (galley.size() / 2.0 + PAD).ceil();
             let rect = Rect::from_center_size(center, 2.0 * self.half);
             res.push(RectShape::new(rect, CornerRadius::same(4), fill, stroke, StrokeKind::Outside).into());
