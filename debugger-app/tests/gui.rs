@@ -416,4 +416,162 @@ fn a_large_graph_is_painted_directly_and_its_nodes_answer_clicks() {
     let zoomed = h.state().node_screen_pos(&key).unwrap();
     assert!((zoomed - after).length() < 1.0, "{after:?} -> {zoomed:?}");
     assert!(gap(&h) > 1.5 * gap_before, "{gap_before} -> {}", gap(&h));
+
+    // Too dense for labels so far; zoomed in until they fit, the nodes in view are labelled.
+    assert_eq!(h.state().canvas_labelled(), 0);
+    for _ in 0..4 {
+        h.event(egui::Event::MouseWheel {
+            unit: egui::MouseWheelUnit::Point,
+            delta: egui::vec2(0.0, 250.0),
+            modifiers: egui::Modifiers::default(),
+            phase: egui::TouchPhase::Move,
+        });
+        for _ in 0..30 {
+            h.step();
+        }
+    }
+    let labelled = h.state().canvas_labelled();
+    eprintln!("canvas zoomed in: {labelled} nodes labelled");
+    assert!((2..=400).contains(&labelled), "{labelled}");
+}
+
+/// Node labels keep a readable screen size: heat (four slices) in a 1280×800 window, after
+/// "Fit" and after zooming out and in, every node is a box with its label at ≥ 11 points,
+/// inside the view, not overlapping its neighbours; a click on a label selects its node.
+#[test]
+fn node_labels_stay_readable_after_fit_and_at_other_zooms() {
+    let prog = support::example_bin("heat").display().to_string();
+    let session = Session::launch(&prog, &[], Waker::default()).expect("launch");
+    let mut h = Harness::builder()
+        .with_size((1280.0, 800.0))
+        .build_ui_state(|ui, app: &mut App| app.frame_ui(ui), App::new(session, None));
+    pump(&mut h, "the start hold", |a| !a.model.held.is_empty());
+    assert!(continue_button(&h, 0));
+    pump(&mut h, "exit", |a| a.model.exited.is_some());
+    // Scatter, Loaded, Split, Merge on main[0]; Load, BorderReq, SendBorder, Collect,
+    // Update on each of the four slices.
+    assert_eq!(h.state().model.nodes.len(), 4 + 5 * 4);
+    h.run_steps(4);
+    assert!(h.state().ui.fit, "Fit is the default view");
+
+    /// Every node's drawing: (label font size, label text height, whether elided).
+    fn check(h: &Harness<'static, App>, when: &str) -> (f32, f32, usize) {
+        let app = h.state();
+        let view = app.graph_rect().expect("the graph is drawn");
+        let drawn = app.drawn_nodes();
+        assert_eq!(drawn.len(), app.model.nodes.len(), "{when}: every node is drawn");
+        let (mut font, mut height, mut elided) = (f32::MAX, f32::MAX, 0);
+        for (key, d) in &drawn {
+            assert!(d.boxed, "{when}: {key:?} is a labelled box: {d:?}");
+            let label = d.label.as_ref().expect("labelled");
+            assert!(label.font_pt >= 11.0, "{when}: {key:?} {label:?}");
+            assert!(label.size.y >= 11.0, "{when}: {key:?} {label:?}");
+            assert!(d.rect.height() > label.size.y, "{when}: the box holds its text");
+            let full = format!("{} @ {}", key.0, key.1);
+            if label.text != full {
+                assert!(
+                    label.text.ends_with('…') && full.starts_with(label.text.trim_end_matches('…')),
+                    "{when}: {key:?} shows {:?}",
+                    label.text
+                );
+                elided += 1;
+            }
+            font = font.min(label.font_pt);
+            height = height.min(label.size.y);
+        }
+        // Nodes in the view (after Fit: all of them) overlap neither the view's edge nor
+        // each other.
+        let visible: Vec<_> = drawn.iter().filter(|(_, d)| view.intersects(d.rect)).collect();
+        if std::env::var("GUI_DEBUG").is_ok() {
+            for (k, d) in &drawn {
+                eprintln!("{when}: {k:?} {d:?}");
+            }
+        }
+        for (i, (ka, a)) in visible.iter().enumerate() {
+            if when == "fit" {
+                assert!(
+                    view.contains_rect(a.rect),
+                    "{when}: {ka:?} {:?} in {view:?}",
+                    a.rect
+                );
+            }
+            for (kb, b) in &visible[i + 1..] {
+                assert!(
+                    !a.rect.intersects(b.rect),
+                    "{when}: {ka:?} {:?} overlaps {kb:?} {:?}",
+                    a.rect,
+                    b.rect
+                );
+            }
+        }
+        let centre = |t: &str| {
+            drawn
+                .iter()
+                .find(|(k, _)| k.0 == "Load" && k.1 == t)
+                .map(|(_, d)| d.rect.center())
+                .unwrap()
+        };
+        eprintln!(
+            "{when}: label font {font} pt, text height {height} px, {elided} of {} elided, \
+             {} in view, columns {:.1} px apart",
+            drawn.len(),
+            visible.len(),
+            centre("proc[1]").x - centre("proc[0]").x
+        );
+        (font, height, elided)
+    }
+    let (_, _, elided) = check(&h, "fit");
+    assert_eq!(elided, 0, "after Fit every label is whole");
+
+    // A click on a label selects its node.
+    let key = ("BorderReq".to_owned(), "proc[2]".to_owned());
+    let box_of = |h: &Harness<'static, App>, key: &(String, String)| {
+        h.state()
+            .drawn_nodes()
+            .into_iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, d)| d.rect)
+            .unwrap()
+    };
+    let rect = box_of(&h, &key);
+    let at = egui::pos2(rect.right() - 8.0, rect.center().y);
+    h.hover_at(at);
+    h.step();
+    for pressed in [true, false] {
+        h.event(egui::Event::PointerButton {
+            pos: at,
+            button: egui::PointerButton::Primary,
+            pressed,
+            modifiers: egui::Modifiers::default(),
+        });
+    }
+    h.run_steps(3);
+    assert_eq!(
+        h.state().ui.selected.as_ref(),
+        Some(&key),
+        "clicked at {at:?} in {rect:?}"
+    );
+
+    // Zoom (each zoom event is a 10% step of egui_graphs) around the middle of the view.
+    let zoom = |h: &mut Harness<'static, App>, factor: f32, steps: usize| {
+        let at = h.state().graph_rect().unwrap().center();
+        h.hover_at(at);
+        for _ in 0..steps {
+            h.event(egui::Event::Zoom(factor));
+            h.step();
+        }
+        h.run_steps(3);
+    };
+    let before = box_of(&h, &key);
+    zoom(&mut h, 0.5, 2);
+    assert!(!h.state().ui.fit, "zooming turns Fit off");
+    let gap_out = (box_of(&h, &key).center() - before.center()).length();
+    check(&h, "zoomed out 2 steps");
+    zoom(&mut h, 2.0, 6);
+    check(&h, "zoomed in 6 steps");
+    let after = box_of(&h, &key);
+    assert!(
+        (after.size() - before.size()).length() < 1.0,
+        "the box keeps its screen size: {before:?} -> {after:?} ({gap_out})"
+    );
 }

@@ -93,6 +93,8 @@ pub struct App {
     script: Option<Script>,
     /// Set when the window should close with this exit code (scripted runs).
     pub quit: Option<i32>,
+    /// Where the graph was drawn in the last frame.
+    graph_rect: Option<egui::Rect>,
     commands: Vec<Command>,
     pause_all: bool,
     /// The program exited while its connection was still open: the exit is shown once the
@@ -119,6 +121,7 @@ impl App {
             rate: Rate::default(),
             script,
             quit: None,
+            graph_rect: None,
             commands: Vec::new(),
             pause_all: false,
             pending_exit: None,
@@ -140,6 +143,7 @@ impl App {
             rate: Rate::default(),
             script: None,
             quit: None,
+            graph_rect: None,
             commands: Vec::new(),
             pause_all: false,
             pending_exit: None,
@@ -557,7 +561,10 @@ impl App {
         self.graph.select(self.ui.selected.as_ref());
         let resp = GraphView::<FixedState, FixedLayout>::new()
             .with_interactions(
+                // Nodes stay where the layout puts them (egui_graphs drags them by
+                // default: a click on a box could move it); a drag pans the view.
                 &SettingsInteraction::new()
+                    .with_dragging_enabled(false)
                     .with_node_clicking_enabled(true)
                     .with_node_selection_enabled(true),
             )
@@ -565,12 +572,13 @@ impl App {
                 &SettingsNavigation::new()
                     .with_zoom_and_pan_enabled(true)
                     .with_fit_to_screen_enabled(self.ui.fit)
-                    .with_fit_to_screen_padding(0.3),
+                    .with_fit_to_screen_padding(0.08),
             )
-            // Up to LABELS_MAX nodes (larger graphs are painted by the canvas).
+            // Up to LABELS_MAX nodes (larger graphs are painted by the canvas). Nodes are
+            // labelled boxes (`node.rs`); edge labels are message counts.
             .with_styles(&SettingsStyle::new().with_labels_always(true))
             .show(ui, &mut self.graph.g);
-        let _ = resp;
+        self.graph_rect = Some(resp.response.rect);
         if let Some(&idx) = self.graph.g.selected_nodes().first() {
             if let Some(key) = self.graph.key_of(idx).cloned() {
                 if self.ui.selected.as_ref() != Some(&key) {
@@ -578,6 +586,30 @@ impl App {
                 }
             }
         }
+    }
+
+    /// How each node was drawn in the last frame (its box on the screen, its label's font
+    /// size and text), when `egui_graphs` draws the graph (up to [`LABELS_MAX`] nodes).
+    pub fn drawn_nodes(&self) -> Vec<(NodeKey, super::node::Drawn)> {
+        if self.model.nodes.len() > LABELS_MAX {
+            return Vec::new();
+        }
+        self.graph
+            .g
+            .nodes_iter()
+            .filter_map(|(_, n)| Some((n.payload().clone(), n.display().drawn()?.clone())))
+            .collect()
+    }
+
+    /// How many nodes the directly painted graph (past [`LABELS_MAX`] nodes) labelled in
+    /// the last frame: none while nodes are too dense for their labels.
+    pub fn canvas_labelled(&self) -> usize {
+        self.canvas.labelled()
+    }
+
+    /// Where the graph was drawn in the last frame.
+    pub fn graph_rect(&self) -> Option<egui::Rect> {
+        self.graph_rect
     }
 
     /// Where the node `key` was drawn in the last frame, when the graph is painted

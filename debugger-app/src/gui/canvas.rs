@@ -1,5 +1,7 @@
 //! The unfolded graph past [`LABELS_MAX`](super::app::LABELS_MAX) nodes, painted directly:
-//! every edge and node into one mesh, a label only for the hovered and the selected node.
+//! every edge and node into one mesh; labels for the hovered and the selected node, and
+//! for every node in view once zoomed in so far that they fit between neighbours (at most
+//! [`VISIBLE_LABELS_MAX`] nodes in view).
 //!
 //! `egui_graphs` draws smaller graphs (labels, arrows, edge counts). At thousands of nodes
 //! it took most of a frame: it clones both end nodes of every edge, and every circle and
@@ -8,6 +10,7 @@
 //! same: drag to pan, scroll (or pinch) to zoom, "Fit" to fit; a click selects a node.
 
 use super::graph::GraphSync;
+use super::node::{elided, label_room, LABEL_PT};
 use egui::epaint::{Mesh, Vertex, WHITE_UV};
 use egui::{Color32, Pos2, Rect, Sense, Shape, Stroke, Vec2};
 
@@ -15,6 +18,8 @@ use egui::{Color32, Pos2, Rect, Sense, Shape, Stroke, Vec2};
 const RADIUS: f32 = 5.0;
 /// Rim vertices of a node's disc.
 const RIM: usize = 10;
+/// Most nodes in view for which labels are drawn (text layout per node and frame).
+pub const VISIBLE_LABELS_MAX: usize = 400;
 /// Colour of edges.
 const EDGE: Color32 = Color32::from_rgba_premultiplied(110, 110, 120, 160);
 
@@ -27,6 +32,8 @@ pub struct Canvas {
     placed: bool,
     /// Where the view was last drawn.
     rect: Option<Rect>,
+    /// Nodes labelled in the last frame.
+    labelled: usize,
 }
 
 impl Default for Canvas {
@@ -36,6 +43,7 @@ impl Default for Canvas {
             pan: Vec2::ZERO,
             placed: false,
             rect: None,
+            labelled: 0,
         }
     }
 }
@@ -80,6 +88,7 @@ impl Canvas {
 
         let hovered = resp.hover_pos().and_then(|p| self.node_at(rect, &g.pos, p));
         let radius = self.screen_radius();
+        self.labels(ui, rect, g, [selected, hovered]);
         for (i, ring) in [(selected, true), (hovered, false)] {
             let Some(i) = i.filter(|&i| i < count) else {
                 continue;
@@ -97,7 +106,7 @@ impl Canvas {
                     c - Vec2::new(0.0, radius + 4.0),
                     egui::Align2::CENTER_BOTTOM,
                     label,
-                    egui::FontId::proportional(13.0),
+                    egui::FontId::proportional(LABEL_PT),
                     g.color[i],
                 );
             }
@@ -108,6 +117,46 @@ impl Canvas {
                 .and_then(|p| self.node_at(rect, &g.pos, p));
         }
         None
+    }
+
+    /// Zoomed in so far that labels fit between neighbours (see [`label_room`]), with at
+    /// most [`VISIBLE_LABELS_MAX`] nodes in view: each visible node's label above it, at
+    /// [`LABEL_PT`] points, elided to its column's width (`except`: drawn by the caller).
+    /// Zoomed out further, only the hovered and the selected node are labelled.
+    fn labels(&mut self, ui: &egui::Ui, rect: Rect, g: &GraphSync, except: [Option<usize>; 2]) {
+        self.labelled = 0;
+        let Some(room) = label_room(self.zoom) else {
+            return;
+        };
+        let visible: Vec<(usize, Pos2)> = g
+            .pos
+            .iter()
+            .map(|&p| self.to_screen(rect, p))
+            .enumerate()
+            .filter(|(_, c)| rect.contains(*c))
+            .take(VISIBLE_LABELS_MAX + 1)
+            .collect();
+        if visible.len() > VISIBLE_LABELS_MAX {
+            return;
+        }
+        let painter = ui.painter_at(rect);
+        let up = self.screen_radius() + 4.0;
+        for (i, c) in visible {
+            self.labelled += 1;
+            let Some(label) = g.label_of(i).filter(|_| !except.contains(&Some(i))) else {
+                continue;
+            };
+            let font = egui::FontId::proportional(LABEL_PT);
+            let galley = elided(ui.ctx(), label, font, g.color[i], room);
+            let at = c - Vec2::new(galley.size().x / 2.0, up + galley.size().y);
+            painter.galley(at, galley, g.color[i]);
+        }
+    }
+
+    /// How many nodes were labelled in the last frame (not counting the hovered and the
+    /// selected one when nodes are too dense for labels).
+    pub fn labelled(&self) -> usize {
+        self.labelled
     }
 
     /// Where graph point `p` was on the screen in the last frame drawn.

@@ -5,15 +5,20 @@
 //! depends only on the program's structure and existing nodes never move when new ones
 //! appear. Colours show status; `*` marks nodes that processed a traced message.
 
+use super::node::{CountEdge, LabelNode};
 use crate::model::{FastMap, Model, NodeKey, NodeStatus};
 use egui::{Color32, Pos2};
 use egui_graphs::{Graph, Layout, LayoutState};
 use petgraph::stable_graph::{EdgeIndex, NodeIndex};
 use serde::{Deserialize, Serialize};
 
-/// Row and column spacing of the layout.
-const DX: f32 = 150.0;
-const DY: f32 = 90.0;
+/// Column and row spacing of the layout, in graph units. Columns are wide for their
+/// height: a node's label is a line of text at a fixed screen size (see
+/// [`super::node`]), and the graphs are taller than wide (an operation per row), so after
+/// "Fit" a column must still be as wide as a label (`BorderReq @ proc[1]`, ~125 points).
+pub const DX: f32 = 300.0;
+/// See [`DX`].
+pub const DY: f32 = 90.0;
 
 /// A layout that leaves positions as set (they are set once, when a node appears).
 #[derive(Debug, Default, Clone, Serialize, Deserialize)]
@@ -71,7 +76,7 @@ pub fn status_name(s: NodeStatus) -> &'static str {
 #[derive(Default)]
 pub struct GraphSync {
     /// The drawable graph.
-    pub g: Graph<NodeKey, u64>,
+    pub g: Graph<NodeKey, u64, petgraph::Directed, petgraph::stable_graph::DefaultIx, LabelNode, CountEdge>,
     /// Drawn node of each model node, with the (status, traced) it was drawn with.
     nodes: FastMap<NodeKey, (NodeIndex, Option<(NodeStatus, bool)>)>,
     /// Drawn edges by their ends, with the count shown.

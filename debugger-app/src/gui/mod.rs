@@ -5,6 +5,7 @@
 pub mod app;
 pub mod canvas;
 pub mod graph;
+pub mod node;
 pub mod script;
 pub mod session;
 
