@@ -206,7 +206,7 @@ pub struct StepEv {
     pub reason: Option<HoldReason>,
 }
 
-/// Everything the agent (or `ctl`) reports.
+/// Everything the agent reports.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum Event {
@@ -312,31 +312,45 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         req: Option<u64>,
     },
-    /// `ctl`: a line the program printed.
+}
+
+/// What `racetrack ctl` prints of its own, between the agent's events on its stdout (the
+/// scripting contract, `docs/PROTOCOL.md`): these never travel on the wire.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum CtlEvent {
+    /// A line the program printed.
     Output {
         /// `stdout` or `stderr`.
         stream: String,
         /// The line.
         line: String,
     },
-    /// `ctl`: a `wait` command was satisfied.
+    /// A `wait` command was satisfied.
     Waited {
         /// What was waited for.
         until: String,
     },
-    /// `ctl` scenario mode: the program's final stdout line (parsed as JSON when it is),
+    /// Scenario mode: the program's final stdout line (parsed as JSON when it is),
     /// printed after `exit`.
     Outcome {
         /// The final line.
         result: Value,
     },
-    /// `ctl`: the program exited (`code` absent if killed by a signal), or the
+    /// The program exited (`code` absent if killed by a signal), or the
     /// connection closed.
     Exit {
         /// Exit code.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         code: Option<i32>,
     },
+}
+
+impl CtlEvent {
+    /// The event as one JSON line.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).unwrap_or_else(|e| format!("{{\"event\":\"error\",\"message\":\"{e}\"}}"))
+    }
 }
 
 /// Where a partial `reorder` puts the pending messages its `order` does not name.

@@ -216,24 +216,37 @@ fn events() {
         },
         r#"{"event":"error","message":"no","req":7}"#,
     );
-    golden_event(
-        Event::Output {
+}
+
+fn golden_ctl(ev: CtlEvent, expected: &str) {
+    assert_eq!(ev.to_json(), expected, "serialization changed");
+    let back: CtlEvent = serde_json::from_str(expected).expect("parses back");
+    assert_eq!(back, ev, "round trip");
+}
+
+/// What `racetrack ctl` prints of its own, beside the agent's events.
+#[test]
+fn controller_events() {
+    golden_ctl(
+        CtlEvent::Output {
             stream: "stdout".into(),
             line: "{}".into(),
         },
         r#"{"event":"output","stream":"stdout","line":"{}"}"#,
     );
-    golden_event(
-        Event::Waited { until: "held".into() },
+    golden_ctl(
+        CtlEvent::Waited { until: "held".into() },
         r#"{"event":"waited","until":"held"}"#,
     );
-    golden_event(Event::Exit { code: Some(0) }, r#"{"event":"exit","code":0}"#);
-    golden_event(
-        Event::Outcome {
+    golden_ctl(CtlEvent::Exit { code: Some(0) }, r#"{"event":"exit","code":0}"#);
+    golden_ctl(
+        CtlEvent::Outcome {
             result: json!({"matches_reference": false}),
         },
         r#"{"event":"outcome","result":{"matches_reference":false}}"#,
     );
+    // Not wire events: an agent's stream cannot carry them.
+    assert!(serde_json::from_str::<Event>(r#"{"event":"exit","code":0}"#).is_err());
 }
 
 #[test]

@@ -405,9 +405,9 @@ mod tests {
     #[test]
     fn no_frame_exceeds_the_limit() {
         let big = |n: usize| {
-            Rec::Full(Box::new(Event::Output {
-                stream: "stdout".into(),
-                line: "x".repeat(n),
+            Rec::Full(Box::new(Event::State {
+                thread: "main[0]".into(),
+                content: "x".repeat(n).into(),
             }))
         };
         let max = racetrack_protocol::MAX_FRAME_BYTES;
@@ -427,7 +427,9 @@ mod tests {
             "two halves, the error in place of the too-large one, the small one"
         );
         assert!(matches!(&evs[2], Event::Error { message, .. } if message.contains("was not sent")));
-        assert!(matches!(&evs[3], Event::Output { line, .. } if line.len() == 10));
+        assert!(
+            matches!(&evs[3], Event::State { content, .. } if content.as_str().is_some_and(|s| s.len() == 10))
+        );
     }
 
     #[test]

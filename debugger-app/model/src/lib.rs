@@ -405,12 +405,10 @@ impl Model {
                 );
             }
             Event::Error { message, .. } => self.log("error", message.clone()),
-            Event::Exit { code } => self.program_exited(*code),
             Event::Ok { cmd, target, .. } => {
                 let on = target.as_ref().map(|t| format!(" ({t})")).unwrap_or_default();
                 self.log("info", format!("{cmd} applied{on}"));
             }
-            Event::Output { .. } | Event::Waited { .. } | Event::Outcome { .. } => {}
         }
     }
 
@@ -728,7 +726,7 @@ mod tests {
         assert_eq!(m.nodes[&key].processed, ["0.0"]);
         assert_eq!(m.nodes[&("Split".into(), "main[0]".into())].sent.len(), 1);
         assert_eq!(m.event_count, 4);
-        m.ingest(&Event::Exit { code: Some(0) });
+        m.program_exited(Some(0));
         assert_eq!(m.exited, Some(Some(0)));
         assert_eq!(m.nodes[&key].status, NodeStatus::Finished);
     }

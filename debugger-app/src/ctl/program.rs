@@ -3,7 +3,7 @@
 
 use super::state::Ctl;
 use crate::launch::Launched;
-use racetrack_protocol::Event;
+use racetrack_protocol::CtlEvent;
 use std::io::{BufRead, BufReader};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -38,7 +38,7 @@ pub(super) fn watch_program(ctl: Arc<Ctl>, mut l: Launched) {
                 *ctl.last_stdout
                     .lock()
                     .unwrap_or_else(std::sync::PoisonError::into_inner) = line.clone();
-                ctl.print(&Event::Output {
+                ctl.print(&CtlEvent::Output {
                     stream: "stdout".into(),
                     line,
                 });
@@ -50,7 +50,7 @@ pub(super) fn watch_program(ctl: Arc<Ctl>, mut l: Launched) {
         let ctl = ctl.clone();
         std::thread::spawn(move || {
             for line in err_rx {
-                ctl.print(&Event::Output {
+                ctl.print(&CtlEvent::Output {
                     stream: "stderr".into(),
                     line,
                 });

@@ -5,7 +5,7 @@ use super::wait::matches;
 use super::SCENARIO_STOPPED;
 use crate::conn::ConnEvent;
 use crate::model::Model;
-use racetrack_protocol::{Event, Names, PackedEv};
+use racetrack_protocol::{CtlEvent, Event, Names, PackedEv};
 use serde_json::Value;
 use std::collections::VecDeque;
 use std::io::Write;
@@ -113,7 +113,7 @@ impl Ctl {
     pub(super) fn print_exit_and_hold(&self, code: Option<i32>) -> MutexGuard<'_, std::io::Stdout> {
         let mut out = self.out.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if !self.exit_printed.swap(true, std::sync::atomic::Ordering::SeqCst) {
-            let _ = writeln!(out, "{}", Event::Exit { code }.to_json());
+            let _ = writeln!(out, "{}", CtlEvent::Exit { code }.to_json());
             if *self
                 .outcome_pending
                 .lock()
@@ -125,7 +125,7 @@ impl Ctl {
                     .unwrap_or_else(std::sync::PoisonError::into_inner)
                     .clone();
                 let result = serde_json::from_str(&last).unwrap_or(Value::String(last));
-                let _ = writeln!(out, "{}", Event::Outcome { result }.to_json());
+                let _ = writeln!(out, "{}", CtlEvent::Outcome { result }.to_json());
             }
             let _ = out.flush();
         }
@@ -171,9 +171,11 @@ impl Ctl {
         }
     }
 
-    pub(super) fn print(&self, ev: &Event) {
+    pub(super) fn print(&self, ev: &impl serde::Serialize) {
         let mut out = self.out.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let _ = writeln!(out, "{}", ev.to_json());
+        let line = serde_json::to_string(ev)
+            .unwrap_or_else(|e| format!("{{\"event\":\"error\",\"message\":\"{e}\"}}"));
+        let _ = writeln!(out, "{line}");
         let _ = out.flush();
     }
 }

@@ -3,7 +3,7 @@
 
 use super::command::Fields;
 use super::state::{Ctl, State};
-use racetrack_protocol::Event;
+use racetrack_protocol::{CtlEvent, Event};
 use serde_json::Value;
 use std::time::{Duration, Instant};
 
@@ -138,7 +138,7 @@ pub(super) fn wait(ctl: &Ctl, w: &WaitCmd) -> Result<(), String> {
     loop {
         if satisfied(ctl, &mut st, &w.until) {
             drop(st);
-            ctl.print(&Event::Waited {
+            ctl.print(&CtlEvent::Waited {
                 until: name.to_owned(),
             });
             return Ok(());

@@ -209,7 +209,7 @@ impl App {
             // still be on the way when the process is seen gone.
             if !self.model.attached || (!more && at.elapsed() >= EXIT_GRACE) {
                 self.pending_exit = None;
-                self.model.ingest(&Event::Exit { code });
+                self.model.program_exited(code);
             }
         }
         self.rate.update(self.model.event_count);
@@ -1094,7 +1094,7 @@ impl eframe::App for App {
     fn ui(&mut self, ui: &mut egui::Ui, _frame: &mut eframe::Frame) {
         self.frame_ui(ui);
         if let Some(code) = self.quit {
-            if std::env::var("RACETRACK_DEBUG").is_ok() {
+            if std::env::var(racetrack_protocol::launch::ENV_DEBUG).is_ok() {
                 for (k, n) in &self.model.nodes {
                     eprintln!(
                         "node {k:?}: {:?} traced={} processed={:?}",
