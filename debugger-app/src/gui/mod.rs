@@ -6,6 +6,7 @@ pub mod app;
 pub mod canvas;
 pub mod graph;
 pub mod node;
+pub mod panels;
 pub mod script;
 pub mod session;
 

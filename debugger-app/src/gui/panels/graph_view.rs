@@ -1,0 +1,151 @@
+//! The unfolded graph: `egui_graphs` up to `LABELS_MAX` nodes, the direct canvas past it;
+//! selection, and what tests read of the drawing.
+
+use crate::gui::app::App;
+use crate::gui::app::LABELS_MAX;
+use crate::gui::graph::{status_color, status_name, FixedLayout, FixedState};
+use crate::model::{NodeKey, NodeStatus};
+use egui::RichText;
+use egui_graphs::{GraphView, SettingsInteraction, SettingsNavigation, SettingsStyle};
+
+impl App {
+    pub(crate) fn graph_ui(&mut self, ui: &mut egui::Ui) {
+        ui.horizontal_wrapped(|ui| {
+            for s in [
+                NodeStatus::Idle,
+                NodeStatus::Running,
+                NodeStatus::HeldStart,
+                NodeStatus::HeldSend,
+                NodeStatus::HeldStop,
+                NodeStatus::Finished,
+            ] {
+                let (rect, _) = ui.allocate_exact_size(egui::vec2(10.0, 10.0), egui::Sense::hover());
+                ui.painter().circle_filled(rect.center(), 5.0, status_color(s));
+                ui.label(RichText::new(status_name(s)).small());
+            }
+            let labels = if self.model.nodes.len() <= LABELS_MAX {
+                "* traced · edge labels: message counts · scroll to zoom, drag to pan"
+            } else {
+                "* traced · large graph: a node's label shows on hover or selection · scroll to zoom, drag to pan"
+            };
+            ui.label(RichText::new(labels).small().weak());
+            ui.toggle_value(&mut self.ui.fit, "Fit");
+        });
+        if self.model.nodes.len() < 2 {
+            // The view fits itself to the graph on its first frame: wait for a graph that
+            // has an extent (one node alone would fill the screen).
+            ui.add_space(20.0);
+            ui.label("The unfolded graph appears as the program runs: press Continue.");
+            for (key, n) in &self.model.nodes {
+                ui.label(
+                    RichText::new(format!("{} @ {}: {}", key.0, key.1, status_name(n.status)))
+                        .color(status_color(n.status)),
+                );
+            }
+            if let Some(key) = self
+                .model
+                .nodes
+                .values()
+                .min_by_key(|n| n.order)
+                .map(|n| n.key.clone())
+            {
+                if self.ui.selected.is_none() {
+                    self.select_node(key);
+                }
+            }
+            return;
+        }
+        // Dragging or zooming the graph turns Fit off (with Fit on, the view refits every
+        // frame and would snap back).
+        let area = ui.available_rect_before_wrap();
+        let navigating = ui.input(|i| {
+            i.pointer.hover_pos().is_some_and(|p| area.contains(p))
+                && (i.pointer.is_decidedly_dragging()
+                    || i.smooth_scroll_delta != egui::Vec2::ZERO
+                    || i.zoom_delta() != 1.0)
+        });
+        if navigating {
+            self.ui.fit = false;
+        }
+        if self.model.nodes.len() > LABELS_MAX {
+            // Thousands of nodes: painted directly (see `canvas.rs`).
+            let selected = self.ui.selected.as_ref().and_then(|k| self.graph.index_of(k));
+            let clicked = self.canvas.show(ui, &self.graph, selected, self.ui.fit);
+            if let Some(key) = clicked.and_then(|i| self.graph.key_at(i)).cloned() {
+                if self.ui.selected.as_ref() != Some(&key) {
+                    self.select_node(key);
+                }
+            }
+            return;
+        }
+        self.graph.select(self.ui.selected.as_ref());
+        let resp = GraphView::<FixedState, FixedLayout>::new()
+            .with_interactions(
+                // Nodes stay where the layout puts them (egui_graphs drags them by
+                // default: a click on a box could move it); a drag pans the view.
+                &SettingsInteraction::new()
+                    .with_dragging_enabled(false)
+                    .with_node_clicking_enabled(true)
+                    .with_node_selection_enabled(true),
+            )
+            .with_navigations(
+                &SettingsNavigation::new()
+                    .with_zoom_and_pan_enabled(true)
+                    .with_fit_to_screen_enabled(self.ui.fit)
+                    .with_fit_to_screen_padding(0.08),
+            )
+            // Up to LABELS_MAX nodes (larger graphs are painted by the canvas). Nodes are
+            // labelled boxes (`node.rs`); edge labels are message counts.
+            .with_styles(&SettingsStyle::new().with_labels_always(true))
+            .show(ui, &mut self.graph.g);
+        self.graph_rect = Some(resp.response.rect);
+        if let Some(&idx) = self.graph.g.selected_nodes().first() {
+            if let Some(key) = self.graph.key_of(idx).cloned() {
+                if self.ui.selected.as_ref() != Some(&key) {
+                    self.select_node(key);
+                }
+            }
+        }
+    }
+
+    /// How each node was drawn in the last frame (its box on the screen, its label's font
+    /// size and text), when `egui_graphs` draws the graph (up to [`LABELS_MAX`] nodes).
+    pub fn drawn_nodes(&self) -> Vec<(NodeKey, crate::gui::node::Drawn)> {
+        if self.model.nodes.len() > LABELS_MAX {
+            return Vec::new();
+        }
+        self.graph
+            .g
+            .nodes_iter()
+            .filter_map(|(_, n)| Some((n.payload().clone(), n.display().drawn()?.clone())))
+            .collect()
+    }
+
+    /// How many nodes the directly painted graph (past [`LABELS_MAX`] nodes) labelled in
+    /// the last frame: none while nodes are too dense for their labels.
+    pub fn canvas_labelled(&self) -> usize {
+        self.canvas.labelled()
+    }
+
+    /// Where the graph was drawn in the last frame.
+    pub fn graph_rect(&self) -> Option<egui::Rect> {
+        self.graph_rect
+    }
+
+    /// Where the node `key` was drawn in the last frame, when the graph is painted
+    /// directly (past [`LABELS_MAX`] nodes).
+    pub fn node_screen_pos(&self, key: &NodeKey) -> Option<egui::Pos2> {
+        if self.model.nodes.len() <= LABELS_MAX {
+            return None;
+        }
+        let i = self.graph.index_of(key)?;
+        self.canvas.screen_pos(*self.graph.pos.get(i)?)
+    }
+
+    /// Select an unfolded node (as a click on it does).
+    pub fn select_node(&mut self, key: NodeKey) {
+        self.ui.selected = Some(key);
+        self.ui.selected_msg = None;
+        self.ui.order = None;
+    }
+}
