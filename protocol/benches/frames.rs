@@ -8,7 +8,8 @@
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use racetrack_protocol::{
-    BinaryEv, BinaryText, BinaryWriter, CollectionDesc, Decoded, Decoder, Event, OperationDesc, PackedEv,
+    BinaryEv, BinaryText, BinaryWriter, CollectionDesc, Decoded, Decoder, Event, Kind, OperationDesc,
+    PackedEv,
 };
 use std::hint::black_box;
 
@@ -44,7 +45,7 @@ fn structure() -> Event {
 }
 
 /// One event's fields: kind, id, thread, operation, message id, a, b, text.
-type Fields = (u8, u64, i64, i64, [u64; 2], i64, i64, &'static str);
+type Fields = (Kind, u64, i64, i64, [u64; 2], i64, i64, &'static str);
 
 /// 1,024 farm-like events: each task's send, recv, start and stop.
 fn events() -> Vec<Fields> {
@@ -54,10 +55,10 @@ fn events() -> Vec<Fields> {
         let msg = [7, 100_000 + t];
         let worker = 1 + (t % 4) as i64;
         for (kind, thread, op, a, b, txt) in [
-            (0u8, 0, 0, 1, worker, "u64"),
-            (1, worker, 1, 3, 0, ""),
-            (2, worker, 1, 0, 0, ""),
-            (3, worker, 1, 0, 0, ""),
+            (Kind::Send, 0, 0, 1, worker, "u64"),
+            (Kind::Recv, worker, 1, 3, 0, ""),
+            (Kind::Start, worker, 1, 0, 0, ""),
+            (Kind::Stop, worker, 1, 0, 0, ""),
         ] {
             out.push((kind, id, thread, op, msg, a, b, txt));
             id += 1;
@@ -79,7 +80,7 @@ fn write_binary(evs: &[Fields]) -> Vec<u8> {
             a,
             b,
             traced: false,
-            text: if kind == 0 {
+            text: if kind == Kind::Send {
                 BinaryText::Str(txt)
             } else {
                 BinaryText::None

@@ -19,7 +19,7 @@
 //! | `a`, `b` | signed varints |
 //! | text | form 1: varint byte length, then UTF-8; form 2: a message id as `msg` |
 
-use crate::packed::{PackedEv, SmolStr};
+use crate::packed::{Kind, PackedEv, SmolStr};
 
 /// The first byte of a binary packed frame: the version of this layout.
 pub const BINARY_PACKED: u8 = 1;
@@ -42,8 +42,8 @@ pub enum BinaryText<'a> {
 /// One event to encode: [`PackedEv`]'s fields, with message ids as their components.
 #[derive(Debug, Clone, Copy)]
 pub struct BinaryEv<'a> {
-    /// Kind: 0 send, 1 recv, 2 start, 3 stop.
-    pub kind: u8,
+    /// Which notification.
+    pub kind: Kind,
     /// Event number.
     pub event_id: u64,
     /// Thread index (-1: none).
@@ -102,7 +102,7 @@ impl BinaryWriter {
             BinaryText::Id(_) => 2,
         };
         let out = &mut self.out;
-        out.push((ev.kind & 3) | (u8::from(ev.traced) << 2) | (form << 3));
+        out.push(ev.kind.code() | (u8::from(ev.traced) << 2) | (form << 3));
         put_u(out, ev.event_id.wrapping_sub(self.prev_id));
         self.prev_id = ev.event_id;
         put_i(out, ev.thread);
@@ -214,7 +214,7 @@ pub(crate) fn parse_binary(bytes: &[u8]) -> Result<Vec<PackedEv>, String> {
             _ => r.id()?,
         };
         out.push(PackedEv(
-            head & 3,
+            Kind::from_bits(head),
             event_id,
             thread,
             op,
@@ -374,16 +374,16 @@ fn write_digits(out: &mut [u8], mut n: u64) {
 mod tests {
     use super::*;
 
-    fn ev<'a>(kind: u8, event_id: u64, msg: &'a [u64], text: BinaryText<'a>) -> BinaryEv<'a> {
+    fn ev<'a>(kind: Kind, event_id: u64, msg: &'a [u64], text: BinaryText<'a>) -> BinaryEv<'a> {
         BinaryEv {
             kind,
             event_id,
-            thread: if kind == 0 { -1 } else { 3 },
+            thread: if kind == Kind::Send { -1 } else { 3 },
             op: 2,
             msg,
             a: -1,
             b: 1 << 40,
-            traced: kind == 2,
+            traced: kind == Kind::Start,
             text,
         }
     }
@@ -392,10 +392,10 @@ mod tests {
     fn events_read_back_as_written() {
         let mut w = BinaryWriter::with_capacity(64);
         let events = [
-            ev(0, 12, &[0, 5], BinaryText::Str("Task<é>")),
-            ev(1, 13, &[0, 5], BinaryText::None),
-            ev(2, 14, &[u64::MAX, 0, 127, 128], BinaryText::Id(&[7])),
-            ev(3, 3, &[], BinaryText::None),
+            ev(Kind::Send, 12, &[0, 5], BinaryText::Str("Task<é>")),
+            ev(Kind::Recv, 13, &[0, 5], BinaryText::None),
+            ev(Kind::Start, 14, &[u64::MAX, 0, 127, 128], BinaryText::Id(&[7])),
+            ev(Kind::Stop, 3, &[], BinaryText::None),
         ];
         for e in &events {
             w.push(e);
@@ -403,10 +403,20 @@ mod tests {
         assert_eq!(w.len(), 4);
         let read = parse_binary(&w.finish()).unwrap();
         let want = vec![
-            PackedEv(0, 12, -1, 2, "0.5".into(), -1, 1 << 40, false, "Task<é>".into()),
-            PackedEv(1, 13, 3, 2, "0.5".into(), -1, 1 << 40, false, "".into()),
             PackedEv(
+                Kind::Send,
+                12,
+                -1,
                 2,
+                "0.5".into(),
+                -1,
+                1 << 40,
+                false,
+                "Task<é>".into(),
+            ),
+            PackedEv(Kind::Recv, 13, 3, 2, "0.5".into(), -1, 1 << 40, false, "".into()),
+            PackedEv(
+                Kind::Start,
                 14,
                 3,
                 2,
@@ -417,7 +427,7 @@ mod tests {
                 "7".into(),
             ),
             // Ids need not increase: differences wrap.
-            PackedEv(3, 3, 3, 2, "".into(), -1, 1 << 40, false, "".into()),
+            PackedEv(Kind::Stop, 3, 3, 2, "".into(), -1, 1 << 40, false, "".into()),
         ];
         assert_eq!(read, want);
     }
@@ -441,10 +451,15 @@ mod tests {
     fn random_damage_never_panics() {
         let mut w = BinaryWriter::with_capacity(256);
         for (i, e) in [
-            ev(0, 7, &[0, 300], BinaryText::Str("Task")),
-            ev(1, 8, &[0, 300], BinaryText::None),
-            ev(2, 9, &[1, 2, 3, 4, 5, 6, 7, 8], BinaryText::Id(&[u64::MAX; 3])),
-            ev(3, 10, &[0], BinaryText::None),
+            ev(Kind::Send, 7, &[0, 300], BinaryText::Str("Task")),
+            ev(Kind::Recv, 8, &[0, 300], BinaryText::None),
+            ev(
+                Kind::Start,
+                9,
+                &[1, 2, 3, 4, 5, 6, 7, 8],
+                BinaryText::Id(&[u64::MAX; 3]),
+            ),
+            ev(Kind::Stop, 10, &[0], BinaryText::None),
         ]
         .iter()
         .enumerate()
@@ -482,7 +497,7 @@ mod tests {
     #[test]
     fn damaged_frames_are_errors_not_panics() {
         let mut w = BinaryWriter::with_capacity(64);
-        w.push(&ev(0, 1, &[1, 2, 3], BinaryText::Str("T")));
+        w.push(&ev(Kind::Send, 1, &[1, 2, 3], BinaryText::Str("T")));
         let good = w.finish();
         // Any cut: no layout, no count, or fewer events than counted.
         for cut in 0..good.len() {

@@ -16,7 +16,7 @@ pub mod launch;
 mod packed;
 
 pub use binary::{BinaryEv, BinaryText, BinaryWriter, BINARY_HEADER};
-pub use packed::{Decoded, Decoder, Names, PackedEv, SmolStr};
+pub use packed::{Decoded, Decoder, Kind, Names, PackedEv, SmolStr};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 

@@ -12,6 +12,73 @@ pub use smol_str::SmolStr;
 use std::io::{self, Write};
 use std::sync::Arc;
 
+/// The kind of a compact event: the four notifications (`shared/DESIGN.md` §2). On the
+/// wire it is a number (0–3), the first element of a packed event and the low two bits of
+/// a binary one's head.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum Kind {
+    /// A message posted (`send`).
+    Send = 0,
+    /// A message enqueued (`recv`).
+    Recv = 1,
+    /// A step started (`start`).
+    Start = 2,
+    /// A step stopped (`stop`).
+    Stop = 3,
+}
+
+impl Kind {
+    /// The kind's number on the wire.
+    pub const fn code(self) -> u8 {
+        self as u8
+    }
+
+    /// The kind numbered `code` on the wire, if it is one.
+    pub const fn from_code(code: u64) -> Option<Kind> {
+        match code {
+            0 => Some(Kind::Send),
+            1 => Some(Kind::Recv),
+            2 => Some(Kind::Start),
+            3 => Some(Kind::Stop),
+            _ => None,
+        }
+    }
+
+    /// The kind in the low two bits of `bits` (every value names one).
+    pub const fn from_bits(bits: u8) -> Kind {
+        match bits & 3 {
+            0 => Kind::Send,
+            1 => Kind::Recv,
+            2 => Kind::Start,
+            _ => Kind::Stop,
+        }
+    }
+
+    /// The expanded event's name (`"event"` field).
+    pub const fn name(self) -> &'static str {
+        match self {
+            Kind::Send => "send",
+            Kind::Recv => "recv",
+            Kind::Start => "start",
+            Kind::Stop => "stop",
+        }
+    }
+}
+
+impl Serialize for Kind {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u8(self.code())
+    }
+}
+
+impl<'de> Deserialize<'de> for Kind {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Kind, D::Error> {
+        let code = u64::deserialize(d)?;
+        Kind::from_code(code).ok_or_else(|| serde::de::Error::custom(format!("unknown kind {code}")))
+    }
+}
+
 /// One streamed event in compact form, a JSON array
 /// `[kind, event_id, thread, op, msg, a, b, traced, text]`:
 ///
@@ -25,8 +92,8 @@ use std::sync::Arc;
 /// collection's threads first), operations by their position in `operations`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PackedEv(
-    /// Kind: 0 send, 1 recv, 2 start, 3 stop.
-    pub u8,
+    /// Which notification.
+    pub Kind,
     /// Event number.
     pub u64,
     /// Thread index (-1: none).
@@ -131,10 +198,9 @@ impl Names {
         let fine = has(&self.threads, p.2)
             && has(&self.ops, p.3)
             && match p.0 {
-                0 => has(&self.ops, p.5) && has(&self.threads, p.6),
-                1 => p.2 >= 0 && p.3 >= 0,
-                2 | 3 => p.2 >= 0 && p.3 >= 0 && (0..=2).contains(&p.5),
-                _ => false,
+                Kind::Send => has(&self.ops, p.5) && has(&self.threads, p.6),
+                Kind::Recv => p.2 >= 0 && p.3 >= 0,
+                Kind::Start | Kind::Stop => p.2 >= 0 && p.3 >= 0 && (0..=2).contains(&p.5),
             };
         if fine {
             return Ok(());
@@ -142,16 +208,15 @@ impl Names {
         self.thread(p.2)?;
         self.op(p.3)?;
         match p.0 {
-            0 => {
+            Kind::Send => {
                 self.op(p.5)?;
                 self.thread(p.6)?;
             }
-            1 => {}
-            2 | 3 if (0..=2).contains(&p.5) => {}
-            2 | 3 => return Err(format!("packed event {} has unknown step {}", p.1, p.5)),
-            k => return Err(format!("packed event {} has unknown kind {k}", p.1)),
+            Kind::Recv => {}
+            Kind::Start | Kind::Stop if (0..=2).contains(&p.5) => {}
+            Kind::Start | Kind::Stop => return Err(format!("packed event {} has unknown step {}", p.1, p.5)),
         }
-        if p.0 != 0 && (p.2 < 0 || p.3 < 0) {
+        if p.0 != Kind::Send && (p.2 < 0 || p.3 < 0) {
             return Err(format!("packed event {} has no thread or operation", p.1));
         }
         Ok(())
@@ -166,7 +231,7 @@ impl Names {
         let thread = owned(self.thread(thread));
         let op = owned(self.op(op));
         Ok(match kind {
-            0 => Event::Send(SendEv {
+            Kind::Send => Event::Send(SendEv {
                 event_id,
                 thread,
                 op,
@@ -179,7 +244,7 @@ impl Names {
                 reason: None,
                 content: None,
             }),
-            1 => Event::Recv(RecvEv {
+            Kind::Recv => Event::Recv(RecvEv {
                 event_id,
                 thread: thread.unwrap_or_default(),
                 op: op.unwrap_or_default(),
@@ -187,7 +252,7 @@ impl Names {
                 position: usize::try_from(a).unwrap_or_default(),
                 traced,
             }),
-            _ => {
+            Kind::Start | Kind::Stop => {
                 let ev = StepEv {
                     event_id,
                     thread: thread.unwrap_or_default(),
@@ -199,7 +264,7 @@ impl Names {
                     held: false,
                     reason: None,
                 };
-                if kind == 2 {
+                if kind == Kind::Start {
                     Event::Start(ev)
                 } else {
                     Event::Stop(ev)
@@ -220,12 +285,7 @@ fn step_of(a: i64) -> Step {
 impl PackedEv {
     /// The kind's event name.
     pub fn kind_name(&self) -> &'static str {
-        match self.0 {
-            0 => "send",
-            1 => "recv",
-            2 => "start",
-            _ => "stop",
-        }
+        self.0.name()
     }
 
     /// Write the expanded event as one JSON object, byte for byte what serializing
@@ -248,15 +308,15 @@ impl PackedEv {
         }
         let mut digits = itoa::Buffer::new();
         out.extend_from_slice(match kind {
-            0 => br#"{"event":"send","event_id":"#,
-            1 => br#"{"event":"recv","event_id":"#,
-            2 => br#"{"event":"start","event_id":"#,
-            _ => br#"{"event":"stop","event_id":"#,
+            Kind::Send => br#"{"event":"send","event_id":"#,
+            Kind::Recv => br#"{"event":"recv","event_id":"#,
+            Kind::Start => br#"{"event":"start","event_id":"#,
+            Kind::Stop => br#"{"event":"stop","event_id":"#,
         });
         out.extend_from_slice(digits.format(*event_id).as_bytes());
         let thread = field(&names.thread_fields, *thread);
         let op = field(&names.op_fields, *op);
-        if *kind == 0 {
+        if *kind == Kind::Send {
             // A send names what it knows (absent: the schedule's caller or no thread).
             for f in [thread, op].into_iter().flatten() {
                 out.extend_from_slice(f);
@@ -281,7 +341,7 @@ impl PackedEv {
         out.extend_from_slice(op.unwrap_or(br#","op":"""#));
         out.extend_from_slice(br#","msg":"#);
         push_str(out, msg);
-        if *kind == 1 {
+        if *kind == Kind::Recv {
             out.extend_from_slice(br#","position":"#);
             out.extend_from_slice(digits.format(u64::try_from(*a).unwrap_or_default()).as_bytes());
             out.extend_from_slice(if *traced {
@@ -429,7 +489,7 @@ fn parse_packed(text: &str) -> Option<Vec<PackedEv>> {
     if !c.eat(b']') {
         loop {
             c.expect(b'[')?;
-            let kind = u8::try_from(c.uint()?).ok()?;
+            let kind = Kind::from_code(c.uint()?)?;
             let id = c.next(Cursor::uint)?;
             let (thread, op) = (c.next(Cursor::int)?, c.next(Cursor::int)?);
             let msg = c.next(Cursor::string)?;
@@ -551,16 +611,36 @@ mod tests {
     fn write_json_prints_exactly_the_expanded_event() {
         let n = names();
         let cases = [
-            PackedEv(0, 1, 0, 0, "0.3".into(), 1, 2, false, "Task".into()),
-            PackedEv(0, 2, -1, -1, "0".into(), 0, 0, true, "Job".into()),
-            PackedEv(0, 3, 2, 1, "0.3".into(), -1, -1, false, "u64".into()),
-            PackedEv(1, 4, 2, 1, "0.3".into(), 5, 0, true, SmolStr::default()),
-            PackedEv(2, 5, 2, 1, "0.3".into(), 0, 0, false, SmolStr::default()),
-            PackedEv(3, 6, 0, 0, "0.3.1".into(), 2, 0, true, "0.3".into()),
-            PackedEv(3, 7, 0, 0, "0.3".into(), 1, 0, false, SmolStr::default()),
+            PackedEv(Kind::Send, 1, 0, 0, "0.3".into(), 1, 2, false, "Task".into()),
+            PackedEv(Kind::Send, 2, -1, -1, "0".into(), 0, 0, true, "Job".into()),
+            PackedEv(Kind::Send, 3, 2, 1, "0.3".into(), -1, -1, false, "u64".into()),
+            PackedEv(Kind::Recv, 4, 2, 1, "0.3".into(), 5, 0, true, SmolStr::default()),
+            PackedEv(
+                Kind::Start,
+                5,
+                2,
+                1,
+                "0.3".into(),
+                0,
+                0,
+                false,
+                SmolStr::default(),
+            ),
+            PackedEv(Kind::Stop, 6, 0, 0, "0.3.1".into(), 2, 0, true, "0.3".into()),
+            PackedEv(Kind::Stop, 7, 0, 0, "0.3".into(), 1, 0, false, SmolStr::default()),
             // Text that needs escaping, and text that does not but is not ASCII.
-            PackedEv(0, 8, 0, 0, "x\"y".into(), 1, 2, false, "Wei\\rd<\u{7}>".into()),
-            PackedEv(2, 9, 2, 1, "0.1".into(), 1, 0, true, "é\u{7f}".into()),
+            PackedEv(
+                Kind::Send,
+                8,
+                0,
+                0,
+                "x\"y".into(),
+                1,
+                2,
+                false,
+                "Wei\\rd<\u{7}>".into(),
+            ),
+            PackedEv(Kind::Start, 9, 2, 1, "0.1".into(), 1, 0, true, "é\u{7f}".into()),
         ];
         for p in cases {
             let mut out = Vec::new();
@@ -578,9 +658,19 @@ mod tests {
     fn the_fast_parser_reads_what_serde_reads() {
         let frame = Event::Packed {
             events: vec![
-                PackedEv(0, 12, 0, -1, "0.5".into(), 1, 3, false, "farm::Task".into()),
                 PackedEv(
+                    Kind::Send,
+                    12,
+                    0,
+                    -1,
+                    "0.5".into(),
+                    1,
                     3,
+                    false,
+                    "farm::Task".into(),
+                ),
+                PackedEv(
+                    Kind::Stop,
                     u64::MAX,
                     3,
                     1,
@@ -627,20 +717,36 @@ mod tests {
     fn bad_indexes_are_errors() {
         let n = names();
         assert!(n
-            .check(&PackedEv(1, 1, 9, 0, "0".into(), 0, 0, false, SmolStr::default()))
+            .check(&PackedEv(
+                Kind::Recv,
+                1,
+                9,
+                0,
+                "0".into(),
+                0,
+                0,
+                false,
+                SmolStr::default()
+            ))
             .unwrap_err()
             .contains("thread #9"));
         assert!(n
-            .check(&PackedEv(2, 1, 0, 0, "0".into(), 7, 0, false, SmolStr::default()))
+            .check(&PackedEv(
+                Kind::Start,
+                1,
+                0,
+                0,
+                "0".into(),
+                7,
+                0,
+                false,
+                SmolStr::default()
+            ))
             .unwrap_err()
             .contains("step"));
         assert!(n
-            .check(&PackedEv(8, 1, 0, 0, "0".into(), 0, 0, false, SmolStr::default()))
-            .unwrap_err()
-            .contains("kind"));
-        assert!(n
             .check(&PackedEv(
-                1,
+                Kind::Recv,
                 1,
                 -1,
                 0,
@@ -656,5 +762,10 @@ mod tests {
             .decode(r#"{"event":"packed","events":[[1,1,0,0,"0",0,0,false,""]]}"#)
             .unwrap_err();
         assert!(e.contains("thread #0"), "{e}");
+        // A kind is one of four: anything else is refused where the frame is read.
+        let e = d
+            .decode(r#"{"event":"packed","events":[[8,1,0,0,"0",0,0,false,""]]}"#)
+            .unwrap_err();
+        assert!(e.contains("unknown kind 8"), "{e}");
     }
 }

@@ -157,8 +157,18 @@ fn events() {
     golden_event(
         Event::Packed {
             events: vec![
-                PackedEv(0, 12, 0, 0, "0.5".into(), 1, 3, false, "Task".into()),
-                PackedEv(1, 13, 3, 1, "0.5".into(), 0, 0, false, Default::default()),
+                PackedEv(Kind::Send, 12, 0, 0, "0.5".into(), 1, 3, false, "Task".into()),
+                PackedEv(
+                    Kind::Recv,
+                    13,
+                    3,
+                    1,
+                    "0.5".into(),
+                    0,
+                    0,
+                    false,
+                    Default::default(),
+                ),
             ],
         },
         r#"{"event":"packed","events":[[0,12,0,0,"0.5",1,3,false,"Task"],[1,13,3,1,"0.5",0,0,false,""]]}"#,

@@ -11,7 +11,7 @@
 
 use super::record::{self, Fast, Rec, Text};
 use super::{lock, Agent};
-use racetrack_protocol::{self as proto, Event, HoldReason};
+use racetrack_protocol::{self as proto, Event, HoldReason, Kind};
 use racetrack_runtime::hook::{
     CollectionInfo, GraphInfo, Hook, OpInfo, QueuedMsg, RecvEvent, SendEvent, StepEvent, StepKind,
     StreamedSend, StreamedStep, ThreadInfo,
@@ -65,7 +65,7 @@ impl Hook for Agent {
         if !self.attached.load(Relaxed) {
             return;
         }
-        let kind = if stop { record::STOP } else { record::START };
+        let kind = if stop { Kind::Stop } else { Kind::Start };
         let _ = self.record(Rec::Fast(fast_streamed_step(kind, ev, false)), true);
     }
 
@@ -178,7 +178,7 @@ impl Hook for Agent {
         };
         match reason {
             None => {
-                let _ = self.record(Rec::Fast(fast_step(record::START, ev, ev.input_traced)), true);
+                let _ = self.record(Rec::Fast(fast_step(Kind::Start, ev, ev.input_traced)), true);
             }
             Some((r, trace_break)) => {
                 let sev = step_ev(ev, ev.input_traced, Some(r));
@@ -207,7 +207,7 @@ impl Hook for Agent {
         }
         match self.policy.other_reason(ev.thread.global) {
             None => {
-                let _ = self.record(Rec::Fast(fast_step(record::STOP, ev, ev.trace_outputs)), true);
+                let _ = self.record(Rec::Fast(fast_step(Kind::Stop, ev, ev.trace_outputs)), true);
             }
             Some(r) => {
                 let sev = step_ev(ev, ev.trace_outputs, Some(r));
@@ -355,7 +355,7 @@ fn fast_send(
     type_name: &'static str,
 ) -> Fast {
     Fast {
-        kind: record::SEND,
+        kind: Kind::Send,
         event_id: 0,
         thread: record::thread_index(thread),
         op: record::op_index(op),
@@ -370,7 +370,7 @@ fn fast_send(
 /// A `recv` in compact form.
 fn fast_recv(thread: &ThreadInfo, op: &OpInfo, msg: &MsgId, position: usize, traced: bool) -> Fast {
     Fast {
-        kind: record::RECV,
+        kind: Kind::Recv,
         event_id: 0,
         thread: record::thread_index(Some(thread)),
         op: record::op_index(Some(op)),
@@ -383,7 +383,7 @@ fn fast_recv(thread: &ThreadInfo, op: &OpInfo, msg: &MsgId, position: usize, tra
 }
 
 /// A step event that is streamed, not held, in compact form.
-fn fast_step(kind: u8, ev: &StepEvent<'_>, traced: bool) -> Fast {
+fn fast_step(kind: Kind, ev: &StepEvent<'_>, traced: bool) -> Fast {
     let s = StreamedStep {
         thread: ev.thread,
         op: ev.op,
@@ -394,7 +394,7 @@ fn fast_step(kind: u8, ev: &StepEvent<'_>, traced: bool) -> Fast {
     fast_streamed_step(kind, &s, traced)
 }
 
-fn fast_streamed_step(kind: u8, ev: &StreamedStep<'_>, traced: bool) -> Fast {
+fn fast_streamed_step(kind: Kind, ev: &StreamedStep<'_>, traced: bool) -> Fast {
     Fast {
         kind,
         event_id: 0,

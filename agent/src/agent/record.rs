@@ -6,7 +6,7 @@
 //! agent's thread turns runs of them into `packed` frames ([`racetrack_protocol::PackedEv`]); every
 //! other event is buffered as the protocol [`Event`] it is.
 
-use racetrack_protocol::{BinaryEv, BinaryText, BinaryWriter, Event};
+use racetrack_protocol::{BinaryEv, BinaryText, BinaryWriter, Event, Kind};
 use racetrack_runtime::hook::{OpInfo, StepKind, ThreadInfo};
 use racetrack_runtime::ids::MsgId;
 
@@ -38,7 +38,7 @@ const _: () = assert!(std::mem::size_of::<Rec>() <= 112, "a record grew");
 
 /// A `send`, `recv`, `start` or `stop` event; the fields mean what [`racetrack_protocol::PackedEv`]'s do.
 pub(crate) struct Fast {
-    pub(crate) kind: u8,
+    pub(crate) kind: Kind,
     pub(crate) event_id: u64,
     pub(crate) thread: i64,
     pub(crate) op: i64,
@@ -112,11 +112,6 @@ impl Chunks {
         std::mem::take(&mut self.chunks)
     }
 }
-
-pub(crate) const SEND: u8 = 0;
-pub(crate) const RECV: u8 = 1;
-pub(crate) const START: u8 = 2;
-pub(crate) const STOP: u8 = 3;
 
 /// The index of a thread in the `structure` (its global number).
 pub(crate) fn thread_index(t: Option<&ThreadInfo>) -> i64 {
@@ -194,7 +189,7 @@ impl Fast {
     /// this runs for every streamed event, on the agent's thread.
     fn write_json(&self, out: &mut Vec<u8>) {
         out.push(b'[');
-        push_u64(out, u64::from(self.kind));
+        push_u64(out, u64::from(self.kind.code()));
         out.push(b',');
         push_u64(out, self.event_id);
         for n in [self.thread, self.op] {
@@ -455,19 +450,19 @@ mod tests {
             })
         };
         let recs = vec![
-            fast(SEND, "0.3", -1, Text::Type("Task")),
+            fast(Kind::Send, "0.3", -1, Text::Type("Task")),
             Rec::Full(Box::new(Event::Error {
                 message: "x".into(),
                 req: None,
             })),
             fast(
-                STOP,
+                Kind::Stop,
                 "0.3.1",
                 2,
                 Text::Instance(Box::new("0.3".parse().expect("id"))),
             ),
-            fast(RECV, "0", 2, Text::None),
-            fast(START, "0.3.2", 1, Text::Parent),
+            fast(Kind::Recv, "0", 2, Text::None),
+            fast(Kind::Start, "0.3.2", 1, Text::Parent),
         ];
         let frames = frames(&recs, 1, packing);
         assert_eq!(frames.iter().map(|f| f.1).collect::<Vec<_>>(), [1, 1, 1, 1, 1]);
@@ -526,7 +521,7 @@ mod tests {
         assert!(d.decode(bad).unwrap_err().contains("thread #9"));
         let mut w = BinaryWriter::with_capacity(16);
         w.push(&BinaryEv {
-            kind: 1,
+            kind: Kind::Recv,
             event_id: 1,
             thread: 9,
             op: 0,

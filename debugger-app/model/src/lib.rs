@@ -4,8 +4,8 @@
 //! sent lists, held events, the policy the user set, and a log.
 
 use racetrack_protocol::{
-    CollectionDesc, Command, Decoder, Event, Names, OperationDesc, PackedEv, QueueEntry, RecvEv, SendEv,
-    StepEv,
+    CollectionDesc, Command, Decoder, Event, Kind, Names, OperationDesc, PackedEv, QueueEntry, RecvEv,
+    SendEv, StepEv,
 };
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
@@ -313,7 +313,7 @@ impl Model {
             // A lean model's queues serve `wait` and `move`, which look at ids and
             // operations only: the sender, type and destination text are left empty, and
             // sends need no bookkeeping.
-            1 => {
+            Kind::Recv => {
                 // A held send (a full event) was recorded in flight: forget it.
                 if !self.in_flight.is_empty() {
                     Self::scratch(&mut self.key, msg, op);
@@ -335,7 +335,7 @@ impl Model {
                 let pos = usize::try_from(p.5).unwrap_or_default().min(q.len());
                 q.insert(pos, entry);
             }
-            2 if p.5 != 2 => self.consume(thread, msg, op),
+            Kind::Start if p.5 != 2 => self.consume(thread, msg, op),
             _ => {}
         }
     }
