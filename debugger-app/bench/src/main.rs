@@ -4,6 +4,8 @@
 //! library code as `racetrack example` and `racetrack ctl`.
 
 mod bench;
+mod run;
+mod sink;
 
 use racetrack::conn::Connection;
 use std::time::Duration;
@@ -22,7 +24,7 @@ fn main() {
             },
             None => usage("ctl needs a ws:// URL"),
         },
-        Some("model-sink") => bench::model_sink(&args[1..]),
+        Some("model-sink") => sink::model_sink(&args[1..]),
         _ => bench::main(&args),
     };
     std::process::exit(code);
