@@ -61,13 +61,11 @@ pub struct Job {
 /// One task.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Task {
-    /// Its index.
     pub index: u64,
     /// Its input value.
     pub value: u64,
     /// Busy work.
     pub work_us: u64,
-    /// Jitter.
     pub jitter_us: u64,
     /// Panic instead of computing.
     #[serde(default)]

@@ -97,7 +97,6 @@ pub struct BorderRequest {
     pub side: Side,
     /// The request is for the fixed boundary outside the domain.
     pub boundary: bool,
-    /// Jitter.
     pub jitter_us: u64,
 }
 
@@ -132,7 +131,6 @@ pub struct Borders {
 pub struct Slice {
     /// Slice index.
     pub index: usize,
-    /// Its cells.
     pub cells: Vec<f64>,
 }
 

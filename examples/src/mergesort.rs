@@ -55,7 +55,6 @@ pub struct Chunk {
     pub index: usize,
     /// The values.
     pub data: Vec<i64>,
-    /// Jitter.
     pub jitter_us: u64,
 }
 

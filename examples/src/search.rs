@@ -61,7 +61,6 @@ pub struct Range {
     pub lo: u64,
     /// One past the last index.
     pub hi: u64,
-    /// Jitter.
     pub jitter_us: u64,
     /// When the chunk becomes available, after the start (µs).
     pub ready_us: u64,

@@ -187,7 +187,6 @@ pub struct RecvEv {
 pub struct StepEv {
     /// Event number.
     pub event_id: u64,
-    /// Thread.
     pub thread: String,
     /// Operation.
     pub op: String,
@@ -238,10 +237,7 @@ pub enum Event {
         held: Vec<Event>,
     },
     /// Several streamed events in order.
-    Batch {
-        /// The events.
-        events: Vec<Event>,
-    },
+    Batch { events: Vec<Event> },
     /// Several streamed `send` / `recv` / `start` / `stop` events in compact form (names
     /// as indexes into the latest `structure`); [`Decoder`] expands them. The agent packs
     /// the events that are not held and carry no content.
@@ -259,14 +255,12 @@ pub enum Event {
     Stop(StepEv),
     /// A held event was released.
     Released {
-        /// The event.
         event_id: u64,
         /// The thread that resumes.
         thread: String,
     },
     /// Reply to `queue`, and after a reorder.
     Queue {
-        /// Thread.
         thread: String,
         /// Pending messages in order (the first ones, when there are many).
         messages: Vec<QueueEntry>,
@@ -276,7 +270,6 @@ pub enum Event {
     },
     /// Reply to `state`.
     State {
-        /// Thread.
         thread: String,
         /// The thread-local state.
         content: Value,
@@ -295,7 +288,6 @@ pub enum Event {
     },
     /// An operation panicked or broke a rule; the schedule call fails.
     Panic {
-        /// Thread.
         thread: String,
         /// Operation.
         op: String,
@@ -323,7 +315,6 @@ pub enum CtlEvent {
     Output {
         /// `stdout` or `stderr`.
         stream: String,
-        /// The line.
         line: String,
     },
     /// A `wait` command was satisfied.

@@ -81,7 +81,7 @@ pub struct CollectionInfo {
     pub id: usize,
     /// Its name, e.g. `proc`.
     pub name: String,
-    /// Its threads.
+    /// Its threads, by index (`proc[0]` first).
     pub threads: Vec<Arc<ThreadInfo>>,
 }
 
@@ -97,7 +97,7 @@ pub struct GraphInfo {
 /// Description of a pending message.
 #[derive(Debug, Clone)]
 pub struct QueuedMsg {
-    /// Its id.
+    /// Its id (with the operation, what names it in a reorder).
     pub id: MsgId,
     /// The operation it is for.
     pub op: Arc<OpInfo>,
@@ -312,7 +312,7 @@ pub enum StepKind {
 
 /// A step is about to start, or has stopped.
 pub struct StepEvent<'a> {
-    /// The thread.
+    /// The thread that runs the step (and is suspended while a hook holds it).
     pub thread: &'a Arc<ThreadInfo>,
     /// The operation.
     pub op: &'a Arc<OpInfo>,

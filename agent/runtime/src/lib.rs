@@ -39,6 +39,9 @@
 //! assert_eq!(rt.schedule(&graph, 4).expect("no panic"), 0 + 1 + 4 + 9);
 //! ```
 
+// The API programs are written against: every public item says what it is for.
+#![warn(missing_docs)]
+
 pub mod error;
 mod exec;
 pub mod graph;

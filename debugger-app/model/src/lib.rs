@@ -70,7 +70,6 @@ pub struct MsgInfo {
     pub to: NodeKey,
     /// Content, when the agent sent it.
     pub content: Option<Value>,
-    /// Traced.
     pub traced: bool,
 }
 
@@ -102,20 +101,15 @@ pub struct Node {
 pub struct LogLine {
     /// `error`, `panic`, `info`.
     pub level: &'static str,
-    /// Text.
     pub text: String,
 }
 
-/// The model.
 #[derive(Debug, Default)]
 pub struct Model {
     /// Program name from `hello`.
     pub program: Option<String>,
-    /// Its pid.
     pub pid: Option<u32>,
-    /// Operations.
     pub operations: Vec<OperationDesc>,
-    /// Collections.
     pub collections: Vec<CollectionDesc>,
     /// Flow-graph edges between operations.
     pub op_edges: Vec<[String; 2]>,
