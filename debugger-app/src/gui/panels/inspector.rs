@@ -3,129 +3,136 @@
 use super::json_tree_ui;
 use crate::gui::app::App;
 use egui::{Color32, RichText};
-use racetrack_protocol::{Command, Event};
+use racetrack_protocol::{Command, Event, SendEv};
 use serde_json::Value;
 
 impl App {
     pub(crate) fn inspector_ui(&mut self, ui: &mut egui::Ui, thread: &str) {
-        // A held send of this thread can be edited before it leaves.
         let held = self.model.held_of(thread).map(|(id, e)| (*id, e.clone()));
-        if let Some((id, Event::Send(s))) = &held {
-            ui.strong(format!(
-                "Held send {} -> {}",
-                s.msg,
-                s.to_op.as_deref().unwrap_or("(result)")
-            ));
-            let text = match &self.ui.edit {
-                Some((eid, t)) if eid == id => t.clone(),
-                _ => serde_json::to_string_pretty(s.content.as_ref().unwrap_or(&Value::Null))
-                    .unwrap_or_default(),
+        match &held {
+            Some((id, Event::Send(s))) => self.held_send_ui(ui, *id, s),
+            _ => self.ui.edit = None,
+        }
+        if matches!(&held, Some((_, Event::Start(_) | Event::Stop(_)))) {
+            self.state_ui(ui, thread);
+        }
+        self.selected_message_ui(ui, thread);
+    }
+
+    /// A held send of this thread: its content, editable before it leaves.
+    fn held_send_ui(&mut self, ui: &mut egui::Ui, id: u64, s: &SendEv) {
+        ui.strong(format!(
+            "Held send {} -> {}",
+            s.msg,
+            s.to_op.as_deref().unwrap_or("(result)")
+        ));
+        let text = match &self.ui.edit {
+            Some((eid, t)) if *eid == id => t.clone(),
+            _ => serde_json::to_string_pretty(s.content.as_ref().unwrap_or(&Value::Null)).unwrap_or_default(),
+        };
+        let mut text_mut = text;
+        ui.add(
+            egui::TextEdit::multiline(&mut text_mut)
+                .code_editor()
+                .desired_rows(6)
+                .id_salt("edit-text"),
+        );
+        self.ui.edit = Some((id, text_mut.clone()));
+        if ui.button("Apply edit").clicked() {
+            match serde_json::from_str::<Value>(&text_mut) {
+                Ok(content) => self.act(
+                    "edit",
+                    Command::Edit {
+                        event_id: id,
+                        content,
+                    },
+                ),
+                Err(e) => self.ui.action_error = Some(("edit", format!("not JSON: {e}"))),
+            }
+        }
+        if let Some(("edit", e)) = &self.ui.action_error {
+            ui.colored_label(Color32::from_rgb(220, 60, 60), format!("edit: {e}"));
+        }
+        ui.separator();
+    }
+
+    /// The state of a thread suspended at a step boundary: load it, edit it, apply it.
+    fn state_ui(&mut self, ui: &mut egui::Ui, thread: &str) {
+        ui.horizontal(|ui| {
+            ui.strong(format!("State of {thread}"));
+            if ui.button("Load state").clicked() {
+                self.ui.state_edit = None;
+                self.act(
+                    "state",
+                    Command::State {
+                        thread: thread.to_owned(),
+                    },
+                );
+            }
+        });
+        if let Some(v) = self.model.states.get(thread) {
+            let text = match &self.ui.state_edit {
+                Some((t, s)) if t == thread => s.clone(),
+                _ => serde_json::to_string_pretty(v).unwrap_or_default(),
             };
-            let mut text_mut = text;
+            let mut t = text;
             ui.add(
-                egui::TextEdit::multiline(&mut text_mut)
+                egui::TextEdit::multiline(&mut t)
                     .code_editor()
                     .desired_rows(6)
-                    .id_salt("edit-text"),
+                    .id_salt("state-text"),
             );
-            self.ui.edit = Some((*id, text_mut.clone()));
-            if ui.button("Apply edit").clicked() {
-                match serde_json::from_str::<Value>(&text_mut) {
+            self.ui.state_edit = Some((thread.to_owned(), t.clone()));
+            if ui.button("Apply state").clicked() {
+                match serde_json::from_str::<Value>(&t) {
                     Ok(content) => self.act(
-                        "edit",
-                        Command::Edit {
-                            event_id: *id,
+                        "set_state",
+                        Command::SetState {
+                            thread: thread.to_owned(),
                             content,
                         },
                     ),
-                    Err(e) => self.ui.action_error = Some(("edit", format!("not JSON: {e}"))),
+                    Err(e) => self.ui.action_error = Some(("set_state", format!("not JSON: {e}"))),
                 }
             }
-            if let Some(("edit", e)) = &self.ui.action_error {
-                ui.colored_label(Color32::from_rgb(220, 60, 60), format!("edit: {e}"));
-            }
-            ui.separator();
-        } else {
-            self.ui.edit = None;
         }
-        // The state of a thread suspended at a step boundary.
-        if matches!(&held, Some((_, Event::Start(_) | Event::Stop(_)))) {
-            ui.horizontal(|ui| {
-                ui.strong(format!("State of {thread}"));
-                if ui.button("Load state").clicked() {
-                    self.ui.state_edit = None;
+        if let Some((w @ ("state" | "set_state"), e)) = &self.ui.action_error {
+            ui.colored_label(Color32::from_rgb(220, 60, 60), format!("{w}: {e}"));
+        }
+        ui.separator();
+    }
+
+    /// The selected message's content as a tree (fetched on demand for pending ones).
+    fn selected_message_ui(&mut self, ui: &mut egui::Ui, thread: &str) {
+        let Some((id, op, content)) = self.ui.selected_msg.clone() else {
+            ui.label(RichText::new("select a message to see its content").weak());
+            return;
+        };
+        ui.strong(format!("Message {id} -> {op}"));
+        let content = content.or_else(|| {
+            self.model
+                .queues
+                .get(thread)
+                .and_then(|q| q.iter().find(|m| m.id == id && m.op == op))
+                .and_then(|m| m.content.clone())
+        });
+        match content {
+            Some(v) => json_tree_ui(ui, &id, &v),
+            None => {
+                if ui.button("Fetch content").clicked() {
                     self.act(
-                        "state",
-                        Command::State {
+                        "queue",
+                        Command::Queue {
                             thread: thread.to_owned(),
+                            content: true,
                         },
                     );
                 }
-            });
-            if let Some(v) = self.model.states.get(thread) {
-                let text = match &self.ui.state_edit {
-                    Some((t, s)) if t == thread => s.clone(),
-                    _ => serde_json::to_string_pretty(v).unwrap_or_default(),
-                };
-                let mut t = text;
-                ui.add(
-                    egui::TextEdit::multiline(&mut t)
-                        .code_editor()
-                        .desired_rows(6)
-                        .id_salt("state-text"),
+                ui.label(
+                    RichText::new("content is fetched for pending messages; held sends carry it")
+                        .small()
+                        .weak(),
                 );
-                self.ui.state_edit = Some((thread.to_owned(), t.clone()));
-                if ui.button("Apply state").clicked() {
-                    match serde_json::from_str::<Value>(&t) {
-                        Ok(content) => self.act(
-                            "set_state",
-                            Command::SetState {
-                                thread: thread.to_owned(),
-                                content,
-                            },
-                        ),
-                        Err(e) => self.ui.action_error = Some(("set_state", format!("not JSON: {e}"))),
-                    }
-                }
-            }
-            if let Some((w @ ("state" | "set_state"), e)) = &self.ui.action_error {
-                ui.colored_label(Color32::from_rgb(220, 60, 60), format!("{w}: {e}"));
-            }
-            ui.separator();
-        }
-        // The selected message's content as a tree.
-        match self.ui.selected_msg.clone() {
-            Some((id, op, content)) => {
-                ui.strong(format!("Message {id} -> {op}"));
-                let content = content.or_else(|| {
-                    self.model
-                        .queues
-                        .get(thread)
-                        .and_then(|q| q.iter().find(|m| m.id == id && m.op == op))
-                        .and_then(|m| m.content.clone())
-                });
-                match content {
-                    Some(v) => json_tree_ui(ui, &id, &v),
-                    None => {
-                        if ui.button("Fetch content").clicked() {
-                            self.act(
-                                "queue",
-                                Command::Queue {
-                                    thread: thread.to_owned(),
-                                    content: true,
-                                },
-                            );
-                        }
-                        ui.label(
-                            RichText::new("content is fetched for pending messages; held sends carry it")
-                                .small()
-                                .weak(),
-                        );
-                    }
-                }
-            }
-            None => {
-                ui.label(RichText::new("select a message to see its content").weak());
             }
         }
     }
