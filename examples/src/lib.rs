@@ -117,110 +117,89 @@ pub const PROGRAMS: [&str; 4] = ["farm", "mergesort", "heat", "search"];
 /// Run example `name` with command-line `args` (as its binary would); returns the exit
 /// code (2 for bad arguments or an unknown name).
 pub fn run_cli(name: &str, args: Vec<String>) -> i32 {
-    use args::Args;
-    let fail = |e: String, usage: &str| {
-        eprintln!("error: {e}\n{usage}");
-        2
-    };
     match name {
-        "farm" => {
-            let usage = farm::USAGE;
-            let a = match Args::parse(args, &[]) {
-                Ok(a) => a,
-                Err(e) => return fail(e, usage),
-            };
-            let d = farm::Config::default();
-            let cfg = (|| -> Result<farm::Config, String> {
-                a.check_known(&["threads", "tasks", "work-us", "iters", "jitter-us", "panic-at"])?;
-                Ok(farm::Config {
-                    threads: a.num("threads", d.threads)?.max(1),
-                    tasks: a.num("tasks", d.tasks)?,
-                    work_us: a.num("work-us", d.work_us)?,
-                    iters: a.num("iters", d.iters)?,
-                    jitter_us: a.num("jitter-us", d.jitter_us)?,
-                    panic_at: match a.num("panic-at", u64::MAX)? {
-                        u64::MAX => None,
-                        n => Some(n),
-                    },
-                })
-            })();
-            match cfg {
-                Ok(cfg) => main_with(|rt| farm::run(rt, &cfg)),
-                Err(e) => fail(e, usage),
-            }
+        "farm" => cli(args, &[], farm::USAGE, farm_config, farm::run),
+        "mergesort" => cli(args, &[], mergesort::USAGE, mergesort_config, mergesort::run),
+        "heat" => cli(args, &["fixed"], heat::USAGE, heat_config, heat::run),
+        "search" => cli(args, &["fixed"], search::USAGE, search_config, search::run),
+        other => {
+            eprintln!("error: unknown example `{other}`\nexamples: farm, mergesort, heat, search");
+            2
         }
-        "mergesort" => {
-            let usage = mergesort::USAGE;
-            let a = match Args::parse(args, &[]) {
-                Ok(a) => a,
-                Err(e) => return fail(e, usage),
-            };
-            let d = mergesort::Config::default();
-            let cfg = (|| -> Result<mergesort::Config, String> {
-                a.check_known(&["threads", "size", "chunks", "jitter-us"])?;
-                Ok(mergesort::Config {
-                    threads: a.num("threads", d.threads)?.max(1),
-                    size: a.num("size", d.size)?,
-                    chunks: a.num("chunks", d.chunks)?,
-                    jitter_us: a.num("jitter-us", d.jitter_us)?,
-                })
-            })();
-            match cfg {
-                Ok(cfg) => main_with(|rt| mergesort::run(rt, &cfg)),
-                Err(e) => fail(e, usage),
-            }
-        }
-        "heat" => {
-            let usage = heat::USAGE;
-            let a = match Args::parse(args, &["fixed"]) {
-                Ok(a) => a,
-                Err(e) => return fail(e, usage),
-            };
-            let d = heat::Config::default();
-            let cfg = (|| -> Result<heat::Config, String> {
-                a.check_known(&["threads", "iters", "cells", "jitter-us", "local-us"])?;
-                Ok(heat::Config {
-                    threads: a.num("threads", d.threads)?.max(1),
-                    iters: a.num("iters", d.iters)?,
-                    cells: a.num("cells", d.cells)?,
-                    fixed: a.flag("fixed"),
-                    jitter_us: a.num("jitter-us", d.jitter_us)?,
-                    local_us: a.num("local-us", d.local_us)?,
-                })
-            })();
-            match cfg {
-                Ok(cfg) => main_with(|rt| heat::run(rt, &cfg)),
-                Err(e) => fail(e, usage),
-            }
-        }
-        "search" => {
-            let usage = search::USAGE;
-            let a = match Args::parse(args, &["fixed"]) {
-                Ok(a) => a,
-                Err(e) => return fail(e, usage),
-            };
-            let d = search::Config::default();
-            let cfg = (|| -> Result<search::Config, String> {
-                a.check_known(&["threads", "size", "chunks", "jitter-us", "stagger-us"])?;
-                Ok(search::Config {
-                    threads: a.num("threads", d.threads)?.max(1),
-                    size: a.num("size", d.size)?,
-                    chunks: a.num("chunks", d.chunks)?,
-                    fixed: a.flag("fixed"),
-                    jitter_us: a.num("jitter-us", d.jitter_us)?,
-                    stagger_us: a.num("stagger-us", d.stagger_us)?,
-                })
-            })();
-            match cfg {
-                Ok(cfg) => main_with(|rt| search::run(rt, &cfg)),
-                Err(e) => fail(e, usage),
-            }
-        }
-        other => fail(
-            format!("unknown example `{other}`"),
-            "examples: farm, mergesort, heat, search",
-        ),
     }
+}
+
+type Run<C, R> = fn(&racetrack_agent::Runtime, &C) -> Result<Report<R>, racetrack_agent::ScheduleError>;
+
+/// Parse an example's arguments (`flags`: the options without a value) into its
+/// configuration, then run it as [`main_with`] does; a bad argument prints the usage.
+fn cli<C, R: Serialize>(
+    args: Vec<String>,
+    flags: &[&str],
+    usage: &str,
+    config: fn(&args::Args) -> Result<C, String>,
+    run: Run<C, R>,
+) -> i32 {
+    match args::Args::parse(args, flags).and_then(|a| config(&a)) {
+        Ok(cfg) => main_with(|rt| run(rt, &cfg)),
+        Err(e) => {
+            eprintln!("error: {e}\n{usage}");
+            2
+        }
+    }
+}
+
+fn farm_config(a: &args::Args) -> Result<farm::Config, String> {
+    let d = farm::Config::default();
+    a.check_known(&["threads", "tasks", "work-us", "iters", "jitter-us", "panic-at"])?;
+    Ok(farm::Config {
+        threads: a.num("threads", d.threads)?.max(1),
+        tasks: a.num("tasks", d.tasks)?,
+        work_us: a.num("work-us", d.work_us)?,
+        iters: a.num("iters", d.iters)?,
+        jitter_us: a.num("jitter-us", d.jitter_us)?,
+        panic_at: match a.num("panic-at", u64::MAX)? {
+            u64::MAX => None,
+            n => Some(n),
+        },
+    })
+}
+
+fn mergesort_config(a: &args::Args) -> Result<mergesort::Config, String> {
+    let d = mergesort::Config::default();
+    a.check_known(&["threads", "size", "chunks", "jitter-us"])?;
+    Ok(mergesort::Config {
+        threads: a.num("threads", d.threads)?.max(1),
+        size: a.num("size", d.size)?,
+        chunks: a.num("chunks", d.chunks)?,
+        jitter_us: a.num("jitter-us", d.jitter_us)?,
+    })
+}
+
+fn heat_config(a: &args::Args) -> Result<heat::Config, String> {
+    let d = heat::Config::default();
+    a.check_known(&["threads", "iters", "cells", "jitter-us", "local-us"])?;
+    Ok(heat::Config {
+        threads: a.num("threads", d.threads)?.max(1),
+        iters: a.num("iters", d.iters)?,
+        cells: a.num("cells", d.cells)?,
+        fixed: a.flag("fixed"),
+        jitter_us: a.num("jitter-us", d.jitter_us)?,
+        local_us: a.num("local-us", d.local_us)?,
+    })
+}
+
+fn search_config(a: &args::Args) -> Result<search::Config, String> {
+    let d = search::Config::default();
+    a.check_known(&["threads", "size", "chunks", "jitter-us", "stagger-us"])?;
+    Ok(search::Config {
+        threads: a.num("threads", d.threads)?.max(1),
+        size: a.num("size", d.size)?,
+        chunks: a.num("chunks", d.chunks)?,
+        fixed: a.flag("fixed"),
+        jitter_us: a.num("jitter-us", d.jitter_us)?,
+        stagger_us: a.num("stagger-us", d.stagger_us)?,
+    })
 }
 
 /// `main` of an example binary: `--help` prints the usage, the rest goes to [`run_cli`].
