@@ -12,21 +12,10 @@ use std::time::{Duration, Instant};
 /// everything, prints `{"events":N,"contiguous":bool,"first":ID,"last":ID,"from":ID}` when
 /// the program ends.
 pub(crate) fn model_sink(args: &[String]) -> i32 {
-    let Some(url) = args.first() else {
-        eprintln!("model-sink needs a URL");
-        return 2;
-    };
-    let rate: u64 = match args.get(1..) {
-        None | Some([]) => 0,
-        Some([flag, n]) if flag == "--rate" => match n.parse() {
-            Ok(n) => n,
-            Err(_) => {
-                eprintln!("model-sink: --rate needs a number of events per second, not `{n}`");
-                return 2;
-            }
-        },
-        Some(other) => {
-            eprintln!("model-sink: unexpected arguments {other:?} (usage: model-sink URL [--rate N])");
+    let (url, rate) = match sink_args(args) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("model-sink: {e}");
             return 2;
         }
     };
@@ -41,30 +30,17 @@ pub(crate) fn model_sink(args: &[String]) -> i32 {
     let mut model = Model::default();
     let mut tally = Tally::default();
     let mut continued = false;
-    // The pace: events taken since `since`, at most `rate` a second.
-    let (mut since, mut taken) = (None::<Instant>, 0u64);
+    let mut pace = Pace {
+        rate,
+        since: None,
+        taken: 0,
+    };
     while let Ok(first) = rx.recv() {
         let mut batch = vec![first];
         batch.extend(rx.try_iter().take(63));
         let mut closed = false;
         for ce in batch {
-            if rate > 0 {
-                let t0 = *since.get_or_insert_with(Instant::now);
-                let due = t0 + Duration::from_secs_f64(taken as f64 / rate as f64);
-                let now = Instant::now();
-                if let Some(wait) = due.checked_duration_since(now) {
-                    std::thread::sleep(wait);
-                } else if now - due > Duration::from_millis(10) {
-                    // Behind the pace (nothing arrived for a while): start counting again,
-                    // so that no credit piles up for a burst faster than `rate`.
-                    (since, taken) = (Some(now), 0);
-                }
-                taken += match &ce {
-                    ConnEvent::Packed(_, ps) => ps.len() as u64,
-                    ConnEvent::Event(_) => 1,
-                    ConnEvent::Closed(_) => 0,
-                };
-            }
+            pace.take(&ce);
             match ce {
                 ConnEvent::Event(ev) => {
                     if let Some(id) = ev.event_id() {
@@ -115,4 +91,53 @@ pub(crate) fn model_sink(args: &[String]) -> i32 {
         tally.from.map_or("null".to_owned(), |f| f.to_string())
     );
     0
+}
+
+/// `URL [--rate N]`.
+fn sink_args(args: &[String]) -> Result<(&str, u64), String> {
+    let url = args.first().ok_or("needs a URL")?;
+    let rate = match args.get(1..) {
+        None | Some([]) => 0,
+        Some([flag, n]) if flag == "--rate" => n
+            .parse()
+            .map_err(|_| format!("--rate needs a number of events per second, not `{n}`"))?,
+        Some(other) => {
+            return Err(format!(
+                "unexpected arguments {other:?} (usage: model-sink URL [--rate N])"
+            ))
+        }
+    };
+    Ok((url, rate))
+}
+
+/// A lagging debugger's pace: events taken since `since`, at most `rate` a second (0: no
+/// limit).
+struct Pace {
+    rate: u64,
+    since: Option<Instant>,
+    taken: u64,
+}
+
+impl Pace {
+    /// Wait until `ce`'s events are due, then count them.
+    fn take(&mut self, ce: &ConnEvent) {
+        if self.rate == 0 {
+            return;
+        }
+        let t0 = *self.since.get_or_insert_with(Instant::now);
+        let due = t0 + Duration::from_secs_f64(self.taken as f64 / self.rate as f64);
+        let now = Instant::now();
+        if let Some(wait) = due.checked_duration_since(now) {
+            std::thread::sleep(wait);
+        } else if now - due > Duration::from_millis(10) {
+            // Behind the pace (nothing arrived for a while): start counting again, so that
+            // no credit piles up for a burst faster than `rate`.
+            (self.since, self.taken) = (Some(now), 0);
+        }
+        self.taken += match ce {
+            ConnEvent::Packed(_, ps) => ps.len() as u64,
+            ConnEvent::Event(_) => 1,
+            ConnEvent::Closed(_) => 0,
+        };
+    }
 }
