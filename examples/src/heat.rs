@@ -19,7 +19,7 @@
 //! A separate graph (`Scatter` → `Load` → `Loaded`) loads the initial slices first.
 
 use crate::{jitter, Report};
-use racetrack_agent::{ops, BuildError, FlowGraph, Route, Runtime, ScheduleError};
+use racetrack_agent::{ops, BuildError, Collection, Ctx, FlowGraph, Outputs, Route, Runtime, ScheduleError};
 use serde::{Deserialize, Serialize};
 use std::time::Instant;
 
@@ -176,12 +176,15 @@ fn bounds(index: usize, n: usize, cells: usize) -> (usize, usize) {
     (index * cells / n, (index + 1) * cells / n)
 }
 
+/// One iteration's graph: (iteration, jitter µs, local µs) in, the whole domain out.
+type Iteration = FlowGraph<(u64, u64, u64), Vec<f64>>;
+
 /// The two graphs of the program.
 pub struct Graphs {
     /// Loads the initial slices into the thread states.
     pub load: FlowGraph<Vec<f64>, usize>,
     /// One iteration; returns the whole domain.
-    pub iterate: FlowGraph<(u64, u64, u64), Vec<f64>>,
+    pub iterate: Iteration,
 }
 
 /// Build both graphs on `rt` with `threads` slices.
@@ -222,10 +225,21 @@ pub fn build(rt: &Runtime, threads: usize, fixed: bool) -> Result<Graphs, BuildE
             |n, _ctx| n,
         ),
     )?;
-    let iterate = rt.graph(
+    let iterate = iterate_graph(rt, &main, &procs, threads)?;
+    Ok(Graphs { load, iterate })
+}
+
+/// One iteration: split the step over the slices, exchange borders, update, merge.
+fn iterate_graph(
+    rt: &Runtime,
+    main: &Collection<()>,
+    procs: &Collection<HeatState>,
+    threads: usize,
+) -> Result<Iteration, BuildError> {
+    rt.graph(
         ops::split(
             "Split",
-            &main,
+            main,
             Route::constant(0),
             move |(iter, jitter_us, local_us): (u64, u64, u64), _ctx, out| {
                 for index in 0..threads {
@@ -239,61 +253,17 @@ pub fn build(rt: &Runtime, threads: usize, fixed: bool) -> Result<Graphs, BuildE
             },
         ) >> ops::split(
             "BorderReq",
-            &procs,
+            procs,
             Route::by(|s: &Step, n| s.index % n),
-            |s: Step, ctx, out| {
-                jitter(s.jitter_us);
-                // The slice's local work before it needs its neighbours' borders.
-                std::thread::sleep(std::time::Duration::from_micros(s.local_us));
-                let (i, n) = (s.index, ctx.threads());
-                let req = |to: usize, side, boundary| BorderRequest {
-                    iter: s.iter,
-                    from: i,
-                    to,
-                    side,
-                    boundary,
-                    jitter_us: s.jitter_us,
-                };
-                out.post(if i > 0 {
-                    req(i - 1, Side::Left, false)
-                } else {
-                    req(i, Side::Left, true)
-                });
-                out.post(if i + 1 < n {
-                    req(i + 1, Side::Right, false)
-                } else {
-                    req(i, Side::Right, true)
-                });
-            },
+            border_requests,
         ) >> ops::leaf(
             "SendBorder",
-            &procs,
+            procs,
             Route::by(|r: &BorderRequest, n| r.to % n),
-            |r: BorderRequest, ctx| {
-                jitter(r.jitter_us);
-                let st = &*ctx.state;
-                let value = if r.boundary {
-                    BOUNDARY
-                } else {
-                    // The requester's left neighbour answers with its last cell, and vice versa.
-                    let already_updated = st.fixed && st.updated_iter == Some(r.iter);
-                    match (r.side, already_updated) {
-                        (Side::Left, false) => st.cells.last().copied().unwrap_or(BOUNDARY),
-                        (Side::Left, true) => st.prev_last,
-                        (Side::Right, false) => st.cells.first().copied().unwrap_or(BOUNDARY),
-                        (Side::Right, true) => st.prev_first,
-                    }
-                };
-                Border {
-                    iter: r.iter,
-                    to: r.from,
-                    side: r.side,
-                    value,
-                }
-            },
+            send_border,
         ) >> ops::merge(
             "Collect",
-            &procs,
+            procs,
             Route::by(|b: &Border, n| b.to % n),
             |acc: &mut Borders, b: Border, ctx| {
                 acc.iter = b.iter;
@@ -304,42 +274,93 @@ pub fn build(rt: &Runtime, threads: usize, fixed: bool) -> Result<Graphs, BuildE
                 }
             },
             |acc, _ctx| acc,
-        ) >> ops::leaf(
-            "Update",
-            &procs,
-            Route::by(|b: &Borders, n| b.index % n),
-            |b: Borders, ctx| {
-                let st = &mut *ctx.state;
-                let c = &st.cells;
-                let len = c.len();
-                let new: Vec<f64> = (0..len)
-                    .map(|k| {
-                        let l = if k == 0 { b.left } else { c[k - 1] };
-                        let r = if k + 1 == len { b.right } else { c[k + 1] };
-                        update_cell(c[k], l, r)
-                    })
-                    .collect();
-                st.prev_first = c.first().copied().unwrap_or(BOUNDARY);
-                st.prev_last = c.last().copied().unwrap_or(BOUNDARY);
-                st.updated_iter = Some(b.iter);
-                st.cells = new;
-                Slice {
-                    index: b.index,
-                    cells: st.cells.clone(),
-                }
-            },
-        ) >> ops::merge(
-            "Merge",
-            &main,
-            Route::constant(0),
-            |acc: &mut Vec<Slice>, s: Slice, _ctx| acc.push(s),
-            |mut acc, _ctx| {
-                acc.sort_by_key(|s| s.index);
-                acc.into_iter().flat_map(|s| s.cells).collect()
-            },
-        ),
-    )?;
-    Ok(Graphs { load, iterate })
+        ) >> ops::leaf("Update", procs, Route::by(|b: &Borders, n| b.index % n), update)
+            >> ops::merge(
+                "Merge",
+                main,
+                Route::constant(0),
+                |acc: &mut Vec<Slice>, s: Slice, _ctx| acc.push(s),
+                |mut acc, _ctx| {
+                    acc.sort_by_key(|s| s.index);
+                    acc.into_iter().flat_map(|s| s.cells).collect()
+                },
+            ),
+    )
+}
+
+/// `BorderReq` on `proc[i]`: after the slice's local work, ask each neighbour for its
+/// border (a slice at the domain's edge asks itself, and gets the boundary value).
+fn border_requests(s: Step, ctx: &mut Ctx<'_, HeatState>, out: &mut Outputs<'_, BorderRequest>) {
+    jitter(s.jitter_us);
+    // The slice's local work before it needs its neighbours' borders.
+    std::thread::sleep(std::time::Duration::from_micros(s.local_us));
+    let (i, n) = (s.index, ctx.threads());
+    let req = |to: usize, side, boundary| BorderRequest {
+        iter: s.iter,
+        from: i,
+        to,
+        side,
+        boundary,
+        jitter_us: s.jitter_us,
+    };
+    out.post(if i > 0 {
+        req(i - 1, Side::Left, false)
+    } else {
+        req(i, Side::Left, true)
+    });
+    out.post(if i + 1 < n {
+        req(i + 1, Side::Right, false)
+    } else {
+        req(i, Side::Right, true)
+    });
+}
+
+/// `SendBorder`: answer a neighbour's request with this slice's border cell — the current
+/// one (racy: it may already be this iteration's), or the previous one once updated
+/// (`fixed`, double buffering).
+fn send_border(r: BorderRequest, ctx: &mut Ctx<'_, HeatState>) -> Border {
+    jitter(r.jitter_us);
+    let st = &*ctx.state;
+    let value = if r.boundary {
+        BOUNDARY
+    } else {
+        // The requester's left neighbour answers with its last cell, and vice versa.
+        let already_updated = st.fixed && st.updated_iter == Some(r.iter);
+        match (r.side, already_updated) {
+            (Side::Left, false) => st.cells.last().copied().unwrap_or(BOUNDARY),
+            (Side::Left, true) => st.prev_last,
+            (Side::Right, false) => st.cells.first().copied().unwrap_or(BOUNDARY),
+            (Side::Right, true) => st.prev_first,
+        }
+    };
+    Border {
+        iter: r.iter,
+        to: r.from,
+        side: r.side,
+        value,
+    }
+}
+
+/// `Update`: the slice's new values from its cells and both borders, into the state.
+fn update(b: Borders, ctx: &mut Ctx<'_, HeatState>) -> Slice {
+    let st = &mut *ctx.state;
+    let c = &st.cells;
+    let len = c.len();
+    let new: Vec<f64> = (0..len)
+        .map(|k| {
+            let l = if k == 0 { b.left } else { c[k - 1] };
+            let r = if k + 1 == len { b.right } else { c[k + 1] };
+            update_cell(c[k], l, r)
+        })
+        .collect();
+    st.prev_first = c.first().copied().unwrap_or(BOUNDARY);
+    st.prev_last = c.last().copied().unwrap_or(BOUNDARY);
+    st.updated_iter = Some(b.iter);
+    st.cells = new;
+    Slice {
+        index: b.index,
+        cells: st.cells.clone(),
+    }
 }
 
 /// What `heat` reports.
