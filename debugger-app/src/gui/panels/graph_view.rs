@@ -10,49 +10,9 @@ use egui_graphs::{GraphView, SettingsInteraction, SettingsNavigation, SettingsSt
 
 impl App {
     pub(crate) fn graph_ui(&mut self, ui: &mut egui::Ui) {
-        ui.horizontal_wrapped(|ui| {
-            for s in [
-                NodeStatus::Idle,
-                NodeStatus::Running,
-                NodeStatus::HeldStart,
-                NodeStatus::HeldSend,
-                NodeStatus::HeldStop,
-                NodeStatus::Finished,
-            ] {
-                let (rect, _) = ui.allocate_exact_size(egui::vec2(10.0, 10.0), egui::Sense::hover());
-                ui.painter().circle_filled(rect.center(), 5.0, status_color(s));
-                ui.label(RichText::new(status_name(s)).small());
-            }
-            let labels = if self.model.nodes.len() <= LABELS_MAX {
-                "* traced · edge labels: message counts · scroll to zoom, drag to pan"
-            } else {
-                "* traced · large graph: a node's label shows on hover or selection · scroll to zoom, drag to pan"
-            };
-            ui.label(RichText::new(labels).small().weak());
-            ui.toggle_value(&mut self.ui.fit, "Fit");
-        });
+        self.legend_ui(ui);
         if self.model.nodes.len() < 2 {
-            // The view fits itself to the graph on its first frame: wait for a graph that
-            // has an extent (one node alone would fill the screen).
-            ui.add_space(20.0);
-            ui.label("The unfolded graph appears as the program runs: press Continue.");
-            for (key, n) in &self.model.nodes {
-                ui.label(
-                    RichText::new(format!("{} @ {}: {}", key.0, key.1, status_name(n.status)))
-                        .color(status_color(n.status)),
-                );
-            }
-            if let Some(key) = self
-                .model
-                .nodes
-                .values()
-                .min_by_key(|n| n.order)
-                .map(|n| n.key.clone())
-            {
-                if self.ui.selected.is_none() {
-                    self.select_node(key);
-                }
-            }
+            self.no_graph_yet_ui(ui);
             return;
         }
         // Dragging or zooming the graph turns Fit off (with Fit on, the view refits every
@@ -78,6 +38,61 @@ impl App {
             }
             return;
         }
+        self.graph_view_ui(ui);
+    }
+
+    /// The status colours, what the labels mean, and the Fit toggle.
+    fn legend_ui(&mut self, ui: &mut egui::Ui) {
+        ui.horizontal_wrapped(|ui| {
+            for s in [
+                NodeStatus::Idle,
+                NodeStatus::Running,
+                NodeStatus::HeldStart,
+                NodeStatus::HeldSend,
+                NodeStatus::HeldStop,
+                NodeStatus::Finished,
+            ] {
+                let (rect, _) = ui.allocate_exact_size(egui::vec2(10.0, 10.0), egui::Sense::hover());
+                ui.painter().circle_filled(rect.center(), 5.0, status_color(s));
+                ui.label(RichText::new(status_name(s)).small());
+            }
+            let labels = if self.model.nodes.len() <= LABELS_MAX {
+                "* traced · edge labels: message counts · scroll to zoom, drag to pan"
+            } else {
+                "* traced · large graph: a node's label shows on hover or selection · scroll to zoom, drag to pan"
+            };
+            ui.label(RichText::new(labels).small().weak());
+            ui.toggle_value(&mut self.ui.fit, "Fit");
+        });
+    }
+
+    /// Before the graph has two nodes: the view fits itself to the graph on its first
+    /// frame, so it waits for a graph that has an extent (one node alone would fill the
+    /// screen); the nodes so far are listed, the first selected.
+    fn no_graph_yet_ui(&mut self, ui: &mut egui::Ui) {
+        ui.add_space(20.0);
+        ui.label("The unfolded graph appears as the program runs: press Continue.");
+        for (key, n) in &self.model.nodes {
+            ui.label(
+                RichText::new(format!("{} @ {}: {}", key.0, key.1, status_name(n.status)))
+                    .color(status_color(n.status)),
+            );
+        }
+        if let Some(key) = self
+            .model
+            .nodes
+            .values()
+            .min_by_key(|n| n.order)
+            .map(|n| n.key.clone())
+        {
+            if self.ui.selected.is_none() {
+                self.select_node(key);
+            }
+        }
+    }
+
+    /// Up to [`LABELS_MAX`] nodes: `egui_graphs` draws the graph.
+    fn graph_view_ui(&mut self, ui: &mut egui::Ui) {
         self.graph.select(self.ui.selected.as_ref());
         let resp = GraphView::<FixedState, FixedLayout>::new()
             .with_interactions(
