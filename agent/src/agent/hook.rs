@@ -9,9 +9,9 @@
 //! program's threads for every event: they read atomics first and allocate nothing for a
 //! compact record.
 
-use super::record::{self, Fast, Rec, Text};
+use super::record::{self, Rec};
 use super::{lock, Agent};
-use racetrack_protocol::{self as proto, Event, HoldReason, Kind};
+use racetrack_protocol::{self as proto, Event, HoldReason, Kind, MsgPath, Record, RecordText};
 use racetrack_runtime::hook::{
     CollectionInfo, GraphInfo, Hook, OpInfo, QueuedMsg, RecvEvent, SendEvent, StepEvent, StepKind,
     StreamedSend, StreamedStep, ThreadInfo,
@@ -353,37 +353,37 @@ fn fast_send(
     msg: &MsgId,
     traced: bool,
     type_name: &'static str,
-) -> Fast {
-    Fast {
+) -> Record {
+    Record {
         kind: Kind::Send,
         event_id: 0,
         thread: record::thread_index(thread),
         op: record::op_index(op),
-        msg: msg.clone(),
+        msg: MsgPath::from_slice(msg.components()),
         a: record::op_index(to_op),
         b: record::thread_index(to_thread),
         traced,
-        text: Text::Type(type_name),
+        text: RecordText::Type(type_name),
     }
 }
 
 /// A `recv` in compact form.
-fn fast_recv(thread: &ThreadInfo, op: &OpInfo, msg: &MsgId, position: usize, traced: bool) -> Fast {
-    Fast {
+fn fast_recv(thread: &ThreadInfo, op: &OpInfo, msg: &MsgId, position: usize, traced: bool) -> Record {
+    Record {
         kind: Kind::Recv,
         event_id: 0,
         thread: record::thread_index(Some(thread)),
         op: record::op_index(Some(op)),
-        msg: msg.clone(),
+        msg: MsgPath::from_slice(msg.components()),
         a: position as i64,
         b: 0,
         traced,
-        text: Text::None,
+        text: RecordText::None,
     }
 }
 
 /// A step event that is streamed, not held, in compact form.
-fn fast_step(kind: Kind, ev: &StepEvent<'_>, traced: bool) -> Fast {
+fn fast_step(kind: Kind, ev: &StepEvent<'_>, traced: bool) -> Record {
     let s = StreamedStep {
         thread: ev.thread,
         op: ev.op,
@@ -394,13 +394,13 @@ fn fast_step(kind: Kind, ev: &StepEvent<'_>, traced: bool) -> Fast {
     fast_streamed_step(kind, &s, traced)
 }
 
-fn fast_streamed_step(kind: Kind, ev: &StreamedStep<'_>, traced: bool) -> Fast {
-    Fast {
+fn fast_streamed_step(kind: Kind, ev: &StreamedStep<'_>, traced: bool) -> Record {
+    Record {
         kind,
         event_id: 0,
         thread: record::thread_index(Some(ev.thread)),
         op: record::op_index(Some(ev.op)),
-        msg: ev.msg_id.clone(),
+        msg: MsgPath::from_slice(ev.msg_id.components()),
         a: record::step_code(ev.step),
         b: 0,
         traced,
@@ -410,11 +410,11 @@ fn fast_streamed_step(kind: Kind, ev: &StreamedStep<'_>, traced: bool) -> Fast {
             let (m, i) = (ev.msg_id.components(), ev.instance.components());
             let same = |a: &[u64], b: &[u64]| a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y);
             if same(m, i) {
-                Text::None
+                RecordText::None
             } else if m.split_last().is_some_and(|(_, parent)| same(parent, i)) {
-                Text::Parent
+                RecordText::Parent
             } else {
-                Text::Instance(Box::new(ev.instance.clone()))
+                RecordText::Instance(Box::new(MsgPath::from_slice(i)))
             }
         },
     }
