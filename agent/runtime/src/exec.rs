@@ -21,8 +21,17 @@ use std::hash::BuildHasherDefault;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
-/// A message's graph, schedule call and frame (borrowed when it came from a batch).
-type MsgHandles<'h> = (&'h Arc<GraphInner>, &'h Arc<Sched>, Option<Cow<'h, Arc<Frame>>>);
+/// The step being run: operation `node` of `graph`, for schedule call `sched`, on message
+/// `id`, and whether that message (or, for a final step, the instance) is traced. What
+/// the step functions and their outputs' [`Poster`] share.
+#[derive(Clone, Copy)]
+pub(crate) struct At<'h> {
+    pub(crate) graph: &'h Arc<GraphInner>,
+    pub(crate) sched: &'h Arc<Sched>,
+    pub(crate) node: usize,
+    pub(crate) id: &'h MsgId,
+    pub(crate) trace: bool,
+}
 
 /// Per-thread executor state.
 pub(crate) struct Exec<'a, S> {
@@ -267,17 +276,14 @@ impl<S: ThreadState> Exec<'_, S> {
     }
 
     /// Emit a step start or stop that has no message to put back (final steps, stops).
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn boundary(
-        &mut self,
-        graph: &GraphInner,
-        node: usize,
-        step: StepKind,
-        msg: &MsgId,
-        instance: &MsgId,
-        traced: bool,
-        start: bool,
-    ) -> bool {
+    pub(crate) fn boundary(&mut self, at: At<'_>, step: StepKind, instance: &MsgId, start: bool) -> bool {
+        let At {
+            graph,
+            node,
+            id: msg,
+            trace: traced,
+            ..
+        } = at;
         let sh = self.sh;
         let Some(hook) = active_hook(sh) else {
             return traced;
@@ -323,95 +329,87 @@ impl<S: ThreadState> Exec<'_, S> {
             ..
         } = env;
         let n = &graph.nodes[node];
-        let threads = n.threads.len();
+        let at = At {
+            graph,
+            sched,
+            node,
+            id: &id,
+            trace,
+        };
         let mut completion = None;
         let result = match &n.op {
             OpFn::Split(f) => {
-                let out_frame = Arc::new(Frame::new(id.clone(), frame.clone()));
-                let mut poster = Poster::new(
-                    self.sh,
-                    self.me,
-                    graph,
-                    node,
-                    sched,
-                    IdMode::Child(id.clone()),
-                    Some(out_frame.clone()),
-                    trace,
-                );
-                poster.batch_if_free();
-                let info = StepInfo {
-                    thread: &self.me.info,
-                    threads,
-                    msg_id: &id,
-                };
-                let r = run_guarded(|| f(payload, &mut self.state, &info, &mut poster));
-                if let Err(e) = self.after_posting(r, &mut poster, &out_frame) {
-                    self.fail(sched, &n.info.name, &id, e);
-                    poster.push_reported();
+                if !self.run_split(f, payload, frame, at) {
                     return;
                 }
                 Ok(())
             }
             OpFn::Leaf(f) => {
                 let owned = (own_graph, own_sched);
-                self.run_leaf(
-                    f,
-                    Input::Boxed(payload),
-                    (graph, sched, frame.map(Cow::Owned)),
-                    node,
-                    &id,
-                    Some(owned),
-                    trace,
-                )
+                self.run_leaf(f, Input::Boxed(payload), frame.map(Cow::Owned), at, Some(owned))
             }
             OpFn::Merge { init, absorb, .. } | OpFn::Stream { init, absorb, .. } => self
-                .absorb(
-                    graph,
-                    node,
-                    (init, absorb),
-                    Input::Boxed(payload),
-                    frame.as_ref(),
-                    sched,
-                    &id,
-                    trace,
-                )
+                .absorb(at, (init, absorb), Input::Boxed(payload), frame.as_ref())
                 .map(|()| completion = frame.as_ref()),
         };
         if let Err(e) = result {
             self.fail(sched, &n.info.name, &id, e);
             return;
         }
-        self.boundary(graph, node, step, &id, &instance, trace, false);
+        self.boundary(at, step, &instance, false);
         // Completion is counted after the absorb step's stop, so the final step follows it.
         if let Some(frame) = completion {
             self.count_absorbed(graph, node, frame);
         }
     }
 
-    /// Run a leaf step on `input` (message `id` of `graph` and `sched`, in `frame`): its
-    /// output (with the input's handles, `owned`, when the input had handles of its own)
-    /// leaves when the step ends.
-    #[allow(clippy::too_many_arguments)]
+    /// Run a split step. `false`: it failed, and the failure is reported (with the outputs
+    /// the hook already heard of, which still go: see `Poster::push_reported`).
+    fn run_split(
+        &mut self,
+        f: &super::graph::SplitFn,
+        payload: Box<dyn super::payload::Payload>,
+        frame: Option<Arc<Frame>>,
+        at: At<'_>,
+    ) -> bool {
+        let At {
+            graph,
+            sched,
+            node,
+            id,
+            ..
+        } = at;
+        let out_frame = Arc::new(Frame::new(id.clone(), frame));
+        let ids = IdMode::Child(id.clone());
+        let mut poster = Poster::new((self.sh, self.me), at, ids, Some(out_frame.clone()));
+        poster.batch_if_free();
+        let info = StepInfo {
+            thread: &self.me.info,
+            threads: graph.nodes[node].threads.len(),
+            msg_id: id,
+        };
+        let r = run_guarded(|| f(payload, &mut self.state, &info, &mut poster));
+        if let Err(e) = self.after_posting(r, &mut poster, &out_frame) {
+            self.fail(sched, &graph.nodes[node].info.name, id, e);
+            poster.push_reported();
+            return false;
+        }
+        true
+    }
+
+    /// Run a leaf step on `input` (in `frame`, borrowed when the message came from a
+    /// batch): its output (with the input's handles, `owned`, when the input had handles of
+    /// its own) leaves when the step ends.
     fn run_leaf(
         &mut self,
         f: &super::graph::LeafFn,
         input: Input<'_>,
-        (graph, sched, frame): MsgHandles<'_>,
-        node: usize,
-        id: &MsgId,
+        frame: Option<Cow<'_, Arc<Frame>>>,
+        at: At<'_>,
         owned: Option<(Arc<GraphInner>, Arc<Sched>)>,
-        trace: bool,
     ) -> Result<(), StepFailure> {
-        let mut poster = Poster::new(
-            self.sh,
-            self.me,
-            graph,
-            node,
-            sched,
-            IdMode::Same(id.clone()),
-            None,
-            trace,
-        );
+        let At { graph, node, id, .. } = at;
+        let mut poster = Poster::new((self.sh, self.me), at, IdMode::Same(id.clone()), None);
         poster.frame = frame;
         poster.owned = owned;
         poster.spare = Some(&mut self.spare);
@@ -479,17 +477,19 @@ impl<S: ThreadState> Exec<'_, S> {
             // The start is recorded: receive positions stop counting the message.
             self.me.started();
         }
+        let at = At {
+            graph,
+            sched,
+            node,
+            id: &id,
+            trace: false,
+        };
         let mut completion = None;
         let r = match &n.op {
-            OpFn::Leaf(f) => {
-                let handles = (graph, sched, frame.map(Cow::Borrowed));
-                self.run_leaf(f, Input::Slot(s), handles, node, &id, None, false)
-            }
-            OpFn::Merge { init, absorb, .. } | OpFn::Stream { init, absorb, .. } => {
-                let input = Input::Slot(s);
-                self.absorb(graph, node, (init, absorb), input, frame, sched, &id, false)
-                    .map(|()| completion = frame)
-            }
+            OpFn::Leaf(f) => self.run_leaf(f, Input::Slot(s), frame.map(Cow::Borrowed), at, None),
+            OpFn::Merge { init, absorb, .. } | OpFn::Stream { init, absorb, .. } => self
+                .absorb(at, (init, absorb), Input::Slot(s), frame)
+                .map(|()| completion = frame),
             OpFn::Split(_) => Err(StepFailure::Rule(
                 "internal error: a split was given a message from a batch".to_owned(),
             )),

@@ -2,10 +2,10 @@
 //! final step when every input has been absorbed, and what a split (or a stream's final
 //! step) tells the matching merge.
 
+use super::exec::At;
 use super::exec::{run_guarded, Exec, StepFailure};
 use super::graph::{AbsorbFn, GraphInner, InitFn, Input, OpFn, PostSink};
 use super::hook::StepKind;
-use super::ids::MsgId;
 use super::post::{IdMode, Poster};
 use super::thread::{Frame, Item, Running, Sched};
 use super::{StepInfo, ThreadState};
@@ -56,18 +56,20 @@ impl<S: ThreadState> Exec<'_, S> {
     }
 
     /// A merge or stream absorbs one input into its instance's accumulator.
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn absorb(
         &mut self,
-        graph: &Arc<GraphInner>,
-        node: usize,
+        at: At<'_>,
         (init, absorb): (&InitFn, &AbsorbFn),
         payload: Input<'_>,
         frame: Option<&Arc<Frame>>,
-        sched: &Arc<Sched>,
-        id: &MsgId,
-        trace: bool,
     ) -> Result<(), StepFailure> {
+        let At {
+            graph,
+            sched,
+            node,
+            id,
+            trace,
+        } = at;
         let frame = frame.ok_or_else(|| {
             StepFailure::Rule("a merge received a message that no split produced".to_owned())
         })?;
@@ -96,16 +98,8 @@ impl<S: ThreadState> Exec<'_, S> {
             .take()
             .ok_or_else(|| StepFailure::Rule("internal error: accumulator missing".to_owned()))?;
         let (out_frame, posted) = (inst.out_frame.clone(), inst.posted);
-        let mut poster = Poster::new(
-            self.sh,
-            self.me,
-            graph,
-            node,
-            sched,
-            IdMode::Child(frame.prefix.clone()),
-            out_frame,
-            trace,
-        );
+        let ids = IdMode::Child(frame.prefix.clone());
+        let mut poster = Poster::new((self.sh, self.me), at, ids, out_frame);
         poster.count = posted;
         let info = StepInfo {
             thread: &self.me.info,
@@ -134,7 +128,15 @@ impl<S: ThreadState> Exec<'_, S> {
                 step: StepKind::Final,
             }));
         }
-        let trace = self.boundary(graph, node, StepKind::Final, &out_id, &out_id, inst.traced, true);
+        let mut at = At {
+            graph,
+            sched: &inst.sched,
+            node,
+            id: &out_id,
+            trace: inst.traced,
+        };
+        let trace = self.boundary(at, StepKind::Final, &out_id, true);
+        at.trace = trace;
         let info = StepInfo {
             thread: &self.me.info,
             threads: n.threads.len(),
@@ -144,16 +146,8 @@ impl<S: ThreadState> Exec<'_, S> {
         let r = match &n.op {
             OpFn::Merge { finish, .. } => {
                 run_guarded(|| finish(acc, &mut self.state, &info)).and_then(|out| {
-                    let mut poster = Poster::new(
-                        self.sh,
-                        self.me,
-                        graph,
-                        node,
-                        &inst.sched,
-                        IdMode::Same(out_id.clone()),
-                        frame.parent.clone(),
-                        trace,
-                    );
+                    let ids = IdMode::Same(out_id.clone());
+                    let mut poster = Poster::new((self.sh, self.me), at, ids, frame.parent.clone());
                     poster.post(out);
                     poster.end_step(Ok(()), &out_id)
                 })
@@ -163,16 +157,8 @@ impl<S: ThreadState> Exec<'_, S> {
                     .out_frame
                     .clone()
                     .unwrap_or_else(|| Arc::new(Frame::new(out_id.clone(), frame.parent.clone())));
-                let mut poster = Poster::new(
-                    self.sh,
-                    self.me,
-                    graph,
-                    node,
-                    &inst.sched,
-                    IdMode::Child(out_id.clone()),
-                    Some(out_frame.clone()),
-                    trace,
-                );
+                let ids = IdMode::Child(out_id.clone());
+                let mut poster = Poster::new((self.sh, self.me), at, ids, Some(out_frame.clone()));
                 poster.count = inst.posted;
                 let r = run_guarded(|| finish(acc, &mut self.state, &info, &mut poster));
                 if let Err(e) = self.after_posting(r, &mut poster, &out_frame) {
@@ -188,7 +174,7 @@ impl<S: ThreadState> Exec<'_, S> {
             self.fail(&inst.sched, &n.info.name, &out_id, e);
             return;
         }
-        self.boundary(graph, node, StepKind::Final, &out_id, &out_id, trace, false);
+        self.boundary(at, StepKind::Final, &out_id, false);
     }
 
     /// After a split (or a stream's final step): check the outputs and tell the matching

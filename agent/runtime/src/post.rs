@@ -2,6 +2,7 @@
 //! gathered per destination thread in batches (no hook that may hold) or one by one
 //! through the send hook (one that may), pushed the same way in every mode.
 
+use super::exec::At;
 use super::exec::{active_hook, fail_schedule, holding, run_guarded, StepFailure};
 use super::graph::{GraphInner, Node, OpFn, PostSink};
 use super::hook::{SendEvent, StreamedSend, ThreadAccess};
@@ -125,28 +126,23 @@ pub(crate) struct Poster<'a> {
 impl<'a> Poster<'a> {
     // Inlined: built in place, its id is not copied again (a copy just after the id's
     // fields were written waited for them: 5% of the trivial farm's samples).
-    #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     pub(crate) fn new(
-        sh: &'a Shared,
-        me: &'a ThreadShared,
-        graph: &'a Arc<GraphInner>,
-        node: usize,
-        sched: &'a Arc<Sched>,
+        (sh, me): (&'a Shared, &'a ThreadShared),
+        at: At<'a>,
         ids: IdMode,
         frame: Option<Arc<Frame>>,
-        traced: bool,
     ) -> Self {
         Self {
             sh,
             me,
-            graph,
-            node,
-            sched,
+            graph: at.graph,
+            node: at.node,
+            sched: at.sched,
             owned: None,
             ids,
             frame: frame.map(Cow::Owned),
-            traced,
+            traced: at.trace,
             count: 0,
             error: None,
             batching: false,
