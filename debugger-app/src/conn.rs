@@ -110,6 +110,29 @@ impl CommandSender {
     }
 }
 
+/// Open the WebSocket to the agent at `url`, asking for binary packed frames (no decimal
+/// numbers to parse) and accepting frames up to the protocol's limit.
+async fn connect(
+    url: &str,
+) -> Result<
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>,
+    String,
+> {
+    let config = WebSocketConfig::default()
+        .max_message_size(Some(MAX_FRAME_BYTES))
+        .max_frame_size(Some(MAX_FRAME_BYTES));
+    let mut request = url
+        .into_client_request()
+        .map_err(|e| format!("cannot connect to {url}: {e}"))?;
+    request
+        .headers_mut()
+        .insert(BINARY_HEADER, HeaderValue::from_static("binary"));
+    tokio_tungstenite::connect_async_with_config(request, Some(config), true)
+        .await
+        .map(|(ws, _)| ws)
+        .map_err(|e| format!("cannot connect to {url}: {e}"))
+}
+
 async fn run(
     url: String,
     events: mpsc::SyncSender<ConnEvent>,
@@ -117,23 +140,10 @@ async fn run(
     ready: mpsc::Sender<Result<(), String>>,
     waker: Waker,
 ) {
-    let config = WebSocketConfig::default()
-        .max_message_size(Some(MAX_FRAME_BYTES))
-        .max_frame_size(Some(MAX_FRAME_BYTES));
-    // Packed events come as binary frames: no decimal numbers to parse.
-    let request = url.as_str().into_client_request().map(|mut r| {
-        r.headers_mut()
-            .insert(BINARY_HEADER, HeaderValue::from_static("binary"));
-        r
-    });
-    let connected = match request {
-        Ok(r) => tokio_tungstenite::connect_async_with_config(r, Some(config), true).await,
-        Err(e) => Err(e),
-    };
-    let ws = match connected {
-        Ok((ws, _)) => ws,
+    let ws = match connect(&url).await {
+        Ok(ws) => ws,
         Err(e) => {
-            let _ = ready.send(Err(format!("cannot connect to {url}: {e}")));
+            let _ = ready.send(Err(e));
             return;
         }
     };

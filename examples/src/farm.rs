@@ -8,7 +8,7 @@ use racetrack_agent::{ops, BuildError, FlowGraph, Route, Runtime, ScheduleError}
 use serde::{Deserialize, Serialize};
 use std::time::Instant;
 
-/// Usage text.
+/// The command line's `--help` text.
 pub const USAGE: &str =
     "usage: farm [--threads N] [--tasks T] [--work-us US] [--iters K] [--jitter-us US] [--panic-at TASK]";
 

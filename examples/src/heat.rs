@@ -23,7 +23,7 @@ use racetrack_agent::{ops, BuildError, Collection, Ctx, FlowGraph, Outputs, Rout
 use serde::{Deserialize, Serialize};
 use std::time::Instant;
 
-/// Usage text.
+/// The command line's `--help` text.
 pub const USAGE: &str =
     "usage: heat [--threads N] [--iters K] [--cells C] [--fixed] [--local-us US] [--jitter-us US]";
 
@@ -87,7 +87,7 @@ pub struct Step {
 /// A border request from `from` to `to`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct BorderRequest {
-    /// Iteration.
+    /// The iteration whose border is asked for.
     pub iter: u64,
     /// Requesting slice.
     pub from: usize,
@@ -103,7 +103,7 @@ pub struct BorderRequest {
 /// A border answer, routed back to the requester `to`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Border {
-    /// Iteration.
+    /// The iteration the border belongs to.
     pub iter: u64,
     /// The requester.
     pub to: usize,
@@ -116,7 +116,7 @@ pub struct Border {
 /// Both borders of a slice, collected.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Borders {
-    /// Iteration.
+    /// The iteration the border belongs to.
     pub iter: u64,
     /// The slice.
     pub index: usize,

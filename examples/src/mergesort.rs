@@ -8,7 +8,7 @@ use racetrack_agent::{ops, BuildError, FlowGraph, Route, Runtime, ScheduleError}
 use serde::{Deserialize, Serialize};
 use std::time::Instant;
 
-/// Usage text.
+/// The command line's `--help` text.
 pub const USAGE: &str = "usage: mergesort [--threads N] [--size S] [--chunks C] [--jitter-us US]";
 
 /// What to run.
@@ -79,7 +79,7 @@ pub struct SorterState {
 /// What the program reports about the sorted array.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Summary {
-    /// Length.
+    /// How many values the summary covers.
     pub len: usize,
     /// Position-weighted checksum (order-sensitive).
     pub checksum: i64,

@@ -14,7 +14,7 @@ use racetrack_agent::{ops, BuildError, FlowGraph, Route, Runtime, ScheduleError}
 use serde::{Deserialize, Serialize};
 use std::time::Instant;
 
-/// Usage text.
+/// The command line's `--help` text.
 pub const USAGE: &str =
     "usage: search [--threads N] [--size S] [--chunks C] [--fixed] [--stagger-us US] [--jitter-us US]";
 

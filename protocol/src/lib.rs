@@ -62,7 +62,7 @@ pub enum HoldReason {
 /// An operation of the flow graph.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OperationDesc {
-    /// Unique name.
+    /// The operation's name, unique across the program's graphs.
     pub name: String,
     /// `split`, `leaf`, `merge` or `stream`.
     pub kind: String,
@@ -94,7 +94,7 @@ pub struct QueueEntry {
     pub from: Option<String>,
     /// Destination operation and thread, `Op@thread`.
     pub to: String,
-    /// Destination operation.
+    /// The destination operation (what `to` names before its `@`).
     pub op: SmolStr,
     /// Whether it is traced.
     #[serde(default)]
@@ -107,18 +107,18 @@ pub struct QueueEntry {
 /// The step a thread is running (or about to run) when a snapshot is taken.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CurrentStep {
-    /// Operation.
+    /// The operation whose step it is.
     pub op: String,
-    /// Message id.
+    /// The message the step consumes (final steps: the output id).
     pub msg: String,
-    /// Which step.
+    /// Run, absorb or final.
     pub step: Step,
 }
 
 /// One thread in a snapshot.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ThreadSnapshot {
-    /// Thread name.
+    /// The thread's name, as in the `structure`.
     pub thread: String,
     /// Pending messages in order (the first ones, when there are many).
     pub queue: Vec<QueueEntry>,
@@ -142,10 +142,10 @@ pub struct SendEv {
     /// Sending thread (absent: the schedule caller injects an input).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub thread: Option<String>,
-    /// Sending operation.
+    /// The operation that posted the message (absent with `thread`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub op: Option<String>,
-    /// Message id.
+    /// The message's id (deterministic: dotted, as `0.3.1`).
     pub msg: String,
     /// Destination operation (absent: the result returns to the schedule caller).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -171,13 +171,13 @@ pub struct SendEv {
 /// A receive (enqueue) event.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RecvEv {
-    /// Event number.
+    /// The event's number in the stream.
     pub event_id: u64,
-    /// Receiving thread.
+    /// The thread whose queue the message joined.
     pub thread: String,
     /// Operation the message is for.
     pub op: String,
-    /// Message id.
+    /// The id of the message enqueued.
     pub msg: String,
     /// Position in the queue (0 = head).
     pub position: usize,
@@ -188,16 +188,16 @@ pub struct RecvEv {
 /// A step start or stop event.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StepEv {
-    /// Event number.
+    /// The event's number (what `continue` and acknowledgments refer to).
     pub event_id: u64,
     pub thread: String,
-    /// Operation.
+    /// The operation whose step it is.
     pub op: String,
     /// Message id (final steps: the output id).
     pub msg: String,
     /// Operation instance (message id; merges and streams: their output id).
     pub instance: String,
-    /// Which step.
+    /// Run, absorb or final.
     pub step: Step,
     /// Start: whether the consumed message is traced. Stop: whether outputs were traced.
     pub traced: bool,
@@ -214,18 +214,18 @@ pub struct StepEv {
 pub enum Event {
     /// First frame of a connection.
     Hello {
-        /// Program name.
+        /// The program's name (`RACETRACK_PROGRAM`, or its executable's).
         program: String,
-        /// Process id.
+        /// The program's process id.
         pid: u32,
-        /// [`PROTOCOL_VERSION`].
+        /// The protocol version the agent speaks ([`PROTOCOL_VERSION`]).
         protocol: u32,
     },
     /// The flow graphs and collections (sent again when a graph is added).
     Structure {
-        /// All operations.
+        /// Every operation of every graph, in registration order (packed events index them).
         operations: Vec<OperationDesc>,
-        /// All collections.
+        /// Every thread collection, in order (packed events number threads across them).
         collections: Vec<CollectionDesc>,
         /// Message flow between operations.
         edges: Vec<[String; 2]>,
@@ -292,9 +292,9 @@ pub enum Event {
     /// An operation panicked or broke a rule; the schedule call fails.
     Panic {
         thread: String,
-        /// Operation.
+        /// The operation that panicked.
         op: String,
-        /// Message id.
+        /// The message it was processing.
         msg: String,
         /// Panic text or rule.
         message: String,
@@ -382,9 +382,9 @@ pub enum Command {
     /// Operation breakpoint on (op, thread) — every thread of the op when `thread` is
     /// absent. `trace`: outputs of the step that resumes from it are traced.
     Break {
-        /// Operation name.
+        /// The operation to break on.
         op: String,
-        /// Thread name.
+        /// The thread to break on (absent: every thread of the operation).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         thread: Option<String>,
         /// Set or clear.
@@ -395,14 +395,14 @@ pub enum Command {
     },
     /// Thread breakpoint: hold every event of the thread.
     Pause {
-        /// Thread name.
+        /// The thread to pause or resume.
         thread: String,
         /// On or off.
         on: bool,
     },
     /// Ask for a thread's pending queue (answered by a `queue` event).
     Queue {
-        /// Thread name.
+        /// The thread whose queue to list.
         thread: String,
         /// Include message contents.
         #[serde(default)]
@@ -410,7 +410,7 @@ pub enum Command {
     },
     /// Reorder a suspended thread's queue (see `docs/PROTOCOL.md`).
     Reorder {
-        /// Thread name.
+        /// The held thread whose queue to reorder.
         thread: String,
         /// Without `rest`: every pending message id (plus the held start's message) in
         /// the new order. With `rest`: some of them, in their new order.
@@ -430,12 +430,12 @@ pub enum Command {
     },
     /// Ask for a suspended thread's state (answered by a `state` event).
     State {
-        /// Thread name.
+        /// The held thread whose state to read.
         thread: String,
     },
     /// Replace a suspended thread's state.
     SetState {
-        /// Thread name.
+        /// The held thread whose state to replace.
         thread: String,
         /// The new state.
         content: Value,
@@ -498,7 +498,7 @@ impl Command {
 pub struct Request {
     /// The request number, chosen by the debugger.
     pub req: Option<u64>,
-    /// The command.
+    /// What the debugger asks the agent to do.
     pub cmd: Command,
 }
 

@@ -26,7 +26,7 @@ pub enum ScheduleError {
     /// An operation panicked.
     #[error("operation `{op}` panicked on thread {thread} while processing message {msg}: {message}")]
     Panic {
-        /// Operation name.
+        /// The operation whose step panicked.
         op: String,
         /// Thread name, e.g. `proc[2]`.
         thread: String,
@@ -39,11 +39,11 @@ pub enum ScheduleError {
     /// outputs, a merge instance spread over several threads, ...).
     #[error("operation `{op}` on thread {thread}, message {msg}: {message}")]
     Operation {
-        /// Operation name.
+        /// The operation whose step broke the rule.
         op: String,
-        /// Thread name.
+        /// The thread it ran on, e.g. `proc[2]`.
         thread: String,
-        /// Message id.
+        /// The message it was processing (for a final step: the output id).
         msg: String,
         /// What went wrong.
         message: String,

@@ -289,7 +289,7 @@ pub struct StreamedSend<'a> {
 pub struct StreamedStep<'a> {
     /// The thread running it.
     pub thread: &'a ThreadInfo,
-    /// Its operation.
+    /// The operation the step belongs to.
     pub op: &'a OpInfo,
     /// Run (a leaf) or absorb (a merge or stream).
     pub step: StepKind,
@@ -314,9 +314,9 @@ pub enum StepKind {
 pub struct StepEvent<'a> {
     /// The thread that runs the step (and is suspended while a hook holds it).
     pub thread: &'a Arc<ThreadInfo>,
-    /// The operation.
+    /// The operation the step belongs to.
     pub op: &'a Arc<OpInfo>,
-    /// Which step.
+    /// Run, absorb or final: which of the operation's steps this is.
     pub step: StepKind,
     /// The input message id (for a final step: the output id).
     pub msg_id: &'a MsgId,

@@ -56,18 +56,18 @@ pub(crate) struct Running {
 /// The step a thread has taken from its queue and not yet finished.
 #[derive(Debug, Clone)]
 pub struct CurrentStep {
-    /// Operation.
+    /// The operation whose step it is.
     pub op: Arc<OpInfo>,
     /// Message id (final steps: the output id).
     pub msg: MsgId,
-    /// Which step.
+    /// Run, absorb or final.
     pub step: StepKind,
 }
 
 /// One thread as seen in a consistent snapshot.
 #[derive(Debug, Clone)]
 pub struct ThreadSnap {
-    /// The thread.
+    /// The thread's name, collection and global index.
     pub info: Arc<ThreadInfo>,
     /// Its first pending messages (at most the snapshot's limit per thread).
     pub pending: Vec<QueuedMsg>,
