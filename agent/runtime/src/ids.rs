@@ -64,9 +64,9 @@ impl MsgId {
         // output.
         if self.heap.is_none() {
             let [a, b, _] = self.inline;
-            // Whole arrays, not a store at a variable index into a copy of `inline`: the
-            // copy's reload waited on that store (22 ns a call against 10 now, alone in a
-            // loop; 10% of `main`'s samples in the trivial farm).
+            // Whole arrays, not a store at a variable index into a copy of `inline`: reading
+            // the copy back right after such a store waits for it (store forwarding
+            // fails), and a split makes one id per output.
             let parts = match self.len {
                 0 => Some([index, 0, 0]),
                 1 => Some([a, index, 0]),

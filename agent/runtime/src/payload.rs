@@ -53,8 +53,8 @@ pub(crate) trait PayloadQueue: Send {
     fn pop_boxed(&mut self) -> Option<Box<dyn Payload>>;
     /// For appending in the typed `Outputs`.
     fn as_any_mut(&mut self) -> &mut dyn Any;
-    /// Make room for a full batch of small payloads at once (a split's batches fill up;
-    /// growing by doubling showed in profiles).
+    /// Make room for a full batch of small payloads at once: a split's batches fill up,
+    /// and growing by doubling would copy the payloads several times on the way.
     fn reserve_batch(&mut self);
     /// Move every payload of `other` to the back of this queue, if it is a queue of the
     /// same type (else nothing moves: `false`).

@@ -124,8 +124,8 @@ pub(crate) struct Poster<'a> {
 }
 
 impl<'a> Poster<'a> {
-    // Inlined: built in place, its id is not copied again (a copy just after the id's
-    // fields were written waited for them: 5% of the trivial farm's samples).
+    // Inlined: built in place, so its id is not copied again (a copy made just after the
+    // id's fields were written has to wait for those stores to land).
     #[inline(always)]
     pub(crate) fn new(
         (sh, me): (&'a Shared, &'a ThreadShared),
