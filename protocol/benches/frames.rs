@@ -8,8 +8,8 @@
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use racetrack_protocol::{
-    BinaryEv, BinaryText, BinaryWriter, CollectionDesc, Decoded, Decoder, Event, Kind, OperationDesc,
-    PackedEv,
+    BinaryWriter, CollectionDesc, Decoded, Decoder, Event, Kind, MsgPath, OperationDesc, PackedEv, Record,
+    RecordText,
 };
 use std::hint::black_box;
 
@@ -71,19 +71,19 @@ fn events() -> Vec<Fields> {
 fn write_binary(evs: &[Fields]) -> Vec<u8> {
     let mut w = BinaryWriter::with_capacity(16 * 1024);
     for &(kind, event_id, thread, op, ref msg, a, b, txt) in evs {
-        w.push(&BinaryEv {
+        w.push(&Record {
             kind,
             event_id,
             thread,
             op,
-            msg,
+            msg: MsgPath::from_slice(msg),
             a,
             b,
             traced: false,
             text: if kind == Kind::Send {
-                BinaryText::Str(txt)
+                RecordText::Type(txt)
             } else {
-                BinaryText::None
+                RecordText::None
             },
         });
     }
@@ -96,7 +96,7 @@ fn frames(evs: &[Fields]) -> (Vec<u8>, String) {
         .iter()
         .map(|&(kind, id, thread, op, msg, a, b, txt)| {
             let msg_text = format!("{}.{}", msg[0], msg[1]);
-            PackedEv(
+            PackedEv::from((
                 kind,
                 id,
                 thread,
@@ -106,7 +106,7 @@ fn frames(evs: &[Fields]) -> (Vec<u8>, String) {
                 b,
                 false,
                 txt.into(),
-            )
+            ))
         })
         .collect();
     (write_binary(evs), Event::Packed { events: text }.to_json())

@@ -19,7 +19,8 @@
 //! | `a`, `b` | signed varints |
 //! | text | form 1: varint byte length, then UTF-8; form 2: a message id as `msg` |
 
-use crate::packed::{Kind, PackedEv, SmolStr};
+use crate::compact::{Compact, Kind, PackedEv, Record, RecordText};
+use smol_str::SmolStr;
 
 /// The first byte of a binary packed frame: the version of this layout.
 pub const BINARY_PACKED: u8 = 1;
@@ -27,40 +28,6 @@ pub const BINARY_PACKED: u8 = 1;
 /// The WebSocket handshake request header (value `binary`) by which a debugger asks the
 /// agent for binary packed frames. Without it, packed frames are JSON text.
 pub const BINARY_HEADER: &str = "racetrack-packed";
-
-/// The text of a [`BinaryEv`].
-#[derive(Debug, Clone, Copy)]
-pub enum BinaryText<'a> {
-    /// `""`.
-    None,
-    /// A string (a `send`'s type name).
-    Str(&'a str),
-    /// A message id, by its components (a step's instance).
-    Id(&'a [u64]),
-}
-
-/// One event to encode: [`PackedEv`]'s fields, with message ids as their components.
-#[derive(Debug, Clone, Copy)]
-pub struct BinaryEv<'a> {
-    /// Which notification.
-    pub kind: Kind,
-    /// Event number.
-    pub event_id: u64,
-    /// Thread index (-1: none).
-    pub thread: i64,
-    /// Operation index (-1: none).
-    pub op: i64,
-    /// Message id components.
-    pub msg: &'a [u64],
-    /// Kind-specific number.
-    pub a: i64,
-    /// Kind-specific number.
-    pub b: i64,
-    /// Whether the message is traced.
-    pub traced: bool,
-    /// Kind-specific text.
-    pub text: BinaryText<'a>,
-}
 
 /// Writes one binary packed frame.
 #[derive(Debug)]
@@ -95,11 +62,11 @@ impl BinaryWriter {
     }
 
     /// Append one event.
-    pub fn push(&mut self, ev: &BinaryEv<'_>) {
+    pub fn push(&mut self, ev: &Record) {
         let form = match ev.text {
-            BinaryText::None => 0,
-            BinaryText::Str(_) => 1,
-            BinaryText::Id(_) => 2,
+            RecordText::None => 0,
+            RecordText::Type(_) => 1,
+            RecordText::Parent | RecordText::Instance(_) => 2,
         };
         let out = &mut self.out;
         out.push(ev.kind.code() | (u8::from(ev.traced) << 2) | (form << 3));
@@ -107,16 +74,17 @@ impl BinaryWriter {
         self.prev_id = ev.event_id;
         put_i(out, ev.thread);
         put_i(out, ev.op);
-        put_id(out, ev.msg);
+        put_id(out, ev.msg.components());
         put_i(out, ev.a);
         put_i(out, ev.b);
-        match ev.text {
-            BinaryText::None => {}
-            BinaryText::Str(s) => {
+        match &ev.text {
+            RecordText::None => {}
+            RecordText::Type(s) => {
                 put_u(out, s.len() as u64);
                 out.extend_from_slice(s.as_bytes());
             }
-            BinaryText::Id(id) => put_id(out, id),
+            RecordText::Parent => put_id(out, ev.parent()),
+            RecordText::Instance(id) => put_id(out, id.components()),
         }
         self.len += 1;
     }
@@ -178,7 +146,7 @@ pub(crate) fn parse_binary(bytes: &[u8]) -> Result<Vec<PackedEv>, String> {
     // (A frame claiming more events than the agent ever puts in one grows as it is read.)
     let mut out = Vec::with_capacity(count.min(4096));
     let mut prev_id = 0u64;
-    let mut last_text: Option<(&[u8], SmolStr)> = None;
+    let mut last_text = None;
     while r.i < r.b.len() {
         let at = r.i;
         let head = r.byte()?;
@@ -195,35 +163,20 @@ pub(crate) fn parse_binary(bytes: &[u8]) -> Result<Vec<PackedEv>, String> {
         let (a, b) = (r.i()?, r.i()?);
         let text = match (head >> 3) & 3 {
             0 => SmolStr::default(),
-            1 => {
-                let n = usize::try_from(r.u()?).map_err(|_| r.truncated())?;
-                let s = r.b.get(r.i..r.i.saturating_add(n)).ok_or_else(|| r.truncated())?;
-                r.i += n;
-                // Type names repeat: the last one is reused when the bytes match.
-                match &last_text {
-                    Some((bytes, text)) if *bytes == s => text.clone(),
-                    _ => {
-                        let text = SmolStr::new(std::str::from_utf8(s).map_err(|e| {
-                            format!("binary packed frame: event {event_id}: text is not UTF-8: {e}")
-                        })?);
-                        last_text = Some((s, text.clone()));
-                        text
-                    }
-                }
-            }
+            1 => r.string(event_id, &mut last_text)?,
             _ => r.id()?,
         };
-        out.push(PackedEv(
-            Kind::from_bits(head),
+        out.push(Compact {
+            kind: Kind::from_bits(head),
             event_id,
             thread,
             op,
             msg,
             a,
             b,
-            head & 4 != 0,
+            traced: head & 4 != 0,
             text,
-        ));
+        });
     }
     if out.len() != count {
         return Err(format!(
@@ -241,7 +194,29 @@ struct Reader<'a> {
     scratch: Vec<u8>,
 }
 
-impl Reader<'_> {
+impl<'a> Reader<'a> {
+    /// A string (a `send`'s type name). Type names repeat: `last`, the previous one read,
+    /// is reused when the bytes match.
+    fn string(&mut self, event_id: u64, last: &mut Option<(&'a [u8], SmolStr)>) -> Result<SmolStr, String> {
+        let n = usize::try_from(self.u()?).map_err(|_| self.truncated())?;
+        let b: &'a [u8] = self.b;
+        let s = b
+            .get(self.i..self.i.saturating_add(n))
+            .ok_or_else(|| self.truncated())?;
+        self.i += n;
+        if let Some((bytes, text)) = last {
+            if *bytes == s {
+                return Ok(text.clone());
+            }
+        }
+        let text = SmolStr::new(
+            std::str::from_utf8(s)
+                .map_err(|e| format!("binary packed frame: event {event_id}: text is not UTF-8: {e}"))?,
+        );
+        *last = Some((s, text.clone()));
+        Ok(text)
+    }
+
     fn truncated(&self) -> String {
         format!("binary packed frame: truncated at byte {}", self.i + HEADER + 1)
     }
@@ -373,14 +348,19 @@ fn write_digits(out: &mut [u8], mut n: u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::MsgPath;
 
-    fn ev<'a>(kind: Kind, event_id: u64, msg: &'a [u64], text: BinaryText<'a>) -> BinaryEv<'a> {
-        BinaryEv {
+    fn id(parts: &[u64]) -> RecordText {
+        RecordText::Instance(Box::new(MsgPath::from_slice(parts)))
+    }
+
+    fn ev(kind: Kind, event_id: u64, msg: &[u64], text: RecordText) -> Record {
+        Record {
             kind,
             event_id,
             thread: if kind == Kind::Send { -1 } else { 3 },
             op: 2,
-            msg,
+            msg: MsgPath::from_slice(msg),
             a: -1,
             b: 1 << 40,
             traced: kind == Kind::Start,
@@ -392,10 +372,10 @@ mod tests {
     fn events_read_back_as_written() {
         let mut w = BinaryWriter::with_capacity(64);
         let events = [
-            ev(Kind::Send, 12, &[0, 5], BinaryText::Str("Task<é>")),
-            ev(Kind::Recv, 13, &[0, 5], BinaryText::None),
-            ev(Kind::Start, 14, &[u64::MAX, 0, 127, 128], BinaryText::Id(&[7])),
-            ev(Kind::Stop, 3, &[], BinaryText::None),
+            ev(Kind::Send, 12, &[0, 5], RecordText::Type("Task<é>")),
+            ev(Kind::Recv, 13, &[0, 5], RecordText::None),
+            ev(Kind::Start, 14, &[u64::MAX, 0, 127, 128], id(&[7])),
+            ev(Kind::Stop, 3, &[], RecordText::None),
         ];
         for e in &events {
             w.push(e);
@@ -403,7 +383,7 @@ mod tests {
         assert_eq!(w.len(), 4);
         let read = parse_binary(&w.finish()).unwrap();
         let want = vec![
-            PackedEv(
+            PackedEv::from((
                 Kind::Send,
                 12,
                 -1,
@@ -413,9 +393,9 @@ mod tests {
                 1 << 40,
                 false,
                 "Task<é>".into(),
-            ),
-            PackedEv(Kind::Recv, 13, 3, 2, "0.5".into(), -1, 1 << 40, false, "".into()),
-            PackedEv(
+            )),
+            PackedEv::from((Kind::Recv, 13, 3, 2, "0.5".into(), -1, 1 << 40, false, "".into())),
+            PackedEv::from((
                 Kind::Start,
                 14,
                 3,
@@ -425,9 +405,9 @@ mod tests {
                 1 << 40,
                 true,
                 "7".into(),
-            ),
+            )),
             // Ids need not increase: differences wrap.
-            PackedEv(Kind::Stop, 3, 3, 2, "".into(), -1, 1 << 40, false, "".into()),
+            PackedEv::from((Kind::Stop, 3, 3, 2, "".into(), -1, 1 << 40, false, "".into())),
         ];
         assert_eq!(read, want);
     }
@@ -451,15 +431,10 @@ mod tests {
     fn random_damage_never_panics() {
         let mut w = BinaryWriter::with_capacity(256);
         for (i, e) in [
-            ev(Kind::Send, 7, &[0, 300], BinaryText::Str("Task")),
-            ev(Kind::Recv, 8, &[0, 300], BinaryText::None),
-            ev(
-                Kind::Start,
-                9,
-                &[1, 2, 3, 4, 5, 6, 7, 8],
-                BinaryText::Id(&[u64::MAX; 3]),
-            ),
-            ev(Kind::Stop, 10, &[0], BinaryText::None),
+            ev(Kind::Send, 7, &[0, 300], RecordText::Type("Task")),
+            ev(Kind::Recv, 8, &[0, 300], RecordText::None),
+            ev(Kind::Start, 9, &[1, 2, 3, 4, 5, 6, 7, 8], id(&[u64::MAX; 3])),
+            ev(Kind::Stop, 10, &[0], RecordText::None),
         ]
         .iter()
         .enumerate()
@@ -497,7 +472,7 @@ mod tests {
     #[test]
     fn damaged_frames_are_errors_not_panics() {
         let mut w = BinaryWriter::with_capacity(64);
-        w.push(&ev(Kind::Send, 1, &[1, 2, 3], BinaryText::Str("T")));
+        w.push(&ev(Kind::Send, 1, &[1, 2, 3], RecordText::Type("T")));
         let good = w.finish();
         // Any cut: no layout, no count, or fewer events than counted.
         for cut in 0..good.len() {

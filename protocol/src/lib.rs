@@ -12,13 +12,16 @@
 //! Field names are part of the contract; golden tests (`tests/golden.rs`) pin them.
 
 pub mod binary;
+mod compact;
 pub mod launch;
 mod packed;
 
-pub use binary::{BinaryEv, BinaryText, BinaryWriter, BINARY_HEADER};
-pub use packed::{Decoded, Decoder, Kind, Names, PackedEv, SmolStr};
+pub use binary::{BinaryWriter, BINARY_HEADER};
+pub use compact::{Compact, Kind, MsgPath, PackedEv, PackedTuple, Record, RecordText};
+pub use packed::{Decoded, Decoder, Names};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+pub use smol_str::SmolStr;
 
 /// Version of the wire protocol, sent in `hello`. A debugger refuses other versions.
 pub const PROTOCOL_VERSION: u32 = 1;

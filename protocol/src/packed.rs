@@ -6,111 +6,12 @@
 //! hands over a packed frame as [`Decoded::Packed`], [`PackedEv::write_json`] prints one
 //! event exactly as the expanded [`Event`] serializes, without building it.
 
+use crate::compact::{Compact, Kind, PackedEv, Record, RecordText};
 use crate::{Event, RecvEv, SendEv, Step, StepEv};
-use serde::{Deserialize, Serialize};
-pub use smol_str::SmolStr;
+use serde::Deserialize;
+use smol_str::SmolStr;
 use std::io::{self, Write};
 use std::sync::Arc;
-
-/// The kind of a compact event: the four notifications (`shared/DESIGN.md` §2). On the
-/// wire it is a number (0–3), the first element of a packed event and the low two bits of
-/// a binary one's head.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[repr(u8)]
-pub enum Kind {
-    /// A message posted (`send`).
-    Send = 0,
-    /// A message enqueued (`recv`).
-    Recv = 1,
-    /// A step started (`start`).
-    Start = 2,
-    /// A step stopped (`stop`).
-    Stop = 3,
-}
-
-impl Kind {
-    /// The kind's number on the wire.
-    pub const fn code(self) -> u8 {
-        self as u8
-    }
-
-    /// The kind numbered `code` on the wire, if it is one.
-    pub const fn from_code(code: u64) -> Option<Kind> {
-        match code {
-            0 => Some(Kind::Send),
-            1 => Some(Kind::Recv),
-            2 => Some(Kind::Start),
-            3 => Some(Kind::Stop),
-            _ => None,
-        }
-    }
-
-    /// The kind in the low two bits of `bits` (every value names one).
-    pub const fn from_bits(bits: u8) -> Kind {
-        match bits & 3 {
-            0 => Kind::Send,
-            1 => Kind::Recv,
-            2 => Kind::Start,
-            _ => Kind::Stop,
-        }
-    }
-
-    /// The expanded event's name (`"event"` field).
-    pub const fn name(self) -> &'static str {
-        match self {
-            Kind::Send => "send",
-            Kind::Recv => "recv",
-            Kind::Start => "start",
-            Kind::Stop => "stop",
-        }
-    }
-}
-
-impl Serialize for Kind {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_u8(self.code())
-    }
-}
-
-impl<'de> Deserialize<'de> for Kind {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Kind, D::Error> {
-        let code = u64::deserialize(d)?;
-        Kind::from_code(code).ok_or_else(|| serde::de::Error::custom(format!("unknown kind {code}")))
-    }
-}
-
-/// One streamed event in compact form, a JSON array
-/// `[kind, event_id, thread, op, msg, a, b, traced, text]`:
-///
-/// | kind | event | `thread`, `op` | `a` | `b` | `text` |
-/// |---|---|---|---|---|---|
-/// | 0 | `send` | sending thread and operation (-1: none) | destination op (-1: none) | destination thread (-1: none) | Rust type name |
-/// | 1 | `recv` | receiving thread, operation | queue position | 0 | `""` |
-/// | 2, 3 | `start`, `stop` | thread, operation | step: 0 run, 1 absorb, 2 final | 0 | instance (`""`: same as `msg`) |
-///
-/// Threads are numbered across the `structure`'s collections in order (the first
-/// collection's threads first), operations by their position in `operations`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PackedEv(
-    /// Which notification.
-    pub Kind,
-    /// Event number.
-    pub u64,
-    /// Thread index (-1: none).
-    pub i64,
-    /// Operation index (-1: none).
-    pub i64,
-    /// Message id (inline up to 23 bytes: decoding a frame allocates nothing per event).
-    pub SmolStr,
-    /// Kind-specific number.
-    pub i64,
-    /// Kind-specific number.
-    pub i64,
-    /// Whether the message (start: the consumed one; stop: the outputs) is traced.
-    pub bool,
-    /// Kind-specific text.
-    pub SmolStr,
-);
 
 /// The names packed events refer to, from a `structure` event.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -195,29 +96,31 @@ impl Names {
         // The common case in a few comparisons (this runs for every streamed event); the
         // error is worded below.
         let has = |list: &[String], i: i64| i < 0 || (i as u64) < list.len() as u64;
-        let fine = has(&self.threads, p.2)
-            && has(&self.ops, p.3)
-            && match p.0 {
-                Kind::Send => has(&self.ops, p.5) && has(&self.threads, p.6),
-                Kind::Recv => p.2 >= 0 && p.3 >= 0,
-                Kind::Start | Kind::Stop => p.2 >= 0 && p.3 >= 0 && (0..=2).contains(&p.5),
+        let fine = has(&self.threads, p.thread)
+            && has(&self.ops, p.op)
+            && match p.kind {
+                Kind::Send => has(&self.ops, p.a) && has(&self.threads, p.b),
+                Kind::Recv => p.thread >= 0 && p.op >= 0,
+                Kind::Start | Kind::Stop => p.thread >= 0 && p.op >= 0 && (0..=2).contains(&p.a),
             };
         if fine {
             return Ok(());
         }
-        self.thread(p.2)?;
-        self.op(p.3)?;
-        match p.0 {
+        self.thread(p.thread)?;
+        self.op(p.op)?;
+        match p.kind {
             Kind::Send => {
-                self.op(p.5)?;
-                self.thread(p.6)?;
+                self.op(p.a)?;
+                self.thread(p.b)?;
             }
             Kind::Recv => {}
-            Kind::Start | Kind::Stop if (0..=2).contains(&p.5) => {}
-            Kind::Start | Kind::Stop => return Err(format!("packed event {} has unknown step {}", p.1, p.5)),
+            Kind::Start | Kind::Stop if (0..=2).contains(&p.a) => {}
+            Kind::Start | Kind::Stop => {
+                return Err(format!("packed event {} has unknown step {}", p.event_id, p.a))
+            }
         }
-        if p.0 != Kind::Send && (p.2 < 0 || p.3 < 0) {
-            return Err(format!("packed event {} has no thread or operation", p.1));
+        if p.kind != Kind::Send && (p.thread < 0 || p.op < 0) {
+            return Err(format!("packed event {} has no thread or operation", p.event_id));
         }
         Ok(())
     }
@@ -225,7 +128,17 @@ impl Names {
     /// The ordinary event `p` stands for.
     pub fn expand(&self, p: PackedEv) -> Result<Event, String> {
         self.check(&p)?;
-        let PackedEv(kind, event_id, thread, op, msg, a, b, traced, text) = p;
+        let Compact {
+            kind,
+            event_id,
+            thread,
+            op,
+            msg,
+            a,
+            b,
+            traced,
+            text,
+        } = p;
         let (msg, text) = (String::from(msg), String::from(text));
         let owned = |n: Result<Option<&str>, String>| n.ok().flatten().map(str::to_owned);
         let thread = owned(self.thread(thread));
@@ -283,11 +196,6 @@ fn step_of(a: i64) -> Step {
 }
 
 impl PackedEv {
-    /// The kind's event name.
-    pub fn kind_name(&self) -> &'static str {
-        self.0.name()
-    }
-
     /// Write the expanded event as one JSON object, byte for byte what serializing
     /// [`Names::expand`]'s result gives, without building it. `names` must pass
     /// [`Names::check`] for this event (unknown indexes are written as absent names).
@@ -300,7 +208,17 @@ impl PackedEv {
     /// [`PackedEv::write_json`] into a buffer: this runs for every event `racetrack ctl`
     /// prints, so it appends bytes directly (no writer calls, no error paths per field).
     pub fn append_json(&self, names: &Names, out: &mut Vec<u8>) {
-        let PackedEv(kind, event_id, thread, op, msg, a, b, traced, text) = self;
+        let Compact {
+            kind,
+            event_id,
+            thread,
+            op,
+            msg,
+            a,
+            b,
+            traced,
+            text,
+        } = self;
         // Room for the common event at once; the pieces below are whole fields.
         out.reserve(160);
         fn field(list: &[Box<[u8]>], i: i64) -> Option<&[u8]> {
@@ -364,6 +282,50 @@ impl PackedEv {
     }
 }
 
+impl Record {
+    /// Append the event as a `packed` frame's array element (what [`parse_packed`] reads
+    /// back). Written by hand: an agent does this for every streamed event.
+    pub fn append_packed(&self, out: &mut Vec<u8>) {
+        let mut digits = itoa::Buffer::new();
+        out.push(b'[');
+        out.extend_from_slice(digits.format(self.kind.code()).as_bytes());
+        out.push(b',');
+        out.extend_from_slice(digits.format(self.event_id).as_bytes());
+        for n in [self.thread, self.op] {
+            out.push(b',');
+            out.extend_from_slice(digits.format(n).as_bytes());
+        }
+        out.push(b',');
+        push_id(out, self.msg.components());
+        for n in [self.a, self.b] {
+            out.push(b',');
+            out.extend_from_slice(digits.format(n).as_bytes());
+        }
+        out.extend_from_slice(if self.traced { b",true," } else { b",false," });
+        match &self.text {
+            RecordText::None => out.extend_from_slice(b"\"\""),
+            RecordText::Type(t) => push_str(out, t),
+            RecordText::Parent => push_id(out, self.parent()),
+            RecordText::Instance(i) => push_id(out, i.components()),
+        }
+        out.push(b']');
+    }
+}
+
+/// Append a message id (its components) as a JSON string (digits and dots: nothing to
+/// escape).
+fn push_id(out: &mut Vec<u8>, id: &[u64]) {
+    let mut digits = itoa::Buffer::new();
+    out.push(b'"');
+    for (i, c) in id.iter().enumerate() {
+        if i > 0 {
+            out.push(b'.');
+        }
+        out.extend_from_slice(digits.format(*c).as_bytes());
+    }
+    out.push(b'"');
+}
+
 /// Append `s` as a JSON string: as it is between quotes when nothing in it needs escaping
 /// (message ids and type names, nearly always), else as serde_json escapes it.
 fn push_str(out: &mut Vec<u8>, s: &str) {
@@ -392,7 +354,7 @@ pub struct Decoder {
     names: Arc<Names>,
 }
 
-#[derive(Deserialize)]
+#[derive(Debug, Deserialize)]
 struct PackedFrame {
     events: Vec<PackedEv>,
 }
@@ -490,14 +452,24 @@ fn parse_packed(text: &str) -> Option<Vec<PackedEv>> {
         loop {
             c.expect(b'[')?;
             let kind = Kind::from_code(c.uint()?)?;
-            let id = c.next(Cursor::uint)?;
+            let event_id = c.next(Cursor::uint)?;
             let (thread, op) = (c.next(Cursor::int)?, c.next(Cursor::int)?);
             let msg = c.next(Cursor::string)?;
             let (a, b) = (c.next(Cursor::int)?, c.next(Cursor::int)?);
             let traced = c.next(Cursor::boolean)?;
             let text = c.next(Cursor::string)?;
             c.expect(b']')?;
-            out.push(PackedEv(kind, id, thread, op, msg, a, b, traced, text));
+            out.push(Compact {
+                kind,
+                event_id,
+                thread,
+                op,
+                msg,
+                a,
+                b,
+                traced,
+                text,
+            });
             if !c.eat(b',') {
                 c.expect(b']')?;
                 break;
@@ -611,11 +583,11 @@ mod tests {
     fn write_json_prints_exactly_the_expanded_event() {
         let n = names();
         let cases = [
-            PackedEv(Kind::Send, 1, 0, 0, "0.3".into(), 1, 2, false, "Task".into()),
-            PackedEv(Kind::Send, 2, -1, -1, "0".into(), 0, 0, true, "Job".into()),
-            PackedEv(Kind::Send, 3, 2, 1, "0.3".into(), -1, -1, false, "u64".into()),
-            PackedEv(Kind::Recv, 4, 2, 1, "0.3".into(), 5, 0, true, SmolStr::default()),
-            PackedEv(
+            PackedEv::from((Kind::Send, 1, 0, 0, "0.3".into(), 1, 2, false, "Task".into())),
+            PackedEv::from((Kind::Send, 2, -1, -1, "0".into(), 0, 0, true, "Job".into())),
+            PackedEv::from((Kind::Send, 3, 2, 1, "0.3".into(), -1, -1, false, "u64".into())),
+            PackedEv::from((Kind::Recv, 4, 2, 1, "0.3".into(), 5, 0, true, SmolStr::default())),
+            PackedEv::from((
                 Kind::Start,
                 5,
                 2,
@@ -625,11 +597,11 @@ mod tests {
                 0,
                 false,
                 SmolStr::default(),
-            ),
-            PackedEv(Kind::Stop, 6, 0, 0, "0.3.1".into(), 2, 0, true, "0.3".into()),
-            PackedEv(Kind::Stop, 7, 0, 0, "0.3".into(), 1, 0, false, SmolStr::default()),
+            )),
+            PackedEv::from((Kind::Stop, 6, 0, 0, "0.3.1".into(), 2, 0, true, "0.3".into())),
+            PackedEv::from((Kind::Stop, 7, 0, 0, "0.3".into(), 1, 0, false, SmolStr::default())),
             // Text that needs escaping, and text that does not but is not ASCII.
-            PackedEv(
+            PackedEv::from((
                 Kind::Send,
                 8,
                 0,
@@ -639,8 +611,8 @@ mod tests {
                 2,
                 false,
                 "Wei\\rd<\u{7}>".into(),
-            ),
-            PackedEv(Kind::Start, 9, 2, 1, "0.1".into(), 1, 0, true, "é\u{7f}".into()),
+            )),
+            PackedEv::from((Kind::Start, 9, 2, 1, "0.1".into(), 1, 0, true, "é\u{7f}".into())),
         ];
         for p in cases {
             let mut out = Vec::new();
@@ -655,10 +627,60 @@ mod tests {
     }
 
     #[test]
+    fn records_read_back_the_same_from_text_and_binary_frames() {
+        let rec = |kind, msg: &[u64], text| Record {
+            kind,
+            event_id: 40,
+            thread: 1,
+            op: 0,
+            msg: crate::MsgPath::from_slice(msg),
+            a: 1,
+            b: -1,
+            traced: kind == Kind::Start,
+            text,
+        };
+        let recs = [
+            rec(Kind::Send, &[0, 3], RecordText::Type("Wei\"rd")),
+            rec(Kind::Recv, &[0, 3], RecordText::None),
+            rec(Kind::Stop, &[0, 3, 1], RecordText::Parent),
+            rec(
+                Kind::Start,
+                &[1, 2, 3, 4],
+                RecordText::Instance(Box::new(crate::MsgPath::from_slice(&[9]))),
+            ),
+        ];
+        let mut text = br#"{"event":"packed","events":["#.to_vec();
+        let mut binary = crate::BinaryWriter::with_capacity(64);
+        for (i, r) in recs.iter().enumerate() {
+            if i > 0 {
+                text.push(b',');
+            }
+            r.append_packed(&mut text);
+            binary.push(r);
+        }
+        text.extend_from_slice(b"]}");
+        let text = String::from_utf8(text).expect("utf-8");
+        // The escaped type name sends the text frame through serde, which must agree.
+        let from_text: PackedFrame = serde_json::from_str(&text).expect("parses");
+        let from_binary = crate::binary::parse_binary(&binary.finish()).expect("parses");
+        assert_eq!(from_text.events, from_binary);
+        let texts: Vec<(&str, &str)> = from_binary.iter().map(|p| (&*p.msg, &*p.text)).collect();
+        assert_eq!(
+            texts,
+            [
+                ("0.3", "Wei\"rd"),
+                ("0.3", ""),
+                ("0.3.1", "0.3"),
+                ("1.2.3.4", "9")
+            ]
+        );
+    }
+
+    #[test]
     fn the_fast_parser_reads_what_serde_reads() {
         let frame = Event::Packed {
             events: vec![
-                PackedEv(
+                PackedEv::from((
                     Kind::Send,
                     12,
                     0,
@@ -668,8 +690,8 @@ mod tests {
                     3,
                     false,
                     "farm::Task".into(),
-                ),
-                PackedEv(
+                )),
+                PackedEv::from((
                     Kind::Stop,
                     u64::MAX,
                     3,
@@ -679,7 +701,7 @@ mod tests {
                     -7,
                     true,
                     "0.5".into(),
-                ),
+                )),
             ],
         };
         let text = frame.to_json();
@@ -717,7 +739,7 @@ mod tests {
     fn bad_indexes_are_errors() {
         let n = names();
         assert!(n
-            .check(&PackedEv(
+            .check(&PackedEv::from((
                 Kind::Recv,
                 1,
                 9,
@@ -727,11 +749,11 @@ mod tests {
                 0,
                 false,
                 SmolStr::default()
-            ))
+            )))
             .unwrap_err()
             .contains("thread #9"));
         assert!(n
-            .check(&PackedEv(
+            .check(&PackedEv::from((
                 Kind::Start,
                 1,
                 0,
@@ -741,11 +763,11 @@ mod tests {
                 0,
                 false,
                 SmolStr::default()
-            ))
+            )))
             .unwrap_err()
             .contains("step"));
         assert!(n
-            .check(&PackedEv(
+            .check(&PackedEv::from((
                 Kind::Recv,
                 1,
                 -1,
@@ -755,7 +777,7 @@ mod tests {
                 0,
                 false,
                 SmolStr::default()
-            ))
+            )))
             .is_err());
         let mut d = Decoder::default();
         let e = d

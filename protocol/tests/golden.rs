@@ -157,8 +157,8 @@ fn events() {
     golden_event(
         Event::Packed {
             events: vec![
-                PackedEv(Kind::Send, 12, 0, 0, "0.5".into(), 1, 3, false, "Task".into()),
-                PackedEv(
+                PackedEv::from((Kind::Send, 12, 0, 0, "0.5".into(), 1, 3, false, "Task".into())),
+                PackedEv::from((
                     Kind::Recv,
                     13,
                     3,
@@ -168,7 +168,7 @@ fn events() {
                     0,
                     false,
                     Default::default(),
-                ),
+                )),
             ],
         },
         r#"{"event":"packed","events":[[0,12,0,0,"0.5",1,3,false,"Task"],[1,13,3,1,"0.5",0,0,false,""]]}"#,

@@ -1,68 +1,25 @@
 //! What the agent buffers between the program's threads and its network thread.
 //!
 //! The common streamed events (a `send`, `recv`, `start` or `stop` that is not held and
-//! carries no content) are recorded as [`Fast`] records: indexes, inline message ids and
-//! static type names, so recording one allocates nothing on the program's thread. The
-//! agent's thread turns runs of them into `packed` frames ([`racetrack_protocol::PackedEv`]); every
-//! other event is buffered as the protocol [`Event`] it is.
+//! carries no content) are recorded as compact [`Record`]s: indexes, inline message ids
+//! and static type names, so recording one allocates nothing on the program's thread. The
+//! agent's thread turns runs of them into `packed` frames with the protocol's writers;
+//! every other event is buffered as the protocol [`Event`] it is.
 
-use racetrack_protocol::{BinaryEv, BinaryText, BinaryWriter, Event, Kind};
-#[cfg(feature = "runtime")]
-use racetrack_runtime::hook::{OpInfo, StepKind, ThreadInfo};
-#[cfg(feature = "runtime")]
-use racetrack_runtime::ids::MsgId;
-
-/// A message id without the runtime: its components. Interim, until the protocol has a
-/// message path type of its own that the runtime's front end converts its ids into.
-#[cfg(not(feature = "runtime"))]
-#[derive(Clone)]
-pub(crate) struct MsgId(Box<[u64]>);
-
-#[cfg(not(feature = "runtime"))]
-impl MsgId {
-    fn components(&self) -> &[u64] {
-        &self.0
-    }
-}
+use racetrack_protocol::{BinaryWriter, Event, Record};
 
 /// One buffered event.
 pub(crate) enum Rec {
     /// A streamed event in compact form.
-    Fast(Fast),
+    Fast(Record),
     /// Anything else (boxed: these are rare, and the records stay small).
     Full(Box<Event>),
-}
-
-/// The kind-specific text of a [`Fast`] record.
-pub(crate) enum Text {
-    None,
-    /// `send`: the Rust type name.
-    Type(&'static str),
-    /// `start` / `stop` of an absorb step: the instance is the message id's parent (as it
-    /// always is there; nothing to copy).
-    Parent,
-    /// `start` / `stop`: the instance, when it differs from the message id otherwise
-    /// (boxed: it keeps a record small).
-    Instance(Box<MsgId>),
 }
 
 // Records are moved on every event (into the buffer, out of it): up to 128 bytes, a move
 // is a few vector instructions, past that a call to `memcpy` (measured: 5% of the
 // program's extra time with a debugger attached, when records were 136 bytes).
 const _: () = assert!(std::mem::size_of::<Rec>() <= 112, "a record grew");
-
-/// A `send`, `recv`, `start` or `stop` event; the fields mean what [`racetrack_protocol::PackedEv`]'s do.
-pub(crate) struct Fast {
-    pub(crate) kind: Kind,
-    pub(crate) event_id: u64,
-    pub(crate) thread: i64,
-    pub(crate) op: i64,
-    pub(crate) msg: MsgId,
-    pub(crate) a: i64,
-    pub(crate) b: i64,
-    pub(crate) traced: bool,
-    pub(crate) text: Text,
-}
 
 /// The agent's buffer: records in fixed-size chunks, so that appending never moves what
 /// is already there (a growing vector would copy every record, on the program's threads
@@ -128,28 +85,6 @@ impl Chunks {
     }
 }
 
-/// The index of a thread in the `structure` (its global number).
-#[cfg(feature = "runtime")]
-pub(crate) fn thread_index(t: Option<&ThreadInfo>) -> i64 {
-    t.map_or(-1, |t| t.global as i64)
-}
-
-/// The index of an operation in the `structure` (its id).
-#[cfg(feature = "runtime")]
-pub(crate) fn op_index(o: Option<&OpInfo>) -> i64 {
-    o.map_or(-1, |o| o.id as i64)
-}
-
-/// A step's number in a packed event.
-#[cfg(feature = "runtime")]
-pub(crate) fn step_code(k: StepKind) -> i64 {
-    match k {
-        StepKind::Run => 0,
-        StepKind::Absorb => 1,
-        StepKind::Final => 2,
-    }
-}
-
 impl Rec {
     /// Whether the record takes an event number.
     pub(crate) fn is_numbered(&self) -> bool {
@@ -164,99 +99,6 @@ impl Rec {
             Rec::Fast(f) => f.event_id = id,
             Rec::Full(ev) => super::stream::set_event_id(ev, id),
         }
-    }
-}
-
-/// Append `n` in decimal.
-fn push_u64(out: &mut Vec<u8>, mut n: u64) {
-    let mut digits = [0u8; 20];
-    let mut i = digits.len();
-    loop {
-        i -= 1;
-        digits[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    out.extend_from_slice(&digits[i..]);
-}
-
-fn push_i64(out: &mut Vec<u8>, n: i64) {
-    if n < 0 {
-        out.push(b'-');
-    }
-    push_u64(out, n.unsigned_abs());
-}
-
-/// Append a message id (its components) as a JSON string (digits and dots: nothing to
-/// escape).
-fn push_id(out: &mut Vec<u8>, id: &[u64]) {
-    out.push(b'"');
-    for (i, c) in id.iter().enumerate() {
-        if i > 0 {
-            out.push(b'.');
-        }
-        push_u64(out, *c);
-    }
-    out.push(b'"');
-}
-
-impl Fast {
-    /// Append the wire form, [`racetrack_protocol::PackedEv`]'s array. Written by hand:
-    /// this runs for every streamed event, on the agent's thread.
-    fn write_json(&self, out: &mut Vec<u8>) {
-        out.push(b'[');
-        push_u64(out, u64::from(self.kind.code()));
-        out.push(b',');
-        push_u64(out, self.event_id);
-        for n in [self.thread, self.op] {
-            out.push(b',');
-            push_i64(out, n);
-        }
-        out.push(b',');
-        push_id(out, self.msg.components());
-        for n in [self.a, self.b] {
-            out.push(b',');
-            push_i64(out, n);
-        }
-        out.extend_from_slice(if self.traced { b",true," } else { b",false," });
-        match &self.text {
-            Text::None => out.extend_from_slice(b"\"\""),
-            // Type names are escaped like any string.
-            Text::Type(t) => {
-                let _ = serde_json::to_writer(&mut *out, t);
-            }
-            Text::Parent => push_id(out, self.parent()),
-            Text::Instance(i) => push_id(out, i.components()),
-        }
-        out.push(b']');
-    }
-
-    /// Append the binary form (see [`racetrack_protocol::binary`]).
-    fn write_binary(&self, w: &mut BinaryWriter) {
-        w.push(&BinaryEv {
-            kind: self.kind,
-            event_id: self.event_id,
-            thread: self.thread,
-            op: self.op,
-            msg: self.msg.components(),
-            a: self.a,
-            b: self.b,
-            traced: self.traced,
-            text: match &self.text {
-                Text::None => BinaryText::None,
-                Text::Type(t) => BinaryText::Str(t),
-                Text::Parent => BinaryText::Id(self.parent()),
-                Text::Instance(i) => BinaryText::Id(i.components()),
-            },
-        });
-    }
-
-    /// The message id's parent's components.
-    fn parent(&self) -> &[u64] {
-        let c = self.msg.components();
-        &c[..c.len().saturating_sub(1)]
     }
 }
 
@@ -330,9 +172,9 @@ pub(crate) fn frames<'a>(
                 match &mut packer {
                     Packer::Text(text) => {
                         text.extend_from_slice(if n_packed == 0 { PACKED_HEAD } else { b"," });
-                        f.write_json(text);
+                        f.append_packed(text);
                     }
-                    Packer::Binary(w) => f.write_binary(w),
+                    Packer::Binary(w) => w.push(f),
                 }
                 n_packed += 1;
                 if n_packed >= max {
@@ -398,9 +240,8 @@ const PACKED_HEAD: &[u8] = br#"{"event":"packed","events":["#;
 #[cfg(test)]
 mod tests {
     use super::*;
-    #[cfg(feature = "runtime")]
     use racetrack_protocol as proto;
-    use racetrack_protocol::{Decoded, Decoder};
+    use racetrack_protocol::{Decoded, Decoder, Kind, MsgPath, RecordText};
 
     /// The events a frame carries, packed ones expanded.
     fn decode(d: &mut Decoder, frame: &Frame) -> Vec<Event> {
@@ -446,8 +287,6 @@ mod tests {
         );
     }
 
-    // Records message ids as the runtime makes them.
-    #[cfg(feature = "runtime")]
     #[test]
     fn packed_frames_decode_to_the_events_they_record() {
         let text = packed_frames_decode(Packing::Text);
@@ -456,15 +295,18 @@ mod tests {
     }
 
     /// Check the events of a few records, written with `packing`; returns them.
-    #[cfg(feature = "runtime")]
     fn packed_frames_decode(packing: Packing) -> Vec<Event> {
+        let path = |msg: &str| {
+            let parts: Vec<u64> = msg.split('.').map(|c| c.parse().expect("id")).collect();
+            MsgPath::from_slice(&parts)
+        };
         let fast = |kind, msg: &str, a, text| {
-            Rec::Fast(Fast {
+            Rec::Fast(Record {
                 kind,
                 event_id: 7,
                 thread: 1,
                 op: 0,
-                msg: msg.parse().expect("id"),
+                msg: path(msg),
                 a,
                 b: -1,
                 traced: true,
@@ -472,7 +314,7 @@ mod tests {
             })
         };
         let recs = vec![
-            fast(Kind::Send, "0.3", -1, Text::Type("Task")),
+            fast(Kind::Send, "0.3", -1, RecordText::Type("Task")),
             Rec::Full(Box::new(Event::Error {
                 message: "x".into(),
                 req: None,
@@ -481,10 +323,10 @@ mod tests {
                 Kind::Stop,
                 "0.3.1",
                 2,
-                Text::Instance(Box::new("0.3".parse().expect("id"))),
+                RecordText::Instance(Box::new(path("0.3"))),
             ),
-            fast(Kind::Recv, "0", 2, Text::None),
-            fast(Kind::Start, "0.3.2", 1, Text::Parent),
+            fast(Kind::Recv, "0", 2, RecordText::None),
+            fast(Kind::Start, "0.3.2", 1, RecordText::Parent),
         ];
         let frames = frames(&recs, 1, packing);
         assert_eq!(frames.iter().map(|f| f.1).collect::<Vec<_>>(), [1, 1, 1, 1, 1]);
@@ -542,16 +384,16 @@ mod tests {
         let bad = r#"{"event":"packed","events":[[1,1,9,0,"0",0,0,false,""]]}"#;
         assert!(d.decode(bad).unwrap_err().contains("thread #9"));
         let mut w = BinaryWriter::with_capacity(16);
-        w.push(&BinaryEv {
+        w.push(&Record {
             kind: Kind::Recv,
             event_id: 1,
             thread: 9,
             op: 0,
-            msg: &[0],
+            msg: MsgPath::from_slice(&[0]),
             a: 0,
             b: 0,
             traced: false,
-            text: BinaryText::None,
+            text: RecordText::None,
         });
         assert!(d.decode_binary(&w.finish()).unwrap_err().contains("thread #9"));
         evs

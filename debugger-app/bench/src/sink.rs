@@ -71,7 +71,7 @@ pub(crate) fn model_sink(args: &[String]) -> i32 {
                 }
                 ConnEvent::Packed(names, ps) => {
                     for p in &ps {
-                        tally.add(p.1);
+                        tally.add(p.event_id);
                         model.ingest_packed(&names, p);
                     }
                 }

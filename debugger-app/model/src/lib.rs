@@ -301,9 +301,9 @@ impl Model {
         fn name(r: Result<Option<&str>, String>) -> &str {
             r.ok().flatten().unwrap_or_default()
         }
-        let (thread, op, msg) = (name(names.thread(p.2)), name(names.op(p.3)), p.4.as_str());
+        let (thread, op, msg) = (name(names.thread(p.thread)), name(names.op(p.op)), p.msg.as_str());
         self.event_count += 1;
-        match p.0 {
+        match p.kind {
             // A lean model's queues serve `wait` and `move`, which look at ids and
             // operations only: the sender, type and destination text are left empty, and
             // sends need no bookkeeping.
@@ -314,22 +314,22 @@ impl Model {
                     self.in_flight.remove(&self.key);
                 }
                 let entry = QueueEntry {
-                    id: p.4.clone(),
+                    id: p.msg.clone(),
                     type_name: String::new(),
                     from: None,
                     to: String::new(),
                     op: op.into(),
-                    traced: p.7,
+                    traced: p.traced,
                     content: None,
                 };
                 let q = match self.queues.get_mut(thread) {
                     Some(q) => q,
                     None => self.queues.entry(thread.to_owned()).or_default(),
                 };
-                let pos = usize::try_from(p.5).unwrap_or_default().min(q.len());
+                let pos = usize::try_from(p.a).unwrap_or_default().min(q.len());
                 q.insert(pos, entry);
             }
-            Kind::Start if p.5 != 2 => self.consume(thread, msg, op),
+            Kind::Start if p.a != 2 => self.consume(thread, msg, op),
             _ => {}
         }
     }

@@ -4,8 +4,7 @@
 //! queues and snapshots, and the core's structure types.
 
 use super::super::debuggee::{Collection, Operation, Thread};
-use super::super::record::{self, Fast, Text};
-use racetrack_protocol::{self as proto, HoldReason, Kind};
+use racetrack_protocol::{self as proto, HoldReason, Kind, MsgPath, Record, RecordText};
 use racetrack_runtime::hook::{
     CollectionInfo, OpInfo, QueuedMsg, StepEvent, StepKind, StreamedStep, ThreadInfo,
 };
@@ -44,17 +43,17 @@ pub(super) fn fast_send(
     msg: &MsgId,
     traced: bool,
     type_name: &'static str,
-) -> Fast {
-    Fast {
+) -> Record {
+    Record {
         kind: Kind::Send,
         event_id: 0,
-        thread: record::thread_index(thread),
-        op: record::op_index(op),
-        msg: msg.clone(),
-        a: record::op_index(to_op),
-        b: record::thread_index(to_thread),
+        thread: thread_index(thread),
+        op: op_index(op),
+        msg: MsgPath::from_slice(msg.components()),
+        a: op_index(to_op),
+        b: thread_index(to_thread),
         traced,
-        text: Text::Type(type_name),
+        text: RecordText::Type(type_name),
     }
 }
 
@@ -65,22 +64,22 @@ pub(super) fn fast_recv(
     msg: &MsgId,
     position: usize,
     traced: bool,
-) -> Fast {
-    Fast {
+) -> Record {
+    Record {
         kind: Kind::Recv,
         event_id: 0,
-        thread: record::thread_index(Some(thread)),
-        op: record::op_index(Some(op)),
-        msg: msg.clone(),
+        thread: thread_index(Some(thread)),
+        op: op_index(Some(op)),
+        msg: MsgPath::from_slice(msg.components()),
         a: position as i64,
         b: 0,
         traced,
-        text: Text::None,
+        text: RecordText::None,
     }
 }
 
 /// A step event that is streamed, not held, in compact form.
-pub(super) fn fast_step(kind: Kind, ev: &StepEvent<'_>, traced: bool) -> Fast {
+pub(super) fn fast_step(kind: Kind, ev: &StepEvent<'_>, traced: bool) -> Record {
     let s = StreamedStep {
         thread: ev.thread,
         op: ev.op,
@@ -91,14 +90,14 @@ pub(super) fn fast_step(kind: Kind, ev: &StepEvent<'_>, traced: bool) -> Fast {
     fast_streamed_step(kind, &s, traced)
 }
 
-pub(super) fn fast_streamed_step(kind: Kind, ev: &StreamedStep<'_>, traced: bool) -> Fast {
-    Fast {
+pub(super) fn fast_streamed_step(kind: Kind, ev: &StreamedStep<'_>, traced: bool) -> Record {
+    Record {
         kind,
         event_id: 0,
-        thread: record::thread_index(Some(ev.thread)),
-        op: record::op_index(Some(ev.op)),
-        msg: ev.msg_id.clone(),
-        a: record::step_code(ev.step),
+        thread: thread_index(Some(ev.thread)),
+        op: op_index(Some(ev.op)),
+        msg: MsgPath::from_slice(ev.msg_id.components()),
+        a: step_code(ev.step),
         b: 0,
         traced,
         text: {
@@ -107,11 +106,11 @@ pub(super) fn fast_streamed_step(kind: Kind, ev: &StreamedStep<'_>, traced: bool
             let (m, i) = (ev.msg_id.components(), ev.instance.components());
             let same = |a: &[u64], b: &[u64]| a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y);
             if same(m, i) {
-                Text::None
+                RecordText::None
             } else if m.split_last().is_some_and(|(_, parent)| same(parent, i)) {
-                Text::Parent
+                RecordText::Parent
             } else {
-                Text::Instance(Box::new(ev.instance.clone()))
+                RecordText::Instance(Box::new(MsgPath::from_slice(i)))
             }
         },
     }
@@ -140,6 +139,25 @@ pub(super) fn thread_snapshot(t: ThreadSnap) -> proto::ThreadSnapshot {
             step: step_of(c.step),
         }),
         thread: t.info.name.to_string(),
+    }
+}
+
+/// The index of a thread in the `structure` (its global number).
+fn thread_index(t: Option<&ThreadInfo>) -> i64 {
+    t.map_or(-1, |t| t.global as i64)
+}
+
+/// The index of an operation in the `structure` (its id).
+fn op_index(o: Option<&OpInfo>) -> i64 {
+    o.map_or(-1, |o| o.id as i64)
+}
+
+/// A step's number in a packed event.
+fn step_code(k: StepKind) -> i64 {
+    match k {
+        StepKind::Run => 0,
+        StepKind::Absorb => 1,
+        StepKind::Final => 2,
     }
 }
 

@@ -1,0 +1,291 @@
+//! The compact event: the four notifications (`send`, `recv`, `start`, `stop`) that are
+//! streamed without being held or carrying content, with names as indexes into the latest
+//! `structure`. One type, [`Compact`], in two forms:
+//!
+//! - [`Record`], what an agent writes: message ids as components ([`MsgPath`]), texts as a
+//!   [`RecordText`] that allocates nothing for the common cases. Its writers are
+//!   [`Record::append_packed`] (text `packed` frames, beside their parser in `packed.rs`)
+//!   and [`crate::BinaryWriter::push`] (binary frames, beside their parser in
+//!   `binary.rs`).
+//! - [`PackedEv`], what a debugger decodes either frame into: ids and texts as strings,
+//!   which is what the model keys and prints by.
+
+use serde::{Deserialize, Serialize};
+use smol_str::SmolStr;
+
+/// The kind of a compact event: the four notifications (`shared/DESIGN.md` §2). On the
+/// wire it is a number (0–3), the first element of a packed event and the low two bits of
+/// a binary one's head.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum Kind {
+    /// A message posted (`send`).
+    Send = 0,
+    /// A message enqueued (`recv`).
+    Recv = 1,
+    /// A step started (`start`).
+    Start = 2,
+    /// A step stopped (`stop`).
+    Stop = 3,
+}
+
+impl Kind {
+    /// The kind's number on the wire.
+    pub const fn code(self) -> u8 {
+        self as u8
+    }
+
+    /// The kind numbered `code` on the wire, if it is one.
+    pub const fn from_code(code: u64) -> Option<Kind> {
+        match code {
+            0 => Some(Kind::Send),
+            1 => Some(Kind::Recv),
+            2 => Some(Kind::Start),
+            3 => Some(Kind::Stop),
+            _ => None,
+        }
+    }
+
+    /// The kind in the low two bits of `bits` (every value names one).
+    pub const fn from_bits(bits: u8) -> Kind {
+        match bits & 3 {
+            0 => Kind::Send,
+            1 => Kind::Recv,
+            2 => Kind::Start,
+            _ => Kind::Stop,
+        }
+    }
+
+    /// The expanded event's name (`"event"` field).
+    pub const fn name(self) -> &'static str {
+        match self {
+            Kind::Send => "send",
+            Kind::Recv => "recv",
+            Kind::Start => "start",
+            Kind::Stop => "stop",
+        }
+    }
+}
+
+impl Serialize for Kind {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u8(self.code())
+    }
+}
+
+impl<'de> Deserialize<'de> for Kind {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Kind, D::Error> {
+        let code = u64::deserialize(d)?;
+        Kind::from_code(code).ok_or_else(|| serde::de::Error::custom(format!("unknown kind {code}")))
+    }
+}
+
+/// One streamed event in compact form; on the wire a JSON array
+/// `[kind, event_id, thread, op, msg, a, b, traced, text]` (or its binary layout, see
+/// [`crate::binary`]):
+///
+/// | kind | event | `thread`, `op` | `a` | `b` | `text` |
+/// |---|---|---|---|---|---|
+/// | 0 | `send` | sending thread and operation (-1: none) | destination op (-1: none) | destination thread (-1: none) | Rust type name |
+/// | 1 | `recv` | receiving thread, operation | queue position | 0 | `""` |
+/// | 2, 3 | `start`, `stop` | thread, operation | step: 0 run, 1 absorb, 2 final | 0 | instance (`""`: same as `msg`) |
+///
+/// Threads are numbered across the `structure`'s collections in order (the first
+/// collection's threads first), operations by their position in `operations`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Compact<Id, Text> {
+    /// Which notification.
+    pub kind: Kind,
+    /// The event's number in the stream.
+    pub event_id: u64,
+    /// Thread index (-1: none).
+    pub thread: i64,
+    /// Operation index (-1: none).
+    pub op: i64,
+    /// The message the event is about.
+    pub msg: Id,
+    /// Kind-specific number (see the table).
+    pub a: i64,
+    /// Kind-specific number (see the table).
+    pub b: i64,
+    /// Whether the message (start: the consumed one; stop: the outputs) is traced.
+    pub traced: bool,
+    /// Kind-specific text (see the table).
+    pub text: Text,
+}
+
+/// A compact event as a debugger decodes it: message id and text as strings (inline up to
+/// 23 bytes, so decoding a frame allocates nothing per event).
+pub type PackedEv = Compact<SmolStr, SmolStr>;
+
+/// A compact event as an agent records it on the program's thread: nothing in it
+/// allocates in the common cases.
+pub type Record = Compact<MsgPath, RecordText>;
+
+impl PackedEv {
+    /// The kind's event name.
+    pub fn kind_name(&self) -> &'static str {
+        self.kind.name()
+    }
+}
+
+/// The elements of a packed event's wire array, in order.
+pub type PackedTuple = (Kind, u64, i64, i64, SmolStr, i64, i64, bool, SmolStr);
+
+impl From<PackedTuple> for PackedEv {
+    fn from((kind, event_id, thread, op, msg, a, b, traced, text): PackedTuple) -> Self {
+        Compact {
+            kind,
+            event_id,
+            thread,
+            op,
+            msg,
+            a,
+            b,
+            traced,
+            text,
+        }
+    }
+}
+
+impl Serialize for PackedEv {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let Compact {
+            kind,
+            event_id,
+            thread,
+            op,
+            msg,
+            a,
+            b,
+            traced,
+            text,
+        } = self;
+        (kind, event_id, thread, op, msg, a, b, traced, text).serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for PackedEv {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<PackedEv, D::Error> {
+        PackedTuple::deserialize(d).map(PackedEv::from)
+    }
+}
+
+/// The text of a [`Record`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RecordText {
+    /// `""`.
+    None,
+    /// A `send`'s type name (static: the program's types are known at compile time).
+    Type(&'static str),
+    /// A `start` / `stop` whose instance is the message id's parent (an absorb step's,
+    /// always): nothing to copy.
+    Parent,
+    /// A `start` / `stop` whose instance is another id (boxed: it keeps a record small).
+    Instance(Box<MsgPath>),
+}
+
+impl Record {
+    /// The message id's parent's components (the instance of [`RecordText::Parent`]).
+    pub fn parent(&self) -> &[u64] {
+        let c = self.msg.components();
+        &c[..c.len().saturating_sub(1)]
+    }
+}
+
+/// A dotted message id (`0.3.1`) by its components. Ids of up to three components (every
+/// id of a graph nested up to two splits deep) live inline, so that recording one on the
+/// program's thread allocates nothing.
+#[derive(Clone, PartialEq, Eq)]
+pub struct MsgPath {
+    /// The components when there are at most [`INLINE`] of them (the rest zero).
+    inline: [u64; INLINE],
+    /// How many of `inline` are components (zero when they live in `heap`).
+    len: u64,
+    /// The components of a deeper id (boxed: one word, where a boxed slice takes two).
+    #[allow(clippy::box_collection)]
+    heap: Option<Box<Vec<u64>>>,
+}
+
+/// Components stored without allocating.
+const INLINE: usize = 3;
+
+impl MsgPath {
+    /// The id made of `parts`.
+    #[inline]
+    pub fn from_slice(parts: &[u64]) -> Self {
+        if parts.len() <= INLINE {
+            let mut inline = [0; INLINE];
+            inline[..parts.len()].copy_from_slice(parts);
+            Self {
+                inline,
+                len: parts.len() as u64,
+                heap: None,
+            }
+        } else {
+            Self {
+                inline: [0; INLINE],
+                len: 0,
+                heap: Some(Box::new(parts.to_vec())),
+            }
+        }
+    }
+
+    /// The components, outermost first.
+    #[inline]
+    pub fn components(&self) -> &[u64] {
+        match &self.heap {
+            Some(h) => h,
+            None => &self.inline[..self.len as usize],
+        }
+    }
+}
+
+impl std::fmt::Debug for MsgPath {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(self, f)
+    }
+}
+
+impl std::fmt::Display for MsgPath {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (i, c) in self.components().iter().enumerate() {
+            if i > 0 {
+                f.write_str(".")?;
+            }
+            write!(f, "{c}")?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn msg_paths_keep_their_components_inline_or_not() {
+        for parts in [&[][..], &[7], &[0, 3], &[1, 2, 3], &[1, 2, 3, 4, 5]] {
+            let p = MsgPath::from_slice(parts);
+            assert_eq!(p.components(), parts);
+        }
+        assert_eq!(MsgPath::from_slice(&[0, 3, 1]).to_string(), "0.3.1");
+        assert_eq!(MsgPath::from_slice(&[1, 2, 3, 4]).to_string(), "1.2.3.4");
+    }
+
+    #[test]
+    fn a_parent_instance_drops_the_last_component() {
+        let r = Record {
+            kind: Kind::Stop,
+            event_id: 1,
+            thread: 0,
+            op: 0,
+            msg: MsgPath::from_slice(&[4, 2]),
+            a: 1,
+            b: 0,
+            traced: false,
+            text: RecordText::Parent,
+        };
+        assert_eq!(r.parent(), &[4]);
+    }
+}
