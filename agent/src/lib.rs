@@ -1,9 +1,9 @@
 //! Racetrack's in-process debugging agent ([`agent`]), and the runtime it debugs with the
 //! agent installed from the environment: a program depends on this crate alone and builds
-//! its runtime with [`runtime()`]. The runtime itself is `racetrack-runtime`, re-exported
+//! its runtime with `runtime()`. The runtime itself is `racetrack-runtime`, re-exported
 //! here whole; it knows the agent only as its `Hook`.
 //!
-//! The runtime's part (the re-export, [`runtime()`] and the agent's front end for it) is
+//! The runtime's part (the re-export, `runtime()` and the agent's front end for it) is
 //! the default feature `runtime`; without it the crate is the agent core alone, linking
 //! no runtime, for another front end (an MPI interposition library).
 //!

@@ -19,7 +19,7 @@
 //! - Detaching (or the connection dropping) releases every hold and returns to free run.
 //!
 //! The core (this module but `flow`) never names a runtime type: a front end describes the
-//! program through [`debuggee`]'s types and [`Debuggee`] trait, and calls the core on
+//! program through `debuggee`'s types and `Debuggee` trait, and calls the core on
 //! each event. `flow` is the flow-graph runtime's front end (the `runtime` feature):
 //! the runtime's `Hook`.
 
