@@ -1,7 +1,11 @@
 //! Racetrack's in-process debugging agent ([`agent`]), and the runtime it debugs with the
 //! agent installed from the environment: a program depends on this crate alone and builds
-//! its runtime with [`runtime()`]. The runtime itself is `racetrack-runtime`, re-exported
-//! here whole; it knows the agent only as its [`Hook`].
+//! its runtime with `runtime()`. The runtime itself is `racetrack-runtime`, re-exported
+//! here whole; it knows the agent only as its `Hook`.
+//!
+//! The runtime's part (the re-export, `runtime()` and the agent's front end for it) is
+//! the default feature `runtime`; without it the crate is the agent core alone, linking
+//! no runtime, for another front end (an MPI interposition library).
 //!
 //! ```
 //! use racetrack_agent::{ops, Route};
@@ -37,16 +41,20 @@
 
 pub mod agent;
 
+#[cfg(feature = "runtime")]
 pub use racetrack_runtime::*;
 
+#[cfg(feature = "runtime")]
 use std::sync::Arc;
 
 /// A runtime builder whose hook is the debugging agent when `RACETRACK_LISTEN` is set
 /// (see [`agent::start_from_env`]), and none otherwise.
+#[cfg(feature = "runtime")]
 pub fn runtime() -> RuntimeBuilder {
     Runtime::builder().hook_source(agent_from_env)
 }
 
+#[cfg(feature = "runtime")]
 fn agent_from_env() -> Option<Arc<dyn Hook>> {
     agent::start_from_env().map(|a| a as Arc<dyn Hook>)
 }

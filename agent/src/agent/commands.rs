@@ -3,14 +3,11 @@
 //! (reorder, edit, state), which alone may touch its queue, message or state and answers
 //! it itself.
 
+use super::debuggee::Thread;
 use super::held::HeldCmd;
-use super::hook::entry;
 use super::{lock, Agent, QUEUE_LIST_MAX};
 use racetrack_protocol::{self as proto, Command, Event};
-use racetrack_runtime::hook::{Rest, ThreadInfo};
-use racetrack_runtime::RuntimeView;
 use serde_json::Value;
-use std::sync::Arc;
 
 /// Pending messages a `queue` reply lists when contents are asked for (contents can be
 /// large: fewer of them fit in a frame).
@@ -111,33 +108,27 @@ impl Agent {
     /// Set or clear a breakpoint on operation `op`, at one thread of its collection or at
     /// all of them.
     fn cmd_break(&self, op: &str, thread: Option<String>, on: bool, trace: bool) -> Result<Answer, String> {
-        let (op_info, coll) = {
+        let (op_id, coll, coll_threads) = {
             let st = lock(&self.structure);
-            let o = st.ops.iter().find(|o| *o.name == *op).cloned().ok_or_else(|| {
-                let names: Vec<&str> = st.ops.iter().map(|o| &*o.name).collect();
-                format!("unknown operation `{op}` (operations: {})", names.join(", "))
-            })?;
-            let c = st
-                .collections
-                .get(o.collection)
-                .cloned()
-                .ok_or("unknown collection")?;
-            (o, c)
+            let (id, o) = st.op_named(op)?;
+            let c = st.collections.get(o.collection).ok_or("unknown collection")?;
+            let threads: Vec<usize> = c.threads.iter().map(|t| t.global).collect();
+            (id, (o.collection, c.name.clone()), threads)
         };
-        let threads: Vec<usize> = match thread {
+        let threads = match thread {
             Some(t) => {
                 let t = self.thread_named(&t)?;
-                if t.collection != coll.id {
+                if t.collection != coll.0 {
                     return Err(format!(
                         "`{op}` runs on collection `{}`, not on {}",
-                        coll.name, t.name
+                        coll.1, t.name
                     ));
                 }
                 vec![t.global]
             }
-            None => coll.threads.iter().map(|t| t.global).collect(),
+            None => coll_threads,
         };
-        self.policy.set_breaks(op_info.id, threads, on, trace);
+        self.policy.set_breaks(op_id, threads, on, trace);
         Ok(Answer::Now)
     }
 
@@ -147,30 +138,17 @@ impl Agent {
         Ok(Answer::Now)
     }
 
-    /// List a thread's pending messages (running or not: the runtime locks its queue).
+    /// List a thread's pending messages (running or not: the debuggee locks its queue).
     fn cmd_queue(&self, thread: &str, content: bool) -> Result<Answer, String> {
         let t = self.thread_named(thread)?;
-        let view = self.view.get().ok_or("no runtime")?;
-        let pending = view.pending(t.global).unwrap_or_default();
+        let debuggee = self.debuggee.get().ok_or("no program to list the queue of")?;
         // Contents can be large: fewer of them fit in a frame.
         let cap = if content {
             QUEUE_CONTENT_MAX
         } else {
             QUEUE_LIST_MAX
         };
-        let more = pending.len().saturating_sub(cap);
-        let messages = pending
-            .iter()
-            .take(cap)
-            .map(|q| {
-                let c = content.then(|| {
-                    view.pending_content(t.global, &q.id)
-                        .and_then(Result::ok)
-                        .unwrap_or(Value::Null)
-                });
-                entry(q, &t.name, c)
-            })
-            .collect();
+        let (messages, more) = debuggee.queue(t.global, cap, content);
         self.reply(Event::Queue {
             thread: t.name.to_string(),
             messages,
@@ -187,11 +165,6 @@ impl Agent {
         req: Option<u64>,
     ) -> Result<Answer, String> {
         let t = self.thread_named(thread)?;
-        let rest = match rest {
-            None => Rest::Named,
-            Some(proto::Rest::After) => Rest::After,
-            Some(proto::Rest::Before) => Rest::Before,
-        };
         if !self.to_held(|_, h| h.thread == t.global, HeldCmd::Reorder { order, rest, req }) {
             return Err(format!(
                 "{} is running; a reorder needs it suspended (pause it or set a breakpoint)",
@@ -249,11 +222,15 @@ impl Agent {
         Ok(Answer::Now)
     }
 
-    fn thread_named(&self, name: &str) -> Result<Arc<ThreadInfo>, String> {
-        let threads = self.view.get().map(RuntimeView::threads).unwrap_or_default();
-        threads.iter().find(|t| &*t.name == name).cloned().ok_or_else(|| {
-            let names: Vec<&str> = threads.iter().map(|t| &*t.name).collect();
-            format!("unknown thread `{name}` (threads: {})", names.join(", "))
-        })
+    /// The thread the debugger calls `name`.
+    pub(super) fn thread_named(&self, name: &str) -> Result<Thread, String> {
+        let mut threads = self.debuggee.get().map(|d| d.threads()).unwrap_or_default();
+        match threads.iter().position(|t| &*t.name == name) {
+            Some(i) => Ok(threads.swap_remove(i)),
+            None => {
+                let names: Vec<&str> = threads.iter().map(|t| &*t.name).collect();
+                Err(format!("unknown thread `{name}` (threads: {})", names.join(", ")))
+            }
+        }
     }
 }

@@ -3,12 +3,10 @@
 //! event, and serves the debugger's commands for it itself (release, reorder, edit,
 //! state) through its [`Site`], until released: nothing else touches a suspended thread.
 
-use super::hook::entry;
 use super::record::Rec;
 use super::stream::set_event_id;
 use super::{lock, Agent, QUEUE_LIST_MAX};
-use racetrack_protocol::{Event, HoldReason};
-use racetrack_runtime::hook::{QueuedMsg, Rest, SendEvent, StepEvent, ThreadInfo};
+use racetrack_protocol::{Event, HoldReason, QueueEntry, Rest};
 use serde_json::Value;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{mpsc, Arc};
@@ -21,7 +19,8 @@ pub(super) enum HeldCmd {
     },
     Reorder {
         order: Vec<String>,
-        rest: Rest,
+        /// Where the messages `order` does not name go (`None`: it names them all).
+        rest: Option<Rest>,
         req: Option<u64>,
     },
     Edit {
@@ -64,57 +63,21 @@ pub(super) struct Held {
     pub(super) event: Event,
 }
 
-/// Where a held thread applies the debugger's commands.
+/// Where a held thread applies the debugger's commands: the held event, as its front end
+/// gives access to the thread's queue, message and state.
 pub(super) trait Site {
-    fn reorder(&mut self, order: &[String], rest: Rest) -> Result<bool, String>;
+    /// Reorder the thread's pending messages (`rest`: where those `order` does not name go,
+    /// `None` if it names them all); returns whether the message that was about to start
+    /// went back into the queue (the hold is then over).
+    fn reorder(&mut self, order: &[String], rest: Option<Rest>) -> Result<bool, String>;
+    /// Replace the held message's content.
     fn edit(&mut self, content: Value) -> Result<(), String>;
+    /// The thread's state.
     fn state(&self) -> Result<Value, String>;
+    /// Replace the thread's state.
     fn set_state(&mut self, content: Value) -> Result<(), String>;
-    fn pending(&self) -> Vec<QueuedMsg>;
-}
-
-impl Site for SendEvent<'_> {
-    fn reorder(&mut self, order: &[String], rest: Rest) -> Result<bool, String> {
-        match &mut self.access {
-            Some(a) => a.reorder_with(order, rest).map(|()| false),
-            None => Err("the schedule caller has no queue".to_owned()),
-        }
-    }
-    fn edit(&mut self, content: Value) -> Result<(), String> {
-        self.replace_content(content)
-    }
-    fn state(&self) -> Result<Value, String> {
-        self.access
-            .as_ref()
-            .map_or(Err("no thread".to_owned()), |a| a.state_json())
-    }
-    fn set_state(&mut self, content: Value) -> Result<(), String> {
-        self.access
-            .as_mut()
-            .map_or(Err("no thread".to_owned()), |a| a.set_state_json(content))
-    }
-    fn pending(&self) -> Vec<QueuedMsg> {
-        self.access.as_ref().map(|a| a.pending()).unwrap_or_default()
-    }
-}
-
-impl Site for StepEvent<'_> {
-    fn reorder(&mut self, order: &[String], rest: Rest) -> Result<bool, String> {
-        self.access.reorder_with(order, rest)?;
-        Ok(self.access.put_back())
-    }
-    fn edit(&mut self, _content: Value) -> Result<(), String> {
-        Err("only a message held at its send can be edited; this event is a step".to_owned())
-    }
-    fn state(&self) -> Result<Value, String> {
-        self.access.state_json()
-    }
-    fn set_state(&mut self, content: Value) -> Result<(), String> {
-        self.access.set_state_json(content)
-    }
-    fn pending(&self) -> Vec<QueuedMsg> {
-        self.access.pending()
-    }
+    /// The first `max` pending messages of the thread, and how many more there are.
+    fn queue(&self, max: usize) -> (Vec<QueueEntry>, usize);
 }
 
 /// Mark a held event as streamed, not held (the hold was not taken).
@@ -143,7 +106,7 @@ impl Agent {
     pub(super) fn hold(
         &self,
         mut ev: Event,
-        thread: &Arc<ThreadInfo>,
+        (global, name): (usize, &Arc<str>),
         reason: HoldReason,
         site: &mut dyn Site,
         still: &dyn Fn() -> bool,
@@ -172,8 +135,8 @@ impl Agent {
             s.held.insert(
                 id,
                 Held {
-                    thread: thread.global,
-                    thread_name: thread.name.clone(),
+                    thread: global,
+                    thread_name: name.clone(),
                     is_send,
                     tx,
                     event: ev,
@@ -183,12 +146,12 @@ impl Agent {
         self.stream.wake.notify_one();
         if reason == HoldReason::Wait {
             let t0 = std::time::Instant::now();
-            let r = self.held_loop(id, &thread.name, &rx, site);
+            let r = self.held_loop(id, name, &rx, site);
             let us = u64::try_from(t0.elapsed().as_micros()).unwrap_or(u64::MAX);
             self.start_hold_us.fetch_add(us, Relaxed);
             return r;
         }
-        self.held_loop(id, &thread.name, &rx, site)
+        self.held_loop(id, name, &rx, site)
     }
 
     /// Serve a held event's commands until it is released; then refuse whatever reached
@@ -228,9 +191,7 @@ impl Agent {
                 Ok(HeldCmd::Reorder { order, rest, req }) => match site.reorder(&order, rest) {
                     Ok(put_back) => {
                         // The new queue first: whoever waits for the verdict sees it.
-                        let pending = site.pending();
-                        let more = pending.len().saturating_sub(QUEUE_LIST_MAX);
-                        let messages = pending.iter().take(QUEUE_LIST_MAX).map(|q| entry(q, name, None)).collect();
+                        let (messages, more) = site.queue(QUEUE_LIST_MAX);
                         self.reply(Event::Queue { thread: name.to_string(), messages, more });
                         self.reply(Event::Ok { cmd: "reorder".into(), target: Some(name.to_string()), req });
                         if put_back {
@@ -316,7 +277,7 @@ mod tests {
     struct NoSite;
 
     impl Site for NoSite {
-        fn reorder(&mut self, _: &[String], _: Rest) -> Result<bool, String> {
+        fn reorder(&mut self, _: &[String], _: Option<Rest>) -> Result<bool, String> {
             Err("no queue".into())
         }
         fn edit(&mut self, _: Value) -> Result<(), String> {
@@ -328,8 +289,8 @@ mod tests {
         fn set_state(&mut self, _: Value) -> Result<(), String> {
             Err("no state".into())
         }
-        fn pending(&self) -> Vec<QueuedMsg> {
-            Vec::new()
+        fn queue(&self, _: usize) -> (Vec<QueueEntry>, usize) {
+            (Vec::new(), 0)
         }
     }
 
@@ -357,12 +318,7 @@ mod tests {
         let agent = Arc::new(Agent::new(false, None));
         let _ = agent.attach_structure();
         let _ = agent.attach();
-        let thread = Arc::new(ThreadInfo {
-            global: 0,
-            collection: 0,
-            index: 0,
-            name: "proc[0]".into(),
-        });
+        let thread: Arc<str> = "proc[0]".into();
         let cont = || Command::Continue {
             thread: None,
             event_id: None,
@@ -373,7 +329,7 @@ mod tests {
             let (tx, rx) = mpsc::channel();
             std::thread::spawn(move || {
                 let still = || agent.policy.other_reason(0).is_some();
-                let r = agent.hold(held_send(id), &thread, HoldReason::Step, &mut NoSite, &still);
+                let r = agent.hold(held_send(id), (0, &thread), HoldReason::Step, &mut NoSite, &still);
                 let _ = tx.send(r);
             });
             rx

@@ -1,4 +1,5 @@
-//! The debugging agent: the [`Hook`] that a runtime gets when `RACETRACK_LISTEN` is set.
+//! The debugging agent, started in a program when `RACETRACK_LISTEN` is set (for the
+//! flow-graph runtime, as its `Hook`).
 //!
 //! - **Holding is decided here**, in the program: global step mode, operation breakpoints
 //!   (operation, thread), paused threads, tracing, "ack every event", and the
@@ -8,29 +9,35 @@
 //!   its own thread, which then serves the debugger's commands for it (release, reorder,
 //!   edit, state) until released.
 //! - Without a debugger attached, the runtime reads one flag the agent shares with it
-//!   ([`Hook::active_flag`]) and calls no hook at all.
+//!   (`Hook::active_flag`) and calls no hook at all.
 //! - Attached with nothing that could hold, edit or trace a message (free run), the agent
-//!   only streams ([`Hook::streaming`]): the runtime keeps its batches and reports every
+//!   only streams (`Hook::streaming`): the runtime keeps its batches and reports every
 //!   message all the same; a breakpoint, paused thread, step mode, "ack every event" or
 //!   content mode brings back the one-by-one path the holds need.
 //! - The buffer is bounded: a debugger that cannot keep up slows the program down
 //!   (backpressure on sends, starts and stops) instead of growing memory.
 //! - Detaching (or the connection dropping) releases every hold and returns to free run.
 //!
-//! [`Hook`]: racetrack_runtime::hook::Hook
-//! [`Hook::active_flag`]: racetrack_runtime::hook::Hook::active_flag
-//! [`Hook::streaming`]: racetrack_runtime::hook::Hook::streaming
+//! The core (this module but `flow`) never names a runtime type: a front end describes the
+//! program through `debuggee`'s types and `Debuggee` trait, and calls the core on
+//! each event. `flow` is the flow-graph runtime's front end (the `runtime` feature):
+//! the runtime's `Hook`.
+
+// Without a front end (no `runtime` feature) the core's event side has no caller yet.
+#![cfg_attr(not(feature = "runtime"), allow(dead_code))]
 
 mod commands;
+mod debuggee;
+#[cfg(feature = "runtime")]
+mod flow;
 mod held;
-mod hook;
 mod policy;
 mod record;
 mod server;
 mod stream;
 
+use debuggee::{Collection, Debuggee, Operation, Structure};
 use held::HeldCmd;
-use hook::thread_snapshot;
 use policy::Policy;
 use record::Rec;
 use stream::Stream;
@@ -38,9 +45,6 @@ use stream::Stream;
 use racetrack_protocol as proto;
 use racetrack_protocol::launch as env;
 use racetrack_protocol::Event;
-use racetrack_runtime::hook::{CollectionInfo, OpInfo};
-use racetrack_runtime::thread::ThreadSnap;
-use racetrack_runtime::RuntimeView;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
@@ -103,20 +107,11 @@ pub fn start(listen: &str, wait: bool, token: Option<String>) -> Result<Arc<Agen
     Ok(agent)
 }
 
-/// The collections and graphs the runtime registered, as the `structure` event lists them
-/// (packed events name operations and threads by their index here).
-#[derive(Default)]
-struct Structure {
-    collections: Vec<Arc<CollectionInfo>>,
-    ops: Vec<Arc<OpInfo>>,
-    edges: Vec<(usize, usize)>,
-}
-
 /// The agent. Created by [`start`]; installed as the runtime's hook.
 pub struct Agent {
     program: String,
     /// Any reason to look at events at all: attached, or the start hold pending.
-    /// Shared with the runtime ([`Hook::active_flag`](racetrack_runtime::hook::Hook::active_flag)).
+    /// Shared with the front end (the runtime's `Hook::active_flag`).
     hot: Arc<AtomicBool>,
     attached: AtomicBool,
     /// A connection holds the controlling slot.
@@ -132,7 +127,9 @@ pub struct Agent {
     /// The buffered events, their numbering, and the registered holds.
     stream: Stream,
     finished: (Mutex<bool>, Condvar),
-    view: OnceLock<RuntimeView>,
+    /// The program's threads and queues, for commands and attaches (set once by the
+    /// front end).
+    debuggee: OnceLock<Box<dyn Debuggee>>,
     structure: Mutex<Structure>,
     url: OnceLock<String>,
 }
@@ -158,7 +155,7 @@ impl Agent {
             policy: Policy::default(),
             stream: Stream::default(),
             finished: (Mutex::new(false), Condvar::new()),
-            view: OnceLock::new(),
+            debuggee: OnceLock::new(),
             structure: Mutex::new(Structure::default()),
             url: OnceLock::new(),
         }
@@ -205,7 +202,7 @@ impl Agent {
     }
 
     fn structure_event(&self) -> Event {
-        Self::structure_of(&lock(&self.structure))
+        lock(&self.structure).event()
     }
 
     /// Mark the connection attached and describe the structure in one step, so that a
@@ -214,71 +211,70 @@ impl Agent {
         let st = lock(&self.structure);
         self.attached.store(true, Relaxed);
         self.update_hot();
-        Self::structure_of(&st)
-    }
-
-    fn structure_of(st: &Structure) -> Event {
-        let coll = |id: usize| st.collections.get(id);
-        Event::Structure {
-            operations: st
-                .ops
-                .iter()
-                .map(|o| proto::OperationDesc {
-                    name: o.name.to_string(),
-                    kind: o.kind.as_str().to_owned(),
-                    collection: coll(o.collection).map(|c| c.name.clone()).unwrap_or_default(),
-                    threads: coll(o.collection)
-                        .map(|c| c.threads.iter().map(|t| t.name.to_string()).collect())
-                        .unwrap_or_default(),
-                })
-                .collect(),
-            collections: st
-                .collections
-                .iter()
-                .map(|c| proto::CollectionDesc {
-                    name: c.name.clone(),
-                    threads: c.threads.iter().map(|t| t.name.to_string()).collect(),
-                })
-                .collect(),
-            edges: st
-                .edges
-                .iter()
-                .filter_map(|(a, b)| {
-                    Some([st.ops.get(*a)?.name.to_string(), st.ops.get(*b)?.name.to_string()])
-                })
-                .collect(),
-        }
+        st.event()
     }
 
     /// Start streaming; returns the snapshot every later event is consistent with.
     fn attach(&self) -> Event {
-        let build = |threads: Vec<ThreadSnap>| {
-            let mut s = lock(&self.stream.state);
-            // Records from before the cut are dropped below: a batch whose sends were
-            // recorded then is sent again, one by one.
-            self.stream.session.fetch_add(1, Relaxed);
-            self.attached.store(true, Relaxed);
-            self.update_hot();
-            // Events recorded before the cut are in the snapshot; a graph or collection
-            // registered since `attach_structure` is not: its `structure` reply is dropped
-            // with them, so the latest structure follows the snapshot (packed events name
-            // operations and threads by their place in it).
-            s.buf.clear();
-            s.buf.push(Rec::Full(Box::new(self.structure_event())));
-            Event::Snapshot {
-                next_event_id: s.next_id,
-                threads: threads.into_iter().map(thread_snapshot).collect(),
-                held: s.held.values().map(|h| h.event.clone()).collect(),
-            }
+        let Some(d) = self.debuggee.get() else {
+            return self.cut(Vec::new());
         };
-        match self.view.get() {
-            Some(v) => {
-                // A snapshot is one frame: programs with huge queues get their first
-                // messages listed and the rest counted.
-                let limit = (SNAPSHOT_ENTRIES / v.thread_count().max(1)).clamp(10, QUEUE_LIST_MAX);
-                v.snapshot(limit, build)
-            }
-            None => build(Vec::new()),
+        // A snapshot is one frame: programs with huge queues get their first messages
+        // listed and the rest counted.
+        let limit = (SNAPSHOT_ENTRIES / d.thread_count().max(1)).clamp(10, QUEUE_LIST_MAX);
+        let mut snapshot = None;
+        d.snapshot(limit, &mut |threads| snapshot = Some(self.cut(threads)));
+        // A debuggee that never called back still gets the stream started.
+        snapshot.unwrap_or_else(|| self.cut(Vec::new()))
+    }
+
+    /// The attach cut, run while the debuggee's queues are locked (they are described in
+    /// `threads`): the stream starts here.
+    fn cut(&self, threads: Vec<proto::ThreadSnapshot>) -> Event {
+        let mut s = lock(&self.stream.state);
+        // Records from before the cut are dropped below: a batch whose sends were
+        // recorded then is sent again, one by one.
+        self.stream.session.fetch_add(1, Relaxed);
+        self.attached.store(true, Relaxed);
+        self.update_hot();
+        // Events recorded before the cut are in the snapshot; a graph or collection
+        // registered since `attach_structure` is not: its `structure` reply is dropped
+        // with them, so the latest structure follows the snapshot (packed events name
+        // operations and threads by their place in it).
+        s.buf.clear();
+        s.buf.push(Rec::Full(Box::new(self.structure_event())));
+        Event::Snapshot {
+            next_event_id: s.next_id,
+            threads,
+            held: s.held.values().map(|h| h.event.clone()).collect(),
+        }
+    }
+
+    // ---- the front end's side -----------------------------------------------------------
+
+    /// Give the agent the program's threads and queues (once; later calls are ignored).
+    fn set_debuggee(&self, d: Box<dyn Debuggee>) {
+        let _ = self.debuggee.set(d);
+    }
+
+    /// A collection was registered (its index is the number registered before it).
+    fn add_collection(&self, c: Collection) {
+        lock(&self.structure).collections.push(c);
+        if self.attached.load(Relaxed) {
+            self.reply(self.structure_event());
+        }
+    }
+
+    /// Operations and the flows between them were registered (an operation's index is the
+    /// number registered before it; `edges` name operations by index).
+    fn add_operations(&self, ops: impl IntoIterator<Item = Operation>, edges: &[(usize, usize)]) {
+        {
+            let mut st = lock(&self.structure);
+            st.ops.extend(ops);
+            st.edges.extend_from_slice(edges);
+        }
+        if self.attached.load(Relaxed) {
+            self.reply(self.structure_event());
         }
     }
 
@@ -299,39 +295,4 @@ impl Agent {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use racetrack_runtime::hook::{GraphInfo, Hook, OpKind};
-
-    #[test]
-    fn a_graph_registered_during_attach_reaches_the_debugger() {
-        let agent = Agent::new(false, None);
-        let structure = agent.attach_structure();
-        assert!(matches!(&structure, Event::Structure { operations, .. } if operations.is_empty()));
-        // The program registers a graph after the structure was sent, before the snapshot.
-        let op = Arc::new(OpInfo {
-            id: 0,
-            name: "Split".into(),
-            kind: OpKind::Split,
-            collection: 0,
-        });
-        agent.on_graph(&GraphInfo {
-            ops: vec![op],
-            edges: vec![],
-        });
-        let _snapshot = agent.attach();
-        let names: Vec<_> = agent
-            .drain()
-            .into_iter()
-            .flatten()
-            .filter_map(|r| match r {
-                Rec::Full(ev) => proto::Names::of(&ev),
-                Rec::Fast(_) => None,
-            })
-            .collect();
-        assert_eq!(
-            names.last().map(|n| n.ops.clone()),
-            Some(vec!["Split".to_owned()])
-        );
-    }
-}
+mod tests;

@@ -7,7 +7,6 @@
 //! every other event is buffered as the protocol [`Event`] it is.
 
 use racetrack_protocol::{BinaryWriter, Event, Record};
-use racetrack_runtime::hook::{OpInfo, StepKind, ThreadInfo};
 
 /// One buffered event.
 pub(crate) enum Rec {
@@ -83,25 +82,6 @@ impl Chunks {
     pub(crate) fn take(&mut self) -> Vec<Vec<Rec>> {
         self.len = 0;
         std::mem::take(&mut self.chunks)
-    }
-}
-
-/// The index of a thread in the `structure` (its global number).
-pub(crate) fn thread_index(t: Option<&ThreadInfo>) -> i64 {
-    t.map_or(-1, |t| t.global as i64)
-}
-
-/// The index of an operation in the `structure` (its id).
-pub(crate) fn op_index(o: Option<&OpInfo>) -> i64 {
-    o.map_or(-1, |o| o.id as i64)
-}
-
-/// A step's number in a packed event.
-pub(crate) fn step_code(k: StepKind) -> i64 {
-    match k {
-        StepKind::Run => 0,
-        StepKind::Absorb => 1,
-        StepKind::Final => 2,
     }
 }
 

@@ -28,7 +28,7 @@ pub(super) struct Stream {
     /// Wakes the agent's thread to flush before its next tick.
     pub(super) wake: tokio::sync::Notify,
     /// Counts attach snapshots (changed under the stream lock, at the cut): see
-    /// [`Hook::session`](racetrack_runtime::hook::Hook::session).
+    /// the runtime's `Hook::session`.
     pub(super) session: AtomicU64,
     /// Times a program thread waited for room in the buffer (backpressure).
     pub(super) waits: AtomicU64,
@@ -53,7 +53,7 @@ impl Agent {
     }
 
     /// Append a streamed record (see [`emit`](Self::emit)). Returns the session (see
-    /// [`Hook::session`](racetrack_runtime::hook::Hook::session)) it was recorded in,
+    /// the runtime's `Hook::session`) it was recorded in,
     /// `None` if it was not (nobody attached).
     pub(super) fn record(&self, ev: Rec, backpressure: bool) -> Option<u64> {
         self.record_all(std::iter::once(ev), backpressure)

@@ -1,26 +1,31 @@
-//! The runtime's side of the agent: its [`Hook`] implementation, which turns the runtime's
-//! events into records or protocol events, asks the policy whether they hold, and hands held
-//! ones to [`Agent::hold`](super::Agent) with the event as the held thread's
-//! [`Site`](super::held::Site). The runtime's types (`SendEvent`, `StepEvent`,
-//! `StreamedSend`, `ThreadSnap`, ...) are converted here, so that the policy and the
-//! stream see indexes, records and protocol events only.
+//! The flow-graph runtime's front end (feature `runtime`): the agent as the runtime's
+//! [`Hook`], which turns the runtime's events into records or protocol events, asks the
+//! policy whether they hold, and hands held ones to [`Agent::hold`](super::Agent) with the
+//! event as the held thread's [`Site`](super::held::Site) (`site`). The runtime's
+//! `RuntimeView` is the core's [`Debuggee`](super::debuggee::Debuggee) (`view`). The
+//! runtime's types (`SendEvent`, `StepEvent`, `StreamedSend`, `ThreadSnap`, ...) are
+//! converted here (`convert`), so that the core sees indexes, records and protocol
+//! events only.
 //!
 //! The fast paths (`on_send`, `on_recv`, `on_start`, `on_stop`, `streamed_*`) run on the
 //! program's threads for every event: they read atomics first and allocate nothing for a
 //! compact record.
 
-use super::record::{self, Rec};
+mod convert;
+mod site;
+mod view;
+
+use super::record::Rec;
 use super::{lock, Agent};
-use racetrack_protocol::{self as proto, Event, HoldReason, Kind, MsgPath, Record, RecordText};
+use convert::{collection, fast_recv, fast_send, fast_step, fast_streamed_step, operation, step_ev};
+use racetrack_protocol::{self as proto, Event, HoldReason, Kind};
 use racetrack_runtime::hook::{
-    CollectionInfo, GraphInfo, Hook, OpInfo, QueuedMsg, RecvEvent, SendEvent, StepEvent, StepKind,
-    StreamedSend, StreamedStep, ThreadInfo,
+    CollectionInfo, GraphInfo, Hook, OpInfo, RecvEvent, SendEvent, StepEvent, StepKind, StreamedSend,
+    StreamedStep, ThreadInfo,
 };
 use racetrack_runtime::ids::MsgId;
-use racetrack_runtime::thread::ThreadSnap;
 use racetrack_runtime::RuntimeView;
 use racetrack_runtime::ScheduleError;
-use serde_json::Value;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Duration;
@@ -70,29 +75,15 @@ impl Hook for Agent {
     }
 
     fn on_runtime(&self, view: RuntimeView) {
-        let _ = self.view.set(view);
+        self.set_debuggee(Box::new(view));
     }
 
     fn on_collection(&self, info: &CollectionInfo) {
-        lock(&self.structure).collections.push(Arc::new(CollectionInfo {
-            id: info.id,
-            name: info.name.clone(),
-            threads: info.threads.clone(),
-        }));
-        if self.attached.load(Relaxed) {
-            self.reply(self.structure_event());
-        }
+        self.add_collection(collection(info));
     }
 
     fn on_graph(&self, info: &GraphInfo) {
-        {
-            let mut st = lock(&self.structure);
-            st.ops.extend(info.ops.iter().cloned());
-            st.edges.extend(info.edges.iter().copied());
-        }
-        if self.attached.load(Relaxed) {
-            self.reply(self.structure_event());
-        }
+        self.add_operations(info.ops.iter().map(|o| operation(o)), &info.edges);
     }
 
     fn on_send(&self, ev: &mut SendEvent<'_>) {
@@ -132,7 +123,9 @@ impl Hook for Agent {
         match (reason, thread) {
             (Some(r), Some(t)) => {
                 let global = t.global;
-                self.hold(sev, &t, r, ev, &|| self.policy.other_reason(global).is_some());
+                self.hold(sev, (global, &t.name), r, ev, &|| {
+                    self.policy.other_reason(global).is_some()
+                });
             }
             _ => self.emit(sev, thread_is_program(ev)),
         }
@@ -188,7 +181,7 @@ impl Hook for Agent {
                 let thread = ev.thread.clone();
                 let (op, traced) = (ev.op.id, ev.input_traced && ev.step != StepKind::Final);
                 let still = || self.policy.start_reason_of(thread.global, op, traced).is_some();
-                match self.hold(Event::Start(sev), &thread, r, ev, &still) {
+                match self.hold(Event::Start(sev), (thread.global, &thread.name), r, ev, &still) {
                     Some(t) => ev.trace_outputs = t,
                     // A trace box checked while the step was held (or before the start
                     // hold was released) applies when it resumes.
@@ -213,7 +206,7 @@ impl Hook for Agent {
                 let sev = step_ev(ev, ev.trace_outputs, Some(r));
                 let thread = ev.thread.clone();
                 let global = thread.global;
-                self.hold(Event::Stop(sev), &thread, r, ev, &|| {
+                self.hold(Event::Stop(sev), (global, &thread.name), r, ev, &|| {
                     self.policy.other_reason(global).is_some()
                 });
             }
@@ -319,129 +312,5 @@ impl Agent {
             ev.op.id,
             ev.input_traced && ev.step != StepKind::Final,
         )
-    }
-}
-
-fn step_of(k: StepKind) -> proto::Step {
-    match k {
-        StepKind::Run => proto::Step::Run,
-        StepKind::Absorb => proto::Step::Absorb,
-        StepKind::Final => proto::Step::Final,
-    }
-}
-
-/// A step event as the protocol shows it (numbered when it is recorded).
-fn step_ev(ev: &StepEvent<'_>, traced: bool, reason: Option<HoldReason>) -> proto::StepEv {
-    proto::StepEv {
-        event_id: 0,
-        thread: ev.thread.name.to_string(),
-        op: ev.op.name.to_string(),
-        msg: ev.msg_id.to_string(),
-        instance: ev.instance.to_string(),
-        step: step_of(ev.step),
-        traced,
-        held: reason.is_some(),
-        reason,
-    }
-}
-
-/// A `send` that is streamed, not held, in compact form (`from`: thread and operation;
-/// `to`: operation and thread).
-fn fast_send(
-    (thread, op): (Option<&ThreadInfo>, Option<&OpInfo>),
-    (to_op, to_thread): (Option<&OpInfo>, Option<&ThreadInfo>),
-    msg: &MsgId,
-    traced: bool,
-    type_name: &'static str,
-) -> Record {
-    Record {
-        kind: Kind::Send,
-        event_id: 0,
-        thread: record::thread_index(thread),
-        op: record::op_index(op),
-        msg: MsgPath::from_slice(msg.components()),
-        a: record::op_index(to_op),
-        b: record::thread_index(to_thread),
-        traced,
-        text: RecordText::Type(type_name),
-    }
-}
-
-/// A `recv` in compact form.
-fn fast_recv(thread: &ThreadInfo, op: &OpInfo, msg: &MsgId, position: usize, traced: bool) -> Record {
-    Record {
-        kind: Kind::Recv,
-        event_id: 0,
-        thread: record::thread_index(Some(thread)),
-        op: record::op_index(Some(op)),
-        msg: MsgPath::from_slice(msg.components()),
-        a: position as i64,
-        b: 0,
-        traced,
-        text: RecordText::None,
-    }
-}
-
-/// A step event that is streamed, not held, in compact form.
-fn fast_step(kind: Kind, ev: &StepEvent<'_>, traced: bool) -> Record {
-    let s = StreamedStep {
-        thread: ev.thread,
-        op: ev.op,
-        step: ev.step,
-        msg_id: ev.msg_id,
-        instance: ev.instance,
-    };
-    fast_streamed_step(kind, &s, traced)
-}
-
-fn fast_streamed_step(kind: Kind, ev: &StreamedStep<'_>, traced: bool) -> Record {
-    Record {
-        kind,
-        event_id: 0,
-        thread: record::thread_index(Some(ev.thread)),
-        op: record::op_index(Some(ev.op)),
-        msg: MsgPath::from_slice(ev.msg_id.components()),
-        a: record::step_code(ev.step),
-        b: 0,
-        traced,
-        text: {
-            // Compared in place, component by component (ids are a few words: a
-            // `memcmp` call costs more than the comparison).
-            let (m, i) = (ev.msg_id.components(), ev.instance.components());
-            let same = |a: &[u64], b: &[u64]| a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y);
-            if same(m, i) {
-                RecordText::None
-            } else if m.split_last().is_some_and(|(_, parent)| same(parent, i)) {
-                RecordText::Parent
-            } else {
-                RecordText::Instance(Box::new(MsgPath::from_slice(i)))
-            }
-        },
-    }
-}
-
-/// A pending message as the protocol shows it, in the queue of `thread`.
-pub(super) fn entry(q: &QueuedMsg, thread: &str, content: Option<Value>) -> proto::QueueEntry {
-    proto::QueueEntry {
-        id: q.id.to_string().into(),
-        type_name: q.type_name.to_owned(),
-        from: q.from.as_ref().map(|(op, t)| format!("{}@{}", op.name, t.name)),
-        to: format!("{}@{thread}", q.op.name),
-        op: (*q.op.name).into(),
-        traced: q.traced,
-        content,
-    }
-}
-
-pub(super) fn thread_snapshot(t: ThreadSnap) -> proto::ThreadSnapshot {
-    proto::ThreadSnapshot {
-        queue: t.pending.iter().map(|q| entry(q, &t.info.name, None)).collect(),
-        more: t.more,
-        current: t.current.map(|c| proto::CurrentStep {
-            op: c.op.name.to_string(),
-            msg: c.msg.to_string(),
-            step: step_of(c.step),
-        }),
-        thread: t.info.name.to_string(),
     }
 }
