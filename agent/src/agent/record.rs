@@ -17,8 +17,8 @@ pub(crate) enum Rec {
 }
 
 // Records are moved on every event (into the buffer, out of it): up to 128 bytes, a move
-// is a few vector instructions, past that a call to `memcpy` (measured: 5% of the
-// program's extra time with a debugger attached, when records were 136 bytes).
+// is a few vector instructions, past that a call to `memcpy` on the program's thread for
+// every event.
 const _: () = assert!(std::mem::size_of::<Rec>() <= 112, "a record grew");
 
 /// The agent's buffer: records in fixed-size chunks, so that appending never moves what
@@ -136,8 +136,8 @@ enum Packer {
 
 /// Frames for drained records, in order, with the number of events in each: runs of fast
 /// records become packed frames (text or binary), runs of the others `batch` frames, each
-/// of at most `max` events. Records are read in place (moving each 120-byte record out of
-/// its chunk was the largest single item in the network thread's profile).
+/// of at most `max` events. Records are read in place: moving each record out of its chunk
+/// would copy every event once more on the agent's thread.
 pub(crate) fn frames<'a>(
     recs: impl IntoIterator<Item = &'a Rec>,
     max: usize,

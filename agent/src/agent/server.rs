@@ -21,8 +21,8 @@ use tokio_tungstenite::WebSocketStream;
 const TICK: Duration = Duration::from_millis(10);
 /// Events per `batch` or `packed` frame at most. A debugger decodes a packed frame into
 /// one vector of about 100 bytes per event: at 1,024 it stays below the size at which
-/// glibc's allocator maps fresh pages for every frame (measured: page faults were a
-/// quarter of `racetrack ctl`'s time with 4,096).
+/// glibc's allocator maps fresh pages for every frame (and faults them in: with 4,096 the
+/// debugger spent much of its time there).
 const BATCH_MAX: usize = 1024;
 
 pub(super) fn spawn(agent: Arc<Agent>, listener: std::net::TcpListener) {
