@@ -27,7 +27,7 @@ pub(crate) fn model_sink(args: &[String]) -> i32 {
         }
     };
     let (tx, rx) = conn.split();
-    let mut model = Model::default();
+    let mut model = Model::new().with_unfolded();
     let mut tally = Tally::default();
     let mut continued = false;
     let mut pace = Pace {
@@ -47,7 +47,7 @@ pub(crate) fn model_sink(args: &[String]) -> i32 {
                         tally.add(id);
                     }
                     model.ingest(&ev);
-                    if !continued && !model.held.is_empty() {
+                    if !continued && !model.control.held.is_empty() {
                         tx.send(Command::Continue {
                             thread: None,
                             event_id: None,

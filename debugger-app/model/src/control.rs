@@ -62,7 +62,10 @@ pub struct Control {
 impl Control {
     /// The held event of thread `t`, if it is suspended.
     pub fn held_of(&self, t: ThreadKey) -> Option<(HeldId, &Held)> {
-        self.held.iter().find(|(_, h)| h.thread == Some(t)).map(|(id, h)| (*id, h))
+        self.held
+            .iter()
+            .find(|(_, h)| h.thread == Some(t))
+            .map(|(id, h)| (*id, h))
     }
 
     /// Thread `t`'s listed pending messages.
@@ -84,14 +87,26 @@ impl Control {
     }
 
     /// A message arrived in `t`'s queue at `position` (clamped to the queue).
-    pub(crate) fn enqueue(&mut self, changes: &mut Changes, t: ThreadKey, position: usize, entry: QueueEntry) {
+    pub(crate) fn enqueue(
+        &mut self,
+        changes: &mut Changes,
+        t: ThreadKey,
+        position: usize,
+        entry: QueueEntry,
+    ) {
         let q = self.queues.entry(t).or_default();
         q.insert(position.min(q.len()), entry);
         changes.threads.insert(t);
     }
 
     /// What the agent listed of `t`'s queue replaces what the model had.
-    pub(crate) fn set_queue(&mut self, changes: &mut Changes, t: ThreadKey, listed: &[QueueEntry], more: usize) {
+    pub(crate) fn set_queue(
+        &mut self,
+        changes: &mut Changes,
+        t: ThreadKey,
+        listed: &[QueueEntry],
+        more: usize,
+    ) {
         self.queues.insert(t, listed.iter().cloned().collect());
         self.unlisted.insert(t, more);
         changes.threads.insert(t);

@@ -5,7 +5,7 @@
 //! graph of an MPI job) is one more part here, fed the same resolved events.
 
 use crate::control::Held;
-use crate::ids::{HeldId, NodeKey, ProcId, ThreadId, OpId};
+use crate::ids::{HeldId, NodeKey, OpId, ProcId, ThreadId};
 use crate::unfolded::{MsgInfo, NodeStatus};
 use crate::Model;
 use racetrack_protocol::{
@@ -143,7 +143,8 @@ impl Model {
             Event::Error { message, .. } => self.control.log(&mut self.changes, "error", message.clone()),
             Event::Ok { cmd, target, .. } => {
                 let on = target.as_ref().map(|t| format!(" ({t})")).unwrap_or_default();
-                self.control.log(&mut self.changes, "info", format!("{cmd} applied{on}"));
+                self.control
+                    .log(&mut self.changes, "info", format!("{cmd} applied{on}"));
             }
             _ => {}
         }
@@ -213,7 +214,10 @@ impl Model {
     /// Message `msg` for `node`'s operation arrived in its thread's queue at `position`.
     fn on_recv(&mut self, node: NodeKey, msg: &SmolStr, position: usize, traced: bool) {
         self.control.event_count += 1;
-        let info = self.unfolded.as_mut().and_then(|u| u.on_recv(node, msg, &mut self.changes));
+        let info = self
+            .unfolded
+            .as_mut()
+            .and_then(|u| u.on_recv(node, msg, &mut self.changes));
         let pr = &self.procs[node.proc.index()];
         let entry = QueueEntry {
             id: msg.clone(),
@@ -229,14 +233,16 @@ impl Model {
             traced,
             content: info.as_ref().and_then(|i| i.content.clone()),
         };
-        self.control.enqueue(&mut self.changes, node.thread_key(), position, entry);
+        self.control
+            .enqueue(&mut self.changes, node.thread_key(), position, entry);
     }
 
     fn on_step(&mut self, s: &StepIn) {
         self.control.event_count += 1;
         if s.start && s.consumes {
             let op = self.procs[s.node.proc.index()].op_name(s.node.op);
-            self.control.consume(&mut self.changes, s.node.thread_key(), s.msg, op);
+            self.control
+                .consume(&mut self.changes, s.node.thread_key(), s.msg, op);
         }
         if let Some(u) = &mut self.unfolded {
             if s.start {
@@ -268,7 +274,11 @@ impl Model {
         };
         self.on_send(p, &send);
         if s.held {
-            let at = format!("{}@{}", s.op.as_deref().unwrap_or("?"), s.thread.as_deref().unwrap_or("?"));
+            let at = format!(
+                "{}@{}",
+                s.op.as_deref().unwrap_or("?"),
+                s.thread.as_deref().unwrap_or("?")
+            );
             let text = format!("send of {} from {at} held ({})", s.msg, reason_text(s.reason));
             self.control.log(&mut self.changes, "held", text);
             self.hold(p, s.event_id, from, ev);
@@ -306,7 +316,8 @@ impl Model {
             op: at.map(|k| k.op),
             event: ev.clone(),
         };
-        self.control.hold(&mut self.changes, HeldId { proc: p, event_id }, held);
+        self.control
+            .hold(&mut self.changes, HeldId { proc: p, event_id }, held);
     }
 
     /// A hold ended: the node runs on (or, after a held stop, is idle).

@@ -110,19 +110,29 @@ impl Process {
     fn sync_packed(&mut self, names: &Names) {
         if self.packed_ops.len() != names.ops.len() || self.packed_threads.len() != names.threads.len() {
             self.packed_ops = names.ops.iter().map(|n| OpId(self.ops.intern(n))).collect();
-            self.packed_threads = names.threads.iter().map(|n| ThreadId(self.threads.intern(n))).collect();
+            self.packed_threads = names
+                .threads
+                .iter()
+                .map(|n| ThreadId(self.threads.intern(n)))
+                .collect();
         }
     }
 
     /// Operation number `i` of a packed event (`None` for -1 or an unknown index).
     pub(crate) fn packed_op(&mut self, names: &Names, i: i64) -> Option<OpId> {
         self.sync_packed(names);
-        usize::try_from(i).ok().and_then(|i| self.packed_ops.get(i)).copied()
+        usize::try_from(i)
+            .ok()
+            .and_then(|i| self.packed_ops.get(i))
+            .copied()
     }
 
     /// Thread number `i` of a packed event (`None` for -1 or an unknown index).
     pub(crate) fn packed_thread(&mut self, names: &Names, i: i64) -> Option<ThreadId> {
         self.sync_packed(names);
-        usize::try_from(i).ok().and_then(|i| self.packed_threads.get(i)).copied()
+        usize::try_from(i)
+            .ok()
+            .and_then(|i| self.packed_threads.get(i))
+            .copied()
     }
 }

@@ -103,7 +103,10 @@ fn unfolds_graph_tracks_queue_and_holds() {
     let mut m = graph();
     send_and_recv(&mut m);
     assert_eq!(m.queue_named("proc[1]").map(VecDeque::len), Some(1));
-    assert_eq!(m.queue_named("proc[1]").expect("queue")[0].from.as_deref(), Some("Split@main[0]"));
+    assert_eq!(
+        m.queue_named("proc[1]").expect("queue")[0].from.as_deref(),
+        Some("Split@main[0]")
+    );
     m.ingest(&Event::Start(step(3, "Sort", "proc[1]", "0.0", true)));
     assert!(m.queue_named("proc[1]").expect("queue").is_empty());
     let key = m.node_key("Sort", "proc[1]").expect("key");
@@ -111,7 +114,9 @@ fn unfolds_graph_tracks_queue_and_holds() {
     assert_eq!(status(&m), Some(NodeStatus::HeldStart));
     assert_eq!(m.held_of_named("proc[1]").map(|(id, _)| id.event_id), Some(3));
     let u = m.unfolded().expect("graph");
-    let split = u.find(m.node_key("Split", "main[0]").expect("key")).expect("split");
+    let split = u
+        .find(m.node_key("Split", "main[0]").expect("key"))
+        .expect("split");
     let sort = u.find(key).expect("sort");
     assert_eq!(u.edge_between(split, sort).map(|e| e.count), Some(1));
     m.ingest(&Event::Released {
@@ -152,7 +157,11 @@ fn changes_say_what_is_new_once() {
         m.ingest(&Event::Stop(step(i, "Sort", "proc[1]", "0.0", false)));
     }
     let c = m.take_changes();
-    assert_eq!(c.nodes_changed, [NodeId(1)], "listed once however often it changed");
+    assert_eq!(
+        c.nodes_changed,
+        [NodeId(1)],
+        "listed once however often it changed"
+    );
     assert!(c.nodes_added.is_empty() && !c.held);
     assert!(m.take_changes().is_empty());
     m.ingest(&crate::tests::structure());
@@ -187,7 +196,10 @@ fn the_controllers_model_pays_nothing_for_a_graph() {
     for i in 0..1000u64 {
         let msg: racetrack_protocol::SmolStr = format!("0.{i}").into();
         let ev = |kind, id| PackedEv(kind, id, 2, 1, msg.clone(), 0, 0, false, "".into());
-        m.ingest_packed(&names, &PackedEv(Kind::Send, 4 * i, 0, 0, msg.clone(), 1, 2, false, "T".into()));
+        m.ingest_packed(
+            &names,
+            &PackedEv(Kind::Send, 4 * i, 0, 0, msg.clone(), 1, 2, false, "T".into()),
+        );
         m.ingest_packed(&names, &ev(Kind::Recv, 4 * i + 1));
         m.ingest_packed(&names, &ev(Kind::Start, 4 * i + 2));
         m.ingest_packed(&names, &ev(Kind::Stop, 4 * i + 3));
@@ -200,10 +212,22 @@ fn the_controllers_model_pays_nothing_for_a_graph() {
     // The same stream into a model with the graph: the packed form builds it too.
     let mut g = graph();
     g.ingest(&structure());
-    g.ingest_packed(&names, &PackedEv(Kind::Send, 0, 0, 0, "0.0".into(), 1, 2, false, "T".into()));
-    g.ingest_packed(&names, &PackedEv(Kind::Recv, 1, 2, 1, "0.0".into(), 0, 0, false, "".into()));
-    assert_eq!(g.queue_named("proc[1]").expect("queue")[0].from.as_deref(), Some("Split@main[0]"));
-    g.ingest_packed(&names, &PackedEv(Kind::Start, 2, 2, 1, "0.0".into(), 0, 0, false, "".into()));
+    g.ingest_packed(
+        &names,
+        &PackedEv(Kind::Send, 0, 0, 0, "0.0".into(), 1, 2, false, "T".into()),
+    );
+    g.ingest_packed(
+        &names,
+        &PackedEv(Kind::Recv, 1, 2, 1, "0.0".into(), 0, 0, false, "".into()),
+    );
+    assert_eq!(
+        g.queue_named("proc[1]").expect("queue")[0].from.as_deref(),
+        Some("Split@main[0]")
+    );
+    g.ingest_packed(
+        &names,
+        &PackedEv(Kind::Start, 2, 2, 1, "0.0".into(), 0, 0, false, "".into()),
+    );
     assert_eq!(g.nodes().len(), 2);
     assert_eq!(g.unfolded().expect("graph").edges().len(), 1);
 }
@@ -236,6 +260,12 @@ fn two_processes_threads_of_one_name_stay_apart() {
     // Both Split@main[0] nodes exist, one per process; only the second's Sort ran.
     assert_eq!(m.nodes().len(), 3);
     assert!(m.node_named("Sort", "proc[1]").is_none());
-    m.note_command_in(second, &Command::Pause { thread: "proc[1]".into(), on: true });
+    m.note_command_in(
+        second,
+        &Command::Pause {
+            thread: "proc[1]".into(),
+            on: true,
+        },
+    );
     assert_eq!(m.control.paused.iter().copied().collect::<Vec<_>>(), [second_t]);
 }

@@ -167,7 +167,11 @@ impl Unfolded {
             }
             None => {
                 let e = EdgeId(u32::try_from(self.edges.len()).expect("fewer than 2^32 edges"));
-                self.edges.push(Edge { from: a, to: b, count: n });
+                self.edges.push(Edge {
+                    from: a,
+                    to: b,
+                    count: n,
+                });
                 self.edge_ids.insert((a, b), e);
                 self.edge_listed.push(true);
                 changes.edges_added.push(e);
@@ -196,7 +200,12 @@ impl Unfolded {
 
     /// Message `msg` arrived in the queue of node `to`: what its send said, and one more
     /// message on the edge from its sender.
-    pub(crate) fn on_recv(&mut self, to: NodeKey, msg: &SmolStr, changes: &mut Changes) -> Option<Arc<MsgInfo>> {
+    pub(crate) fn on_recv(
+        &mut self,
+        to: NodeKey,
+        msg: &SmolStr,
+        changes: &mut Changes,
+    ) -> Option<Arc<MsgInfo>> {
         if self.in_flight.is_empty() {
             return None;
         }
@@ -217,7 +226,14 @@ impl Unfolded {
         Some(info)
     }
 
-    pub(crate) fn on_start(&mut self, key: NodeKey, msg: &SmolStr, traced: bool, held: bool, changes: &mut Changes) {
+    pub(crate) fn on_start(
+        &mut self,
+        key: NodeKey,
+        msg: &SmolStr,
+        traced: bool,
+        held: bool,
+        changes: &mut Changes,
+    ) {
         let n = self.touch(key, changes);
         n.steps += 1;
         n.traced |= traced;

@@ -26,7 +26,7 @@ pub enum Step {
     /// Close with this code.
     Quit(i32),
     /// Select this node.
-    Select(crate::model::NodeKey),
+    Select(crate::model::NodeId),
     /// Nothing left.
     Done,
 }
@@ -76,9 +76,9 @@ impl Script {
                     Duration::from_millis(v.get("timeout_ms").and_then(Value::as_u64).unwrap_or(10_000));
                 let until = v.get("until").and_then(Value::as_str).unwrap_or("held");
                 let ok = match until {
-                    "held" => !model.held.is_empty(),
-                    "exit" => model.exited.is_some(),
-                    "attached" => model.attached,
+                    "held" => !model.control.held.is_empty(),
+                    "exit" => model.control.exited.is_some(),
+                    "attached" => model.control.attached,
                     other => return Err(format!("line {line}: unknown `until` {other}")),
                 };
                 if ok {
@@ -100,6 +100,7 @@ impl Script {
             "expect_output" => {
                 let want = v.get("contains").and_then(Value::as_str).unwrap_or_default();
                 let last = model
+                    .control
                     .log
                     .iter()
                     .rev()
@@ -122,9 +123,21 @@ impl Script {
                         .map(str::to_owned)
                         .ok_or(format!("line {line}: select needs `{k}`"))
                 };
-                let key = (field("op")?, field("thread")?);
-                done(self);
-                Ok(Step::Select(key))
+                let (op, thread) = (field("op")?, field("thread")?);
+                // The node appears when it first runs: wait for it as `wait` does.
+                match model
+                    .node_key(&op, &thread)
+                    .and_then(|k| model.unfolded()?.find(k))
+                {
+                    Some(id) => {
+                        done(self);
+                        Ok(Step::Select(id))
+                    }
+                    None if since.elapsed() > Duration::from_secs(10) => {
+                        Err(format!("line {line}: no node {op} @ {thread} to select"))
+                    }
+                    None => Ok(Step::Wait),
+                }
             }
             "quit" => {
                 done(self);
