@@ -1,6 +1,6 @@
 //! The controller's commands, parsed into types at the edge: the protocol's [`Command`]s,
 //! sent to the agent, and the controller's own — `wait` (see [`super::wait`]), `move` and
-//! `edit_field` (resolved from the lean model into a `reorder` or an `edit`).
+//! `edit_field` (resolved from the controller's model into a `reorder` or an `edit`).
 
 use super::state::Ctl;
 use super::wait::{self, WaitCmd};
