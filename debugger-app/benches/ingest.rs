@@ -24,11 +24,11 @@ fn bench(c: &mut Criterion) {
     g.sample_size(20);
     g.bench_function("100k events", |b| {
         b.iter(|| {
-            let mut m = Model::default();
+            let mut m = Model::new().with_unfolded();
             for e in &evs {
                 m.ingest(e);
             }
-            m.event_count
+            m.control.event_count
         })
     });
     g.finish();

@@ -9,7 +9,7 @@ use egui_kittest::kittest::{NodeT, Queryable};
 use egui_kittest::Harness;
 use racetrack::gui::app::App;
 use racetrack::gui::session::{Session, Waker};
-use racetrack::model::NodeStatus;
+use racetrack::model::{NodeId, NodeStatus};
 use racetrack_protocol::Event;
 use std::time::{Duration, Instant};
 
@@ -20,6 +20,19 @@ fn harness(example: &str, args: &[&str]) -> Harness<'static, App> {
     Harness::builder()
         .with_size((1400.0, 1000.0))
         .build_ui_state(|ui, app: &mut App| app.frame_ui(ui), App::new(session, None))
+}
+
+/// The unfolded node of (`op`, `thread`), which must have run.
+fn node_id(app: &App, op: &str, thread: &str) -> NodeId {
+    let key = app.model.node_key(op, thread).unwrap();
+    app.model.unfolded().and_then(|u| u.find(key)).unwrap()
+}
+
+/// The messages node (`op`, `thread`) processed (none if it never ran).
+fn processed(app: &App, op: &str, thread: &str) -> Vec<String> {
+    let node = app.model.node_named(op, thread);
+    node.map(|n| n.processed.iter().map(|m| m.to_string()).collect())
+        .unwrap_or_default()
 }
 
 /// Run frames until `pred` holds (the network is on its own thread: poll, don't block).
@@ -33,7 +46,7 @@ fn pump(h: &mut Harness<'static, App>, what: &str, pred: impl Fn(&App) -> bool) 
         assert!(
             Instant::now() < deadline,
             "timed out waiting for {what}; log: {:?}",
-            h.state().model.log
+            h.state().model.control.log
         );
         std::thread::sleep(Duration::from_millis(5));
     }
@@ -41,6 +54,7 @@ fn pump(h: &mut Harness<'static, App>, what: &str, pred: impl Fn(&App) -> bool) 
 
 fn last_output(app: &App) -> serde_json::Value {
     app.model
+        .control
         .log
         .iter()
         .rev()
@@ -72,13 +86,13 @@ fn continue_button(h: &Harness<'static, App>, nth: usize) -> bool {
 #[test]
 fn continue_runs_the_program_to_completion_and_the_toolbar_says_so() {
     let mut h = harness("farm", &["--threads", "2", "--tasks", "50"]);
-    pump(&mut h, "the start hold", |a| !a.model.held.is_empty());
+    pump(&mut h, "the start hold", |a| !a.model.control.held.is_empty());
     assert!(h.query_by_label_contains("attached to farm").is_some());
     assert!(
         continue_button(&h, 0),
         "Continue is enabled while something is held"
     );
-    pump(&mut h, "exit", |a| a.model.exited.is_some());
+    pump(&mut h, "exit", |a| a.model.control.exited.is_some());
     pump(&mut h, "the toolbar", |_| true);
     assert!(
         h.query_by_label("program exited with code 0").is_some(),
@@ -87,7 +101,7 @@ fn continue_runs_the_program_to_completion_and_the_toolbar_says_so() {
     pump(&mut h, "the last output", |a| !last_output(a).is_null());
     assert_eq!(last_output(h.state())["matches_reference"], true);
     assert_eq!(
-        h.state().model.nodes.len(),
+        h.state().model.nodes().len(),
         1 + 2 + 1,
         "Split, Work on two threads, Sum"
     );
@@ -96,15 +110,14 @@ fn continue_runs_the_program_to_completion_and_the_toolbar_says_so() {
 #[test]
 fn breakpoint_box_holds_the_node_and_its_continue_resumes() {
     let mut h = harness("farm", &["--threads", "2", "--tasks", "6"]);
-    pump(&mut h, "the start hold", |a| !a.model.held.is_empty());
+    pump(&mut h, "the start hold", |a| !a.model.control.held.is_empty());
     h.get_by_role_and_label(Role::CheckBox, "Work @ proc[1]").click();
     pump(&mut h, "the breakpoint", |a| {
-        a.model
-            .breakpoints
-            .contains_key(&("Work".into(), "proc[1]".into()))
+        let key = a.model.node_key("Work", "proc[1]");
+        key.is_some_and(|k| a.model.control.breakpoints.contains_key(&k))
     });
     assert!(continue_button(&h, 0));
-    let key = ("Work".to_owned(), "proc[1]".to_owned());
+    let key = h.state().model.node_key("Work", "proc[1]").unwrap();
     let mut hits = 0;
     // Rows: Split@main[0], Work@proc[0], Work@proc[1], Sum@main[0]; toolbar first.
     let row = 1 + h
@@ -116,29 +129,30 @@ fn breakpoint_box_holds_the_node_and_its_continue_resumes() {
         .unwrap();
     loop {
         pump(&mut h, "a hit or the end", |a| {
-            a.model.exited.is_some()
+            a.model.control.exited.is_some()
                 || a.model
-                    .nodes
-                    .get(&key)
+                    .node(key)
                     .is_some_and(|n| n.status == NodeStatus::HeldStart)
         });
-        if h.state().model.exited.is_some() {
+        if h.state().model.control.exited.is_some() {
             break;
         }
         hits += 1;
         // Every held start is Work on proc[1]; the node shows it, its Continue is enabled.
-        for e in h.state().model.held.values() {
+        for e in h.state().model.control.held.values().map(|h| &h.event) {
             assert!(
                 matches!(e, Event::Start(s) if s.op == "Work" && s.thread == "proc[1]"),
                 "{e:?}"
             );
         }
-        let held_id = *h.state().model.held_of("proc[1]").unwrap().0;
+        let held_id = h.state().model.held_of_named("proc[1]").unwrap().0;
         assert!(
             continue_button(&h, row),
             "the breakpoint's Continue is enabled when hit"
         );
-        pump(&mut h, "the release", |a| !a.model.held.contains_key(&held_id));
+        pump(&mut h, "the release", |a| {
+            !a.model.control.held.contains_key(&held_id)
+        });
     }
     assert_eq!(hits, 3, "tasks 1, 3, 5 run on proc[1]");
     pump(&mut h, "the last output", |a| !last_output(a).is_null());
@@ -148,19 +162,20 @@ fn breakpoint_box_holds_the_node_and_its_continue_resumes() {
 #[test]
 fn reorder_with_the_buttons_is_applied_by_the_agent() {
     let mut h = harness("farm", &["--threads", "2", "--tasks", "10"]);
-    pump(&mut h, "the start hold", |a| !a.model.held.is_empty());
+    pump(&mut h, "the start hold", |a| !a.model.control.held.is_empty());
     h.get_by_role_and_label(Role::CheckBox, "Work @ proc[0]").click();
-    pump(&mut h, "the breakpoint", |a| !a.model.breakpoints.is_empty());
+    pump(&mut h, "the breakpoint", |a| {
+        !a.model.control.breakpoints.is_empty()
+    });
     assert!(continue_button(&h, 0));
-    let key = ("Work".to_owned(), "proc[0]".to_owned());
     pump(&mut h, "the hit and a full queue", |a| {
         a.model
-            .nodes
-            .get(&key)
+            .node_named("Work", "proc[0]")
             .is_some_and(|n| n.status == NodeStatus::HeldStart)
-            && a.model.queues.get("proc[0]").is_some_and(|q| q.len() == 4)
+            && a.model.queue_named("proc[0]").is_some_and(|q| q.len() == 4)
     });
-    h.state_mut().select_node(key.clone());
+    let key = node_id(h.state(), "Work", "proc[0]");
+    h.state_mut().select_node(key);
     h.step();
     // Rows: 0.0 (about to start), 0.2, 0.4, 0.6, 0.8. Move the first one down.
     let down = h.get_all_by_role_and_label(Role::Button, "Down").next().unwrap();
@@ -185,14 +200,18 @@ fn reorder_with_the_buttons_is_applied_by_the_agent() {
     }
     h.get_by_label("Apply order").click();
     pump(&mut h, "the new head to start", |a| {
-        a.model.nodes[&key].processed.len() >= 2
+        processed(a, "Work", "proc[0]").len() >= 2
     });
     assert_eq!(
-        h.state().model.nodes[&key].processed[..2],
-        ["0.0".to_owned(), "0.2".to_owned()],
+        processed(h.state(), "Work", "proc[0]")[..2],
+        ["0.0", "0.2"],
         "0.2 starts after the put-back"
     );
-    let q: Vec<String> = h.state().model.queues["proc[0]"]
+    let q: Vec<String> = h
+        .state()
+        .model
+        .queue_named("proc[0]")
+        .unwrap()
         .iter()
         .map(|m| m.id.to_string())
         .collect();
@@ -203,36 +222,45 @@ fn reorder_with_the_buttons_is_applied_by_the_agent() {
     );
     h.get_by_role_and_label(Role::CheckBox, "Work @ proc[0]").click();
     pump(&mut h, "the breakpoint cleared", |a| {
-        a.model.breakpoints.is_empty()
+        a.model.control.breakpoints.is_empty()
     });
     assert!(continue_button(&h, 0));
-    pump(&mut h, "exit", |a| a.model.exited.is_some());
-    let order: &[String] = &h.state().model.nodes[&key].processed;
+    pump(&mut h, "exit", |a| a.model.control.exited.is_some());
+    let order = processed(h.state(), "Work", "proc[0]");
     assert_eq!(order, ["0.0", "0.2", "0.0", "0.4", "0.6", "0.8"]);
 }
 
 #[test]
 fn editing_a_held_message_changes_what_the_program_does() {
     let mut h = harness("mergesort", &["--threads", "4", "--size", "8", "--chunks", "4"]);
-    pump(&mut h, "the start hold", |a| !a.model.held.is_empty());
+    pump(&mut h, "the start hold", |a| !a.model.control.held.is_empty());
     h.get_by_label("pause main[0]").click();
-    pump(&mut h, "the pause", |a| a.model.paused.contains("main[0]"));
+    pump(&mut h, "the pause", |a| {
+        let main = a.model.thread_key("main[0]");
+        main.is_some_and(|t| a.model.control.paused.contains(&t))
+    });
     assert!(continue_button(&h, 0));
     pump(&mut h, "the held send", |a| {
-        a.model.held.values().any(|e| matches!(e, Event::Send(_)))
+        a.model
+            .control
+            .held
+            .values()
+            .any(|h| matches!(h.event, Event::Send(_)))
     });
     let content = h
         .state()
         .model
+        .control
         .held
         .values()
-        .find_map(|e| match e {
+        .find_map(|h| match &h.event {
             Event::Send(s) => s.content.clone(),
             _ => None,
         })
         .unwrap();
     assert_eq!(content["target"], 0);
-    h.state_mut().select_node(("Split".into(), "main[0]".into()));
+    let split = node_id(h.state(), "Split", "main[0]");
+    h.state_mut().select_node(split);
     h.step();
     let mut edited = content.clone();
     edited["target"] = serde_json::json!(3);
@@ -250,12 +278,12 @@ fn editing_a_held_message_changes_what_the_program_does() {
     });
     h.step();
     h.get_by_label("pause main[0]").click();
-    pump(&mut h, "the pause cleared", |a| a.model.paused.is_empty());
+    pump(&mut h, "the pause cleared", |a| a.model.control.paused.is_empty());
     assert!(continue_button(&h, 0));
-    pump(&mut h, "exit", |a| a.model.exited.is_some());
-    let sorted_on_3 = &h.state().model.nodes[&("Sort".to_owned(), "proc[3]".to_owned())].processed;
+    pump(&mut h, "exit", |a| a.model.control.exited.is_some());
+    let sorted_on_3 = processed(h.state(), "Sort", "proc[3]");
     assert!(
-        sorted_on_3.contains(&"0.0".to_owned()),
+        sorted_on_3.iter().any(|m| m == "0.0"),
         "the edited target sent chunk 0.0 to proc[3]: {sorted_on_3:?}"
     );
     pump(&mut h, "the last output", |a| !last_output(a).is_null());
@@ -265,31 +293,36 @@ fn editing_a_held_message_changes_what_the_program_does() {
 #[test]
 fn provoking_the_heat_race_through_the_widgets_shows_the_mismatch() {
     let mut h = harness("heat", &["--threads", "4"]);
-    pump(&mut h, "the start hold", |a| !a.model.held.is_empty());
+    pump(&mut h, "the start hold", |a| !a.model.control.held.is_empty());
     h.get_by_role_and_label(Role::CheckBox, "BorderReq @ proc[1]")
         .click();
-    pump(&mut h, "the breakpoint", |a| !a.model.breakpoints.is_empty());
+    pump(&mut h, "the breakpoint", |a| {
+        !a.model.control.breakpoints.is_empty()
+    });
     assert!(continue_button(&h, 0));
-    let key = ("BorderReq".to_owned(), "proc[1]".to_owned());
     pump(
         &mut h,
         "proc[1] held with both neighbours' requests queued",
         |a| {
             a.model
-                .nodes
-                .get(&key)
+                .node_named("BorderReq", "proc[1]")
                 .is_some_and(|n| n.status == NodeStatus::HeldStart)
                 // Both requests arrived: pending, or (on a loaded machine) already served
                 // before the split, which is the same order.
-                && a.model.queues.get("proc[1]").map_or(0, |q| q.iter().filter(|m| m.op == "SendBorder").count())
-                    + a.model.nodes.get(&("SendBorder".to_owned(), "proc[1]".to_owned())).map_or(0, |n| n.processed.len())
+                && a.model.queue_named("proc[1]").map_or(0, |q| q.iter().filter(|m| m.op == "SendBorder").count())
+                    + processed(a, "SendBorder", "proc[1]").len()
                     == 2
         },
     );
-    h.state_mut().select_node(key.clone());
+    let key = node_id(h.state(), "BorderReq", "proc[1]");
+    h.state_mut().select_node(key);
     h.step();
     // Rows: the split's input (about to start), then the pending requests: move it last.
-    let pending = h.state().model.queues["proc[1]"]
+    let pending = h
+        .state()
+        .model
+        .queue_named("proc[1]")
+        .unwrap()
         .iter()
         .filter(|m| m.op == "SendBorder")
         .count();
@@ -311,16 +344,17 @@ fn provoking_the_heat_race_through_the_widgets_shows_the_mismatch() {
     pump(&mut h, "both neighbours updated, proc[1] held again", |a| {
         let updated = |t: &str| {
             a.model
-                .nodes
-                .get(&("Update".to_owned(), t.to_owned()))
+                .node_named("Update", t)
                 .is_some_and(|n| n.steps >= 1 && n.status != NodeStatus::Running)
         };
-        updated("proc[0]") && updated("proc[2]") && a.model.nodes[&key].status == NodeStatus::HeldStart
+        updated("proc[0]")
+            && updated("proc[2]")
+            && a.model.node_named("BorderReq", "proc[1]").unwrap().status == NodeStatus::HeldStart
     });
     h.get_by_role_and_label(Role::CheckBox, "BorderReq @ proc[1]")
         .click();
     pump(&mut h, "the breakpoint cleared", |a| {
-        a.model.breakpoints.is_empty()
+        a.model.control.breakpoints.is_empty()
     });
     assert!(continue_button(&h, 0));
     pump(&mut h, "the program's report", |a| a.result_matches().is_some());
@@ -335,9 +369,9 @@ fn provoking_the_heat_race_through_the_widgets_shows_the_mismatch() {
 #[test]
 fn an_operation_panic_shows_in_the_event_log() {
     let mut h = harness("farm", &["--threads", "2", "--tasks", "10", "--panic-at", "3"]);
-    pump(&mut h, "the start hold", |a| !a.model.held.is_empty());
+    pump(&mut h, "the start hold", |a| !a.model.control.held.is_empty());
     assert!(continue_button(&h, 0));
-    pump(&mut h, "exit", |a| a.model.exited.is_some());
+    pump(&mut h, "exit", |a| a.model.control.exited.is_some());
     h.step();
     assert!(h.query_by_label("program exited with code 1").is_some());
     // The log line names the operation, thread, message and the panic text.
@@ -350,10 +384,10 @@ fn an_operation_panic_shows_in_the_event_log() {
 #[test]
 fn a_large_graph_is_painted_directly_and_its_nodes_answer_clicks() {
     let mut h = harness("farm", &["--threads", "1100", "--tasks", "1100"]);
-    pump(&mut h, "the start hold", |a| !a.model.held.is_empty());
+    pump(&mut h, "the start hold", |a| !a.model.control.held.is_empty());
     assert!(continue_button(&h, 0));
     pump(&mut h, "exit and every node", |a| {
-        a.model.exited.is_some() && a.model.nodes.len() == 1102
+        a.model.control.exited.is_some() && a.model.nodes().len() == 1102
     });
     h.step();
     assert!(
@@ -361,8 +395,8 @@ fn a_large_graph_is_painted_directly_and_its_nodes_answer_clicks() {
             .is_some(),
         "the canvas is drawn and labelled"
     );
-    let key = ("Work".to_owned(), "proc[550]".to_owned());
-    let at = h.state().node_screen_pos(&key).expect("drawn");
+    let key = node_id(h.state(), "Work", "proc[550]");
+    let at = h.state().node_screen_pos(key).expect("drawn");
     let click = |h: &mut Harness<'static, App>, pos: egui::Pos2| {
         h.hover_at(pos);
         for pressed in [true, false] {
@@ -382,7 +416,7 @@ fn a_large_graph_is_painted_directly_and_its_nodes_answer_clicks() {
 
     // Drag (Fit is on): Fit turns off and the node moves with the pointer.
     assert!(h.state().ui.fit);
-    let before = h.state().node_screen_pos(&key).unwrap();
+    let before = h.state().node_screen_pos(key).unwrap();
     h.drag_at(before);
     h.step();
     h.hover_at(before + egui::vec2(40.0, 30.0));
@@ -390,7 +424,7 @@ fn a_large_graph_is_painted_directly_and_its_nodes_answer_clicks() {
     h.drop_at(before + egui::vec2(40.0, 30.0));
     h.step();
     h.step();
-    let after = h.state().node_screen_pos(&key).unwrap();
+    let after = h.state().node_screen_pos(key).unwrap();
     assert!(!h.state().ui.fit, "a drag turns Fit off");
     assert!(
         (after - before - egui::vec2(40.0, 30.0)).length() < 1.0,
@@ -398,9 +432,9 @@ fn a_large_graph_is_painted_directly_and_its_nodes_answer_clicks() {
     );
 
     // Zoom in around the node: it stays under the pointer, its neighbours move apart.
-    let next = ("Work".to_owned(), "proc[551]".to_owned());
+    let next = node_id(h.state(), "Work", "proc[551]");
     let gap = |h: &Harness<'static, App>| {
-        (h.state().node_screen_pos(&next).unwrap() - h.state().node_screen_pos(&key).unwrap()).length()
+        (h.state().node_screen_pos(next).unwrap() - h.state().node_screen_pos(key).unwrap()).length()
     };
     let gap_before = gap(&h);
     h.hover_at(after);
@@ -413,7 +447,7 @@ fn a_large_graph_is_painted_directly_and_its_nodes_answer_clicks() {
     for _ in 0..30 {
         h.step();
     }
-    let zoomed = h.state().node_screen_pos(&key).unwrap();
+    let zoomed = h.state().node_screen_pos(key).unwrap();
     assert!((zoomed - after).length() < 1.0, "{after:?} -> {zoomed:?}");
     assert!(gap(&h) > 1.5 * gap_before, "{gap_before} -> {}", gap(&h));
 
@@ -445,12 +479,12 @@ fn node_labels_stay_readable_after_fit_and_at_other_zooms() {
     let mut h = Harness::builder()
         .with_size((1280.0, 800.0))
         .build_ui_state(|ui, app: &mut App| app.frame_ui(ui), App::new(session, None));
-    pump(&mut h, "the start hold", |a| !a.model.held.is_empty());
+    pump(&mut h, "the start hold", |a| !a.model.control.held.is_empty());
     assert!(continue_button(&h, 0));
-    pump(&mut h, "exit", |a| a.model.exited.is_some());
+    pump(&mut h, "exit", |a| a.model.control.exited.is_some());
     // Scatter, Loaded, Split, Merge on main[0]; Load, BorderReq, SendBorder, Collect,
     // Update on each of the four slices.
-    assert_eq!(h.state().model.nodes.len(), 4 + 5 * 4);
+    assert_eq!(h.state().model.nodes().len(), 4 + 5 * 4);
     h.run_steps(4);
     assert!(h.state().ui.fit, "Fit is the default view");
 
@@ -459,9 +493,14 @@ fn node_labels_stay_readable_after_fit_and_at_other_zooms() {
         let app = h.state();
         let view = app.graph_rect().expect("the graph is drawn");
         let drawn = app.drawn_nodes();
-        assert_eq!(drawn.len(), app.model.nodes.len(), "{when}: every node is drawn");
+        assert_eq!(
+            drawn.len(),
+            app.model.nodes().len(),
+            "{when}: every node is drawn"
+        );
         let (mut font, mut height, mut elided) = (f32::MAX, f32::MAX, 0);
-        for (key, d) in &drawn {
+        for (id, d) in &drawn {
+            let key = app.model.node_names(app.model.nodes()[id.index()].key);
             assert!(d.boxed, "{when}: {key:?} is a labelled box: {d:?}");
             let label = d.label.as_ref().expect("labelled");
             assert!(label.font_pt >= 11.0, "{when}: {key:?} {label:?}");
@@ -507,7 +546,7 @@ fn node_labels_stay_readable_after_fit_and_at_other_zooms() {
         let centre = |t: &str| {
             drawn
                 .iter()
-                .find(|(k, _)| k.0 == "Load" && k.1 == t)
+                .find(|(k, _)| app.model.node_names(app.model.nodes()[k.index()].key) == ("Load", t))
                 .map(|(_, d)| d.rect.center())
                 .unwrap()
         };
@@ -524,8 +563,8 @@ fn node_labels_stay_readable_after_fit_and_at_other_zooms() {
     assert_eq!(elided, 0, "after Fit every label is whole");
 
     // A click on a label selects its node.
-    let key = ("BorderReq".to_owned(), "proc[2]".to_owned());
-    let box_of = |h: &Harness<'static, App>, key: &(String, String)| {
+    let key = node_id(h.state(), "BorderReq", "proc[2]");
+    let box_of = |h: &Harness<'static, App>, key: &NodeId| {
         h.state()
             .drawn_nodes()
             .into_iter()

@@ -1,7 +1,7 @@
 //! `racetrack-bench model-sink`: the GUI's connection and model ingest without drawing.
 
 use crate::run::Tally;
-use racetrack::conn::{ConnEvent, Connection};
+use racetrack::conn::{CommandSender, ConnEvent, Connection};
 use racetrack::model::Model;
 use racetrack_protocol::{Command, Event};
 use std::time::{Duration, Instant};
@@ -27,61 +27,28 @@ pub(crate) fn model_sink(args: &[String]) -> i32 {
         }
     };
     let (tx, rx) = conn.split();
-    let mut model = Model::default();
-    let mut tally = Tally::default();
-    let mut continued = false;
+    let mut sink = Sink {
+        model: Model::new().with_unfolded(),
+        tally: Tally::default(),
+        continued: false,
+        tx,
+    };
     let mut pace = Pace {
         rate,
         since: None,
         taken: 0,
     };
-    while let Ok(first) = rx.recv() {
+    'frames: while let Ok(first) = rx.recv() {
         let mut batch = vec![first];
         batch.extend(rx.try_iter().take(63));
-        let mut closed = false;
         for ce in batch {
             pace.take(&ce);
-            match ce {
-                ConnEvent::Event(ev) => {
-                    if let Some(id) = ev.event_id() {
-                        tally.add(id);
-                    }
-                    model.ingest(&ev);
-                    if !continued && !model.held.is_empty() {
-                        tx.send(Command::Continue {
-                            thread: None,
-                            event_id: None,
-                            trace: None,
-                        });
-                        continued = true;
-                    }
-                    if let Event::Snapshot { next_event_id, .. } = &ev {
-                        tally.from = tally.from.or(Some(*next_event_id));
-                    }
-                    if let Event::Snapshot { held, .. } = &ev {
-                        if !held.is_empty() && !continued {
-                            tx.send(Command::Continue {
-                                thread: None,
-                                event_id: None,
-                                trace: None,
-                            });
-                            continued = true;
-                        }
-                    }
-                }
-                ConnEvent::Packed(names, ps) => {
-                    for p in &ps {
-                        tally.add(p.event_id);
-                        model.ingest_packed(&names, p);
-                    }
-                }
-                ConnEvent::Closed(_) => closed = true,
+            if !sink.take(ce) {
+                break 'frames;
             }
         }
-        if closed {
-            break;
-        }
     }
+    let tally = &sink.tally;
     println!(
         "{{\"events\":{},\"contiguous\":{},\"first\":{},\"last\":{},\"from\":{}}}",
         tally.n,
@@ -91,6 +58,56 @@ pub(crate) fn model_sink(args: &[String]) -> i32 {
         tally.from.map_or("null".to_owned(), |f| f.to_string())
     );
     0
+}
+
+/// The GUI's model as the sink feeds it, the events counted, and the start hold's
+/// Continue (sent once).
+struct Sink {
+    model: Model,
+    tally: Tally,
+    continued: bool,
+    tx: CommandSender,
+}
+
+impl Sink {
+    /// Ingest what arrived; false once the connection closed.
+    fn take(&mut self, ce: ConnEvent) -> bool {
+        match ce {
+            ConnEvent::Event(ev) => {
+                if let Some(id) = ev.event_id() {
+                    self.tally.add(id);
+                }
+                self.model.ingest(&ev);
+                if let Event::Snapshot { next_event_id, .. } = &ev {
+                    self.tally.from = self.tally.from.or(Some(*next_event_id));
+                }
+                let held_in_snapshot = matches!(&ev, Event::Snapshot { held, .. } if !held.is_empty());
+                if !self.model.control.held.is_empty() || held_in_snapshot {
+                    self.continue_once();
+                }
+            }
+            ConnEvent::Packed(names, ps) => {
+                for p in &ps {
+                    self.tally.add(p.event_id);
+                    self.model.ingest_packed(&names, p);
+                }
+            }
+            ConnEvent::Closed(_) => return false,
+        }
+        true
+    }
+
+    /// Release the start hold, the first time something is held.
+    fn continue_once(&mut self) {
+        if !self.continued {
+            self.tx.send(Command::Continue {
+                thread: None,
+                event_id: None,
+                trace: None,
+            });
+            self.continued = true;
+        }
+    }
 }
 
 /// `URL [--rate N]`.

@@ -1,6 +1,6 @@
 //! The controller's commands, parsed into types at the edge: the protocol's [`Command`]s,
 //! sent to the agent, and the controller's own — `wait` (see [`super::wait`]), `move` and
-//! `edit_field` (resolved from the lean model into a `reorder` or an `edit`).
+//! `edit_field` (resolved from the controller's model into a `reorder` or an `edit`).
 
 use super::state::Ctl;
 use super::wait::{self, WaitCmd};
@@ -128,8 +128,8 @@ impl MoveCmd {
     fn to_command(&self, model: &Model) -> Result<Option<Command>, String> {
         let thread = self.thread.as_str();
         let mut rows: Vec<(String, String)> = Vec::new();
-        match model.held_of(thread) {
-            Some((_, Event::Start(s))) if s.step != racetrack_protocol::Step::Final => {
+        match model.held_of_named(thread).map(|(_, h)| &h.event) {
+            Some(Event::Start(s)) if s.step != racetrack_protocol::Step::Final => {
                 rows.push((s.msg.clone(), s.op.clone()));
             }
             Some(_) => {}
@@ -137,8 +137,7 @@ impl MoveCmd {
         }
         rows.extend(
             model
-                .queues
-                .get(thread)
+                .queue_named(thread)
                 .into_iter()
                 .flatten()
                 .map(|m| (m.id.to_string(), m.op.to_string())),
@@ -189,13 +188,16 @@ impl EditFieldCmd {
     }
 
     fn to_command(&self, model: &Model) -> Result<Command, String> {
-        match model.held_of(&self.thread) {
+        match model
+            .held_of_named(&self.thread)
+            .map(|(id, h)| (id.event_id, &h.event))
+        {
             Some((id, Event::Send(s))) => {
                 let mut content = s.content.clone().ok_or("the held send carries no content")?;
                 let obj = content.as_object_mut().ok_or("the message is not an object")?;
                 obj.insert(self.field.clone(), self.value.clone());
                 Ok(Command::Edit {
-                    event_id: *id,
+                    event_id: id,
                     content,
                 })
             }
@@ -245,19 +247,21 @@ fn note_sent(ctl: &Ctl, cmd: &Command) {
     let releasing: Vec<u64> = match cmd {
         Command::Continue { thread, event_id, .. } => st
             .model
+            .control
             .held
             .iter()
-            .filter(|(id, e)| {
-                event_id.is_none_or(|x| x == **id) && thread.as_deref().is_none_or(|t| e.thread() == Some(t))
+            .filter(|(id, h)| {
+                event_id.is_none_or(|x| x == id.event_id)
+                    && thread.as_deref().is_none_or(|t| h.event.thread() == Some(t))
             })
-            .map(|(id, _)| *id)
+            .map(|(id, _)| id.event_id)
             .collect(),
         // A reorder at a held start puts the message back: that hold ends.
-        Command::Reorder { thread, .. } => match st.model.held_of(thread) {
-            Some((id, Event::Start(_))) => vec![*id],
+        Command::Reorder { thread, .. } => match st.model.held_of_named(thread) {
+            Some((id, h)) if matches!(h.event, Event::Start(_)) => vec![id.event_id],
             _ => Vec::new(),
         },
-        Command::Detach => st.model.held.keys().copied().collect(),
+        Command::Detach => st.model.control.held.keys().map(|id| id.event_id).collect(),
         _ => Vec::new(),
     };
     st.releasing.extend(releasing);

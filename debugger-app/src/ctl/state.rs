@@ -1,4 +1,4 @@
-//! What the controller knows: the lean model, recent events (for `wait until event`),
+//! What the controller knows: its model (no graph part), recent events (for `wait until event`),
 //! marks, verdicts, and the printing of stdout lines.
 
 use super::wait::matches;

@@ -163,8 +163,9 @@ pub(super) fn wait(ctl: &Ctl, w: &WaitCmd) -> Result<(), String> {
 
 fn satisfied(ctl: &Ctl, st: &mut State, until: &Until) -> bool {
     match until {
-        Until::Held { thread, op, kind } => st.model.held.iter().any(|(id, e)| {
-            !st.releasing.contains(id)
+        Until::Held { thread, op, kind } => st.model.control.held.iter().any(|(id, h)| {
+            let e = &h.event;
+            !st.releasing.contains(&id.event_id)
                 && thread.as_deref().is_none_or(|t| e.thread() == Some(t))
                 && kind.as_deref().is_none_or(|k| match e {
                     Event::Send(_) => k == "send",
@@ -188,7 +189,7 @@ fn satisfied(ctl: &Ctl, st: &mut State, until: &Until) -> bool {
             }
             st.quiet_since.get_or_insert_with(Instant::now).elapsed() >= *quiet
         }
-        Until::Queue { thread, op, count } => st.model.queues.get(thread.as_str()).is_some_and(|q| {
+        Until::Queue { thread, op, count } => st.model.queue_named(thread).is_some_and(|q| {
             q.iter()
                 .filter(|m| op.as_deref().is_none_or(|o| m.op == o))
                 .count()

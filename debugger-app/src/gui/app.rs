@@ -7,7 +7,7 @@ use super::graph::GraphSync;
 use super::script::Script;
 use super::session::{ProcessEvent, Session};
 use crate::conn::ConnEvent;
-use crate::model::{LogLine, Model, NodeKey};
+use crate::model::{Model, NodeId, ThreadKey};
 use racetrack_protocol::{Command, Event};
 use serde_json::Value;
 use std::time::{Duration, Instant};
@@ -35,13 +35,13 @@ pub enum Tab {
 #[derive(Default)]
 pub struct UiState {
     /// Selected unfolded node.
-    pub selected: Option<NodeKey>,
+    pub selected: Option<NodeId>,
     /// Selected message: its id, destination op and content if known.
     pub selected_msg: Option<(String, String, Option<Value>)>,
     /// The bottom tab.
     pub tab: Option<Tab>,
     /// A reorder being edited: thread and message keys.
-    pub order: Option<(String, Vec<String>)>,
+    pub order: Option<(ThreadKey, Vec<String>)>,
     /// Held send being edited: event id and JSON text.
     pub edit: Option<(u64, String)>,
     /// Thread state being edited: thread and JSON text.
@@ -109,7 +109,7 @@ impl App {
     /// A window on `session`, optionally driven by a script.
     pub fn new(session: Session, script: Option<Script>) -> Self {
         Self {
-            model: Model::default(),
+            model: Model::new().with_unfolded(),
             session: Some(session),
             ui: UiState {
                 tab: Some(Tab::ThreadQueue),
@@ -179,10 +179,7 @@ impl App {
                             req: None,
                         });
                     }
-                    self.model.attached = false;
-                    if s.process.is_none() && self.model.exited.is_none() {
-                        self.model.exited = Some(None);
-                    }
+                    self.model.connection_closed(s.process.is_none());
                 }
                 Err(_) => break,
             }
@@ -195,10 +192,7 @@ impl App {
             while let Ok(pe) = p.try_recv() {
                 match pe {
                     ProcessEvent::Output(stream, line) => {
-                        self.model.log.push_back(LogLine {
-                            level: stream,
-                            text: line,
-                        });
+                        self.model.log(stream, line);
                     }
                     ProcessEvent::Exited(code) => self.pending_exit = Some((code, Instant::now())),
                 }
@@ -207,12 +201,12 @@ impl App {
         if let Some((code, at)) = self.pending_exit {
             // The agent closes the connection as the program ends; its last events may
             // still be on the way when the process is seen gone.
-            if !self.model.attached || (!more && at.elapsed() >= EXIT_GRACE) {
+            if !self.model.control.attached || (!more && at.elapsed() >= EXIT_GRACE) {
                 self.pending_exit = None;
                 self.model.program_exited(code);
             }
         }
-        self.rate.update(self.model.event_count);
+        self.rate.update(self.model.control.event_count);
         more
     }
 
@@ -229,10 +223,7 @@ impl App {
             self.model.note_command(&cmd);
             let sent = self.session.as_ref().is_some_and(|s| s.send(cmd));
             if !sent {
-                self.model.log.push_back(LogLine {
-                    level: "error",
-                    text: "not connected: command not sent".into(),
-                });
+                self.model.log("error", "not connected: command not sent".into());
             }
         }
     }
@@ -241,7 +232,7 @@ impl App {
     pub fn frame_ui(&mut self, ui: &mut egui::Ui) {
         if self.ingest() {
             ui.ctx().request_repaint();
-        } else if self.model.attached {
+        } else if self.model.control.attached {
             ui.ctx().request_repaint_after(Duration::from_millis(250));
         }
         if let Some(script) = &mut self.script {
@@ -252,15 +243,13 @@ impl App {
                 Ok(super::script::Step::Select(key)) => self.select_node(key),
                 Ok(super::script::Step::Done) => {}
                 Err(e) => {
-                    self.model.log.push_back(LogLine {
-                        level: "error",
-                        text: format!("script: {e}"),
-                    });
+                    self.model.log("error", format!("script: {e}"));
                     self.quit = Some(1);
                 }
             }
         }
-        self.graph.sync(&self.model);
+        let changes = self.model.take_changes();
+        self.graph.sync(&self.model, &changes);
 
         egui::Panel::top("toolbar").show(ui, |ui| self.toolbar_ui(ui));
         egui::Panel::left("breakpoints")
@@ -283,7 +272,13 @@ impl App {
     /// Whether the program's final report (its last stdout line, JSON with
     /// `matches_reference`) says its result matches the sequential reference.
     pub fn result_matches(&self) -> Option<bool> {
-        let line = self.model.log.iter().rev().find(|l| l.level == "stdout")?;
+        let line = self
+            .model
+            .control
+            .log
+            .iter()
+            .rev()
+            .find(|l| l.level == "stdout")?;
         let v: Value = serde_json::from_str(&line.text).ok()?;
         v.get("matches_reference")?.as_bool()
     }
@@ -294,10 +289,13 @@ impl eframe::App for App {
         self.frame_ui(ui);
         if let Some(code) = self.quit {
             if std::env::var(racetrack_protocol::launch::ENV_DEBUG).is_ok() {
-                for (k, n) in &self.model.nodes {
+                for n in self.model.nodes() {
                     eprintln!(
-                        "node {k:?}: {:?} traced={} processed={:?}",
-                        n.status, n.traced, n.processed
+                        "node {:?}: {:?} traced={} processed={:?}",
+                        self.model.node_names(n.key),
+                        n.status,
+                        n.traced,
+                        n.processed
                     );
                 }
                 for (_, n) in self.graph.g.nodes_iter() {
@@ -306,7 +304,7 @@ impl eframe::App for App {
             }
             if code != 0 {
                 eprintln!("racetrack: scripted run failed; log:");
-                for l in self.model.log.iter().rev().take(10) {
+                for l in self.model.control.log.iter().rev().take(10) {
                     eprintln!("  [{}] {}", l.level, l.text);
                 }
             }

@@ -6,7 +6,7 @@
 //! appear. Colours show status; `*` marks nodes that processed a traced message.
 
 use super::node::{CountEdge, LabelNode};
-use crate::model::{FastMap, Model, NodeKey, NodeStatus};
+use crate::model::{Changes, Edge, Model, Node, NodeId, NodeKey, NodeStatus, Unfolded};
 use egui::{Color32, Pos2};
 use egui_graphs::{Graph, Layout, LayoutState};
 use petgraph::stable_graph::{EdgeIndex, NodeIndex};
@@ -72,120 +72,119 @@ pub fn status_name(s: NodeStatus) -> &'static str {
     }
 }
 
-/// The egui_graphs graph mirroring the model's unfolded graph.
+/// The egui_graphs graph mirroring the model's unfolded graph. Drawn nodes are added in
+/// the model's node order, so a node's [`NodeId`] is its drawn index too (both graphs only
+/// ever grow; a rebuild starts both over).
 #[derive(Default)]
 pub struct GraphSync {
     /// The drawable graph.
-    pub g: Graph<NodeKey, u64, petgraph::Directed, petgraph::stable_graph::DefaultIx, LabelNode, CountEdge>,
-    /// Drawn node of each model node, with the (status, traced) it was drawn with.
-    nodes: FastMap<NodeKey, (NodeIndex, Option<(NodeStatus, bool)>)>,
-    /// Drawn edges by their ends, with the count shown.
-    edges: FastMap<(NodeIndex, NodeIndex), (EdgeIndex, u64)>,
-    /// Flat copies for painting large graphs directly ([`super::canvas`]), by node index
-    /// (nodes are never removed, so an index is the order of addition): position...
+    pub g: Graph<NodeId, u64, petgraph::Directed, petgraph::stable_graph::DefaultIx, LabelNode, CountEdge>,
+    /// Drawn edge of each model edge, by [`EdgeId`].
+    edges: Vec<EdgeIndex>,
+    /// Flat copies for painting large graphs directly ([`super::canvas`]), by node index:
+    /// position...
     pub pos: Vec<Pos2>,
     /// ...colour...
     pub color: Vec<Color32>,
-    /// ...and model key; and every edge's ends.
-    keys: Vec<NodeKey>,
     /// Ends of every edge (node indexes).
     pub edge_ends: Vec<(u32, u32)>,
 }
 
 /// Where `key` goes: row = operation order, column = thread index centred in its collection.
-pub fn position(model: &Model, key: &NodeKey) -> Pos2 {
-    let row = model
-        .operations
-        .iter()
-        .position(|o| o.name == key.0)
-        .unwrap_or(model.operations.len());
-    let (col, n) = model
-        .collections
-        .iter()
-        .find_map(|c| {
-            c.threads
-                .iter()
-                .position(|t| *t == key.1)
-                .map(|i| (i, c.threads.len()))
-        })
-        .unwrap_or((0, 1));
+pub fn position(model: &Model, key: NodeKey) -> Pos2 {
+    let Some(p) = model.process(key.proc) else {
+        return Pos2::ZERO;
+    };
+    let row = p.op_row(key.op).unwrap_or(p.operations.len());
+    let (col, n) = p.thread_column(key.thread).unwrap_or((0, 1));
     Pos2::new((col as f32 - (n as f32 - 1.0) / 2.0) * DX, row as f32 * DY)
 }
 
+/// A node's label: `Op @ thread`, `*` first when it processed a traced message.
+fn label(model: &Model, node: &Node) -> String {
+    let (op, thread) = model.node_names(node.key);
+    format!("{}{op} @ {thread}", if node.traced { "* " } else { "" })
+}
+
 impl GraphSync {
-    /// Bring the drawable graph up to date with `model` (adds, recolours, relabels).
-    ///
-    /// Runs every frame over every node and edge, so it touches the drawing (and formats
-    /// labels) only for what changed since the last frame.
-    pub fn sync(&mut self, model: &Model) {
-        for (key, node) in &model.nodes {
-            let (idx, drawn) = match self.nodes.get_mut(key) {
-                Some(entry) => entry,
-                None => {
-                    let label = format!("{} @ {}", key.0, key.1);
-                    let at = position(model, key);
-                    let i = self.g.add_node_with_label_and_location(key.clone(), label, at);
-                    if i.index() >= self.pos.len() {
-                        self.pos.resize(i.index() + 1, Pos2::ZERO);
-                        self.color.resize(i.index() + 1, Color32::GRAY);
-                        self.keys.resize(i.index() + 1, NodeKey::default());
-                    }
-                    self.pos[i.index()] = at;
-                    self.keys[i.index()] = key.clone();
-                    self.nodes.entry(key.clone()).or_insert((i, None))
-                }
-            };
-            let now = (node.status, node.traced);
-            if *drawn == Some(now) {
-                continue;
-            }
-            *drawn = Some(now);
-            if let Some(c) = self.color.get_mut(idx.index()) {
-                *c = status_color(node.status);
-            }
-            if let Some(n) = self.g.node_mut(*idx) {
-                n.set_color(status_color(node.status));
-                let label = format!("{}{} @ {}", if node.traced { "* " } else { "" }, key.0, key.1);
-                if n.label() != label {
-                    n.set_label(label);
-                }
-            }
+    /// Bring the drawable graph up to date with `model`, given what changed since the last
+    /// call: only added and changed nodes and edges are touched. A structure change (node
+    /// positions derive from it), or a drawing out of step with the model, rebuilds it all.
+    pub fn sync(&mut self, model: &Model, changes: &Changes) {
+        let Some(u) = model.unfolded() else { return };
+        let drawn = self.pos.len() + changes.nodes_added.len();
+        if changes.structure
+            || drawn != u.nodes().len()
+            || self.edges.len() + changes.edges_added.len() != u.edges().len()
+        {
+            self.rebuild(model, u);
+            return;
         }
-        for ((a, b), count) in &model.edges {
-            let (Some(&(ia, _)), Some(&(ib, _))) = (self.nodes.get(a), self.nodes.get(b)) else {
-                continue;
-            };
-            match self.edges.get_mut(&(ia, ib)) {
-                Some((e, shown)) => {
-                    if shown != count {
-                        *shown = *count;
-                        if let Some(edge) = self.g.edge_mut(*e) {
-                            edge.set_label(count.to_string());
-                        }
-                    }
-                }
-                None => {
-                    let e = self.g.add_edge_with_label(ia, ib, *count, count.to_string());
-                    self.edges.insert((ia, ib), (e, *count));
-                    self.edge_ends.push((ia.index() as u32, ib.index() as u32));
-                }
+        for &id in &changes.nodes_added {
+            self.add_node(model, &u.nodes()[id.index()]);
+        }
+        for &id in &changes.nodes_changed {
+            self.restyle(model, &u.nodes()[id.index()], id);
+        }
+        for &e in &changes.edges_added {
+            self.add_edge(u.edges()[e.index()]);
+        }
+        for &e in &changes.edges_changed {
+            let count = u.edges()[e.index()].count;
+            if let Some(edge) = self.edges.get(e.index()).and_then(|&i| self.g.edge_mut(i)) {
+                edge.set_label(count.to_string());
             }
         }
     }
 
-    /// The model key of a drawable node.
-    pub fn key_of(&self, idx: NodeIndex) -> Option<&NodeKey> {
-        self.g.node(idx).map(|n| n.payload())
+    /// Draw the whole graph anew.
+    fn rebuild(&mut self, model: &Model, u: &Unfolded) {
+        *self = GraphSync::default();
+        for n in u.nodes() {
+            self.add_node(model, n);
+        }
+        for e in u.edges() {
+            self.add_edge(*e);
+        }
     }
 
-    /// The model key of the node with index `i`.
-    pub fn key_at(&self, i: usize) -> Option<&NodeKey> {
-        self.keys.get(i)
+    fn add_node(&mut self, model: &Model, node: &Node) {
+        let at = position(model, node.key);
+        let id = NodeId(self.pos.len() as u32);
+        let i = self
+            .g
+            .add_node_with_label_and_location(id, label(model, node), at);
+        debug_assert_eq!(i.index(), id.index(), "drawn in the model's order");
+        self.pos.push(at);
+        self.color.push(status_color(node.status));
+        if let Some(n) = self.g.node_mut(i) {
+            n.set_color(status_color(node.status));
+        }
     }
 
-    /// The index of the node drawn for `key`.
-    pub fn index_of(&self, key: &NodeKey) -> Option<usize> {
-        self.nodes.get(key).map(|(i, _)| i.index())
+    fn restyle(&mut self, model: &Model, node: &Node, id: NodeId) {
+        if let Some(c) = self.color.get_mut(id.index()) {
+            *c = status_color(node.status);
+        }
+        if let Some(n) = self.g.node_mut(NodeIndex::new(id.index())) {
+            n.set_color(status_color(node.status));
+            let label = label(model, node);
+            if n.label() != label {
+                n.set_label(label);
+            }
+        }
+    }
+
+    fn add_edge(&mut self, e: Edge) {
+        let (a, b) = (NodeIndex::new(e.from.index()), NodeIndex::new(e.to.index()));
+        let i = self.g.add_edge_with_label(a, b, e.count, e.count.to_string());
+        self.edges.push(i);
+        self.edge_ends.push((e.from.0, e.to.0));
+    }
+
+    /// The model node of a drawable node.
+    pub fn id_of(&self, idx: NodeIndex) -> Option<NodeId> {
+        self.g.node(idx).map(|n| *n.payload())
     }
 
     /// The label of the node with index `i` (status marks included).
@@ -193,9 +192,11 @@ impl GraphSync {
         self.g.node(NodeIndex::new(i)).map(|n| n.label())
     }
 
-    /// Mark `key` as the selected node in the drawing.
-    pub fn select(&mut self, key: Option<&NodeKey>) {
-        let want = key.and_then(|k| self.nodes.get(k)).map(|(i, _)| *i);
+    /// Mark node `id` as the selected node in the drawing.
+    pub fn select(&mut self, id: Option<NodeId>) {
+        let want = id
+            .map(|i| NodeIndex::new(i.index()))
+            .filter(|&i| self.g.node(i).is_some());
         let current: Vec<NodeIndex> = self.g.selected_nodes().to_vec();
         if current.first().copied() == want && current.len() <= 1 {
             return;

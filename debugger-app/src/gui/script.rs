@@ -26,7 +26,7 @@ pub enum Step {
     /// Close with this code.
     Quit(i32),
     /// Select this node.
-    Select(crate::model::NodeKey),
+    Select(crate::model::NodeId),
     /// Nothing left.
     Done,
 }
@@ -66,77 +66,77 @@ impl Script {
         };
         let cmd = v.get("cmd").and_then(Value::as_str).unwrap_or_default();
         let since = *self.since.get_or_insert_with(Instant::now);
-        let done = |s: &mut Self| {
-            s.lines.pop_front();
-            s.since = None;
-        };
-        match cmd {
-            "wait" => {
-                let timeout =
-                    Duration::from_millis(v.get("timeout_ms").and_then(Value::as_u64).unwrap_or(10_000));
-                let until = v.get("until").and_then(Value::as_str).unwrap_or("held");
-                let ok = match until {
-                    "held" => !model.held.is_empty(),
-                    "exit" => model.exited.is_some(),
-                    "attached" => model.attached,
-                    other => return Err(format!("line {line}: unknown `until` {other}")),
-                };
-                if ok {
-                    done(self);
-                    Ok(Step::Wait)
-                } else if since.elapsed() > timeout {
-                    Err(format!("line {line}: wait until {until} timed out"))
-                } else {
-                    Ok(Step::Wait)
-                }
-            }
+        // Each line says whether it is done, and what the window does now.
+        let (finished, step) = match cmd {
+            "wait" => wait_until(model, line, &v, since)?,
             "sleep" => {
-                if since.elapsed() >= Duration::from_millis(v.get("ms").and_then(Value::as_u64).unwrap_or(0))
-                {
-                    done(self);
-                }
-                Ok(Step::Wait)
+                let ms = v.get("ms").and_then(Value::as_u64).unwrap_or(0);
+                (since.elapsed() >= Duration::from_millis(ms), Step::Wait)
             }
             "expect_output" => {
                 let want = v.get("contains").and_then(Value::as_str).unwrap_or_default();
                 let last = model
+                    .control
                     .log
                     .iter()
                     .rev()
                     .find(|l| l.level == "stdout")
                     .map(|l| l.text.as_str())
                     .unwrap_or("");
-                if last.contains(want) {
-                    done(self);
-                    Ok(Step::Wait)
-                } else {
-                    Err(format!(
+                if !last.contains(want) {
+                    return Err(format!(
                         "line {line}: the program's last output `{last}` does not contain `{want}`"
-                    ))
+                    ));
                 }
+                (true, Step::Wait)
             }
-            "select" => {
-                let field = |k: &str| {
-                    v.get(k)
-                        .and_then(Value::as_str)
-                        .map(str::to_owned)
-                        .ok_or(format!("line {line}: select needs `{k}`"))
-                };
-                let key = (field("op")?, field("thread")?);
-                done(self);
-                Ok(Step::Select(key))
-            }
-            "quit" => {
-                done(self);
-                Ok(Step::Quit(
-                    v.get("code").and_then(Value::as_i64).unwrap_or(0) as i32
-                ))
-            }
+            "select" => select(model, line, &v, since)?,
+            "quit" => (
+                true,
+                Step::Quit(v.get("code").and_then(Value::as_i64).unwrap_or(0) as i32),
+            ),
             _ => {
                 let c = Command::parse(&v.to_string()).map_err(|e| format!("line {line}: {e}"))?;
-                done(self);
-                Ok(Step::Send(c))
+                (true, Step::Send(c))
             }
+        };
+        if finished {
+            self.lines.pop_front();
+            self.since = None;
         }
+        Ok(step)
+    }
+}
+
+/// `wait` (line `line`, started at `since`): done once its `until` holds.
+fn wait_until(model: &Model, line: usize, v: &Value, since: Instant) -> Result<(bool, Step), String> {
+    let timeout = Duration::from_millis(v.get("timeout_ms").and_then(Value::as_u64).unwrap_or(10_000));
+    let until = v.get("until").and_then(Value::as_str).unwrap_or("held");
+    let ok = match until {
+        "held" => !model.control.held.is_empty(),
+        "exit" => model.control.exited.is_some(),
+        "attached" => model.control.attached,
+        other => return Err(format!("line {line}: unknown `until` {other}")),
+    };
+    if !ok && since.elapsed() > timeout {
+        return Err(format!("line {line}: wait until {until} timed out"));
+    }
+    Ok((ok, Step::Wait))
+}
+
+/// `select`: the node appears when it first runs, so it is waited for as `wait` does.
+fn select(model: &Model, line: usize, v: &Value, since: Instant) -> Result<(bool, Step), String> {
+    let field = |k: &str| {
+        v.get(k)
+            .and_then(Value::as_str)
+            .ok_or(format!("line {line}: select needs `{k}`"))
+    };
+    let (op, thread) = (field("op")?, field("thread")?);
+    match model.node_key(op, thread).and_then(|k| model.unfolded()?.find(k)) {
+        Some(id) => Ok((true, Step::Select(id))),
+        None if since.elapsed() > Duration::from_secs(10) => {
+            Err(format!("line {line}: no node {op} @ {thread} to select"))
+        }
+        None => Ok((false, Step::Wait)),
     }
 }

@@ -7,8 +7,8 @@ use racetrack_protocol::{Command, Event};
 
 impl App {
     pub(crate) fn held_start_of(&self, op: &str, thread: &str) -> Option<u64> {
-        self.model.held.iter().find_map(|(id, e)| match e {
-            Event::Start(s) if s.op == op && s.thread == thread => Some(*id),
+        self.model.control.held.iter().find_map(|(id, h)| match &h.event {
+            Event::Start(s) if s.op == op && s.thread == thread => Some(id.event_id),
             _ => None,
         })
     }
@@ -16,8 +16,11 @@ impl App {
     /// One breakpoint slot: break box, trace box, Continue (enabled when hit).
     pub(crate) fn slot_ui(&mut self, ui: &mut egui::Ui, op: &str, t: &str) {
         ui.add_space(12.0);
-        let key = (op.to_owned(), t.to_owned());
-        let set = self.model.breakpoints.get(&key).copied();
+        let set = self
+            .model
+            .node_key(op, t)
+            .and_then(|key| self.model.control.breakpoints.get(&key))
+            .copied();
         let mut on = set.is_some();
         if ui.checkbox(&mut on, format!("{op} @ {t}")).changed() {
             let trace = set.unwrap_or(false);
@@ -68,7 +71,7 @@ impl App {
         );
         // One row per operation header and per (operation, thread) slot; only the rows in
         // view are built, so thousands of slots cost what a screenful does.
-        let ops = &self.model.operations;
+        let ops = &self.model.first().operations;
         let mut rows: Vec<(usize, Option<usize>)> = Vec::new();
         for (o, op) in ops.iter().enumerate() {
             rows.push((o, None));
@@ -105,14 +108,15 @@ impl App {
             });
         ui.separator();
         ui.strong("Threads");
-        let colls = self.model.collections.clone();
+        let colls = self.model.first().collections.clone();
         egui::ScrollArea::vertical()
             .id_salt("threads-scroll")
             .show(ui, |ui| {
                 for c in &colls {
                     ui.horizontal_wrapped(|ui| {
                         for t in &c.threads {
-                            let mut paused = self.model.paused.contains(t);
+                            let key = self.model.thread_key(t);
+                            let mut paused = key.is_some_and(|k| self.model.control.paused.contains(&k));
                             if ui.toggle_value(&mut paused, format!("pause {t}")).changed() {
                                 self.act(
                                     "pause",

@@ -4,14 +4,14 @@
 use crate::gui::app::App;
 use crate::gui::app::LABELS_MAX;
 use crate::gui::graph::{status_color, status_name, FixedLayout, FixedState};
-use crate::model::{NodeKey, NodeStatus};
+use crate::model::{NodeId, NodeStatus};
 use egui::RichText;
 use egui_graphs::{GraphView, SettingsInteraction, SettingsNavigation, SettingsStyle};
 
 impl App {
     pub(crate) fn graph_ui(&mut self, ui: &mut egui::Ui) {
         self.legend_ui(ui);
-        if self.model.nodes.len() < 2 {
+        if self.model.nodes().len() < 2 {
             self.no_graph_yet_ui(ui);
             return;
         }
@@ -27,13 +27,15 @@ impl App {
         if navigating {
             self.ui.fit = false;
         }
-        if self.model.nodes.len() > LABELS_MAX {
+        if self.model.nodes().len() > LABELS_MAX {
             // Thousands of nodes: painted directly (see `canvas.rs`).
-            let selected = self.ui.selected.as_ref().and_then(|k| self.graph.index_of(k));
+            let selected = self.ui.selected.map(NodeId::index);
             let clicked = self.canvas.show(ui, &self.graph, selected, self.ui.fit);
-            if let Some(key) = clicked.and_then(|i| self.graph.key_at(i)).cloned() {
-                if self.ui.selected.as_ref() != Some(&key) {
-                    self.select_node(key);
+            // The canvas draws node `i` of the model at index `i`.
+            let clicked = clicked.filter(|&i| i < self.model.nodes().len());
+            if let Some(id) = clicked.map(|i| NodeId(i as u32)) {
+                if self.ui.selected != Some(id) {
+                    self.select_node(id);
                 }
             }
             return;
@@ -56,7 +58,7 @@ impl App {
                 ui.painter().circle_filled(rect.center(), 5.0, status_color(s));
                 ui.label(RichText::new(status_name(s)).small());
             }
-            let labels = if self.model.nodes.len() <= LABELS_MAX {
+            let labels = if self.model.nodes().len() <= LABELS_MAX {
                 "* traced · edge labels: message counts · scroll to zoom, drag to pan"
             } else {
                 "* traced · large graph: a node's label shows on hover or selection · scroll to zoom, drag to pan"
@@ -72,28 +74,21 @@ impl App {
     fn no_graph_yet_ui(&mut self, ui: &mut egui::Ui) {
         ui.add_space(20.0);
         ui.label("The unfolded graph appears as the program runs: press Continue.");
-        for (key, n) in &self.model.nodes {
+        for n in self.model.nodes() {
+            let (op, thread) = self.model.node_names(n.key);
             ui.label(
-                RichText::new(format!("{} @ {}: {}", key.0, key.1, status_name(n.status)))
+                RichText::new(format!("{op} @ {thread}: {}", status_name(n.status)))
                     .color(status_color(n.status)),
             );
         }
-        if let Some(key) = self
-            .model
-            .nodes
-            .values()
-            .min_by_key(|n| n.order)
-            .map(|n| n.key.clone())
-        {
-            if self.ui.selected.is_none() {
-                self.select_node(key);
-            }
+        if !self.model.nodes().is_empty() && self.ui.selected.is_none() {
+            self.select_node(NodeId(0));
         }
     }
 
     /// Up to [`LABELS_MAX`] nodes: `egui_graphs` draws the graph.
     fn graph_view_ui(&mut self, ui: &mut egui::Ui) {
-        self.graph.select(self.ui.selected.as_ref());
+        self.graph.select(self.ui.selected);
         let resp = GraphView::<FixedState, FixedLayout>::new()
             .with_interactions(
                 // Nodes stay where the layout puts them (egui_graphs drags them by
@@ -115,9 +110,9 @@ impl App {
             .show(ui, &mut self.graph.g);
         self.graph_rect = Some(resp.response.rect);
         if let Some(&idx) = self.graph.g.selected_nodes().first() {
-            if let Some(key) = self.graph.key_of(idx).cloned() {
-                if self.ui.selected.as_ref() != Some(&key) {
-                    self.select_node(key);
+            if let Some(id) = self.graph.id_of(idx) {
+                if self.ui.selected != Some(id) {
+                    self.select_node(id);
                 }
             }
         }
@@ -125,14 +120,14 @@ impl App {
 
     /// How each node was drawn in the last frame (its box on the screen, its label's font
     /// size and text), when `egui_graphs` draws the graph (up to [`LABELS_MAX`] nodes).
-    pub fn drawn_nodes(&self) -> Vec<(NodeKey, crate::gui::node::Drawn)> {
-        if self.model.nodes.len() > LABELS_MAX {
+    pub fn drawn_nodes(&self) -> Vec<(NodeId, crate::gui::node::Drawn)> {
+        if self.model.nodes().len() > LABELS_MAX {
             return Vec::new();
         }
         self.graph
             .g
             .nodes_iter()
-            .filter_map(|(_, n)| Some((n.payload().clone(), n.display().drawn()?.clone())))
+            .filter_map(|(_, n)| Some((*n.payload(), n.display().drawn()?.clone())))
             .collect()
     }
 
@@ -147,19 +142,18 @@ impl App {
         self.graph_rect
     }
 
-    /// Where the node `key` was drawn in the last frame, when the graph is painted
-    /// directly (past [`LABELS_MAX`] nodes).
-    pub fn node_screen_pos(&self, key: &NodeKey) -> Option<egui::Pos2> {
-        if self.model.nodes.len() <= LABELS_MAX {
+    /// Where node `id` was drawn in the last frame, when the graph is painted directly
+    /// (past [`LABELS_MAX`] nodes).
+    pub fn node_screen_pos(&self, id: NodeId) -> Option<egui::Pos2> {
+        if self.model.nodes().len() <= LABELS_MAX {
             return None;
         }
-        let i = self.graph.index_of(key)?;
-        self.canvas.screen_pos(*self.graph.pos.get(i)?)
+        self.canvas.screen_pos(*self.graph.pos.get(id.index())?)
     }
 
     /// Select an unfolded node (as a click on it does).
-    pub fn select_node(&mut self, key: NodeKey) {
-        self.ui.selected = Some(key);
+    pub fn select_node(&mut self, id: NodeId) {
+        self.ui.selected = Some(id);
         self.ui.selected_msg = None;
         self.ui.order = None;
     }

@@ -2,21 +2,26 @@
 
 use super::json_tree_ui;
 use crate::gui::app::App;
+use crate::model::ThreadKey;
 use egui::{Color32, RichText};
 use racetrack_protocol::{Command, Event, SendEv};
 use serde_json::Value;
 
 impl App {
-    pub(crate) fn inspector_ui(&mut self, ui: &mut egui::Ui, thread: &str) {
-        let held = self.model.held_of(thread).map(|(id, e)| (*id, e.clone()));
+    pub(crate) fn inspector_ui(&mut self, ui: &mut egui::Ui, t: ThreadKey) {
+        let held = self
+            .model
+            .control
+            .held_of(t)
+            .map(|(id, h)| (id.event_id, h.event.clone()));
         match &held {
             Some((id, Event::Send(s))) => self.held_send_ui(ui, *id, s),
             _ => self.ui.edit = None,
         }
         if matches!(&held, Some((_, Event::Start(_) | Event::Stop(_)))) {
-            self.state_ui(ui, thread);
+            self.state_ui(ui, t);
         }
-        self.selected_message_ui(ui, thread);
+        self.selected_message_ui(ui, t);
     }
 
     /// A held send of this thread: its content, editable before it leaves.
@@ -57,7 +62,8 @@ impl App {
     }
 
     /// The state of a thread suspended at a step boundary: load it, edit it, apply it.
-    fn state_ui(&mut self, ui: &mut egui::Ui, thread: &str) {
+    fn state_ui(&mut self, ui: &mut egui::Ui, t: ThreadKey) {
+        let thread = &self.model.thread_name(t).to_owned();
         ui.horizontal(|ui| {
             ui.strong(format!("State of {thread}"));
             if ui.button("Load state").clicked() {
@@ -70,7 +76,7 @@ impl App {
                 );
             }
         });
-        if let Some(v) = self.model.states.get(thread) {
+        if let Some(v) = self.model.control.states.get(&t) {
             let text = match &self.ui.state_edit {
                 Some((t, s)) if t == thread => s.clone(),
                 _ => serde_json::to_string_pretty(v).unwrap_or_default(),
@@ -103,7 +109,7 @@ impl App {
     }
 
     /// The selected message's content as a tree (fetched on demand for pending ones).
-    fn selected_message_ui(&mut self, ui: &mut egui::Ui, thread: &str) {
+    fn selected_message_ui(&mut self, ui: &mut egui::Ui, t: ThreadKey) {
         let Some((id, op, content)) = self.ui.selected_msg.clone() else {
             ui.label(RichText::new("select a message to see its content").weak());
             return;
@@ -111,8 +117,8 @@ impl App {
         ui.strong(format!("Message {id} -> {op}"));
         let content = content.or_else(|| {
             self.model
-                .queues
-                .get(thread)
+                .control
+                .queue(t)
                 .and_then(|q| q.iter().find(|m| m.id == id && m.op == op))
                 .and_then(|m| m.content.clone())
         });
@@ -123,7 +129,7 @@ impl App {
                     self.act(
                         "queue",
                         Command::Queue {
-                            thread: thread.to_owned(),
+                            thread: self.model.thread_name(t).to_owned(),
                             content: true,
                         },
                     );

@@ -19,7 +19,7 @@ impl App {
             .id_salt("log-scroll")
             .stick_to_bottom(true)
             .show(ui, |ui| {
-                for line in self.model.log.iter().filter(|l| {
+                for line in self.model.control.log.iter().filter(|l| {
                     filter.is_empty() || l.text.to_lowercase().contains(&filter) || l.level.contains(&filter)
                 }) {
                     let color = match line.level {

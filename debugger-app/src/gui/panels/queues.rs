@@ -2,16 +2,42 @@
 //! op queue, processed and sent.
 
 use crate::gui::app::{App, Tab};
-use crate::model::Node;
+use crate::model::{Held, Node, NodeId, ThreadKey};
 use egui::{Color32, RichText};
 use racetrack_protocol::{Command, Event, QueueEntry};
 use std::collections::HashMap;
 
+/// A held thread's pending messages as the reorder editor keys them: `id`, or `id@op`
+/// when an id is pending twice. Linear in the queue's length: queues can hold thousands
+/// of messages.
+fn order_keys(rows: &[QueueEntry]) -> Vec<String> {
+    let mut ids: HashMap<&str, usize> = HashMap::new();
+    for r in rows {
+        *ids.entry(r.id.as_str()).or_default() += 1;
+    }
+    rows.iter()
+        .map(|m| {
+            if ids.get(m.id.as_str()).is_some_and(|n| *n > 1) {
+                format!("{}@{}", m.id, m.op)
+            } else {
+                m.id.to_string()
+            }
+        })
+        .collect()
+}
+
 impl App {
     /// The selected thread's pending messages, with the message of a held start first.
-    pub(crate) fn thread_queue(&self, thread: &str) -> Vec<QueueEntry> {
+    pub(crate) fn thread_queue(&self, t: ThreadKey) -> Vec<QueueEntry> {
         let mut rows = Vec::new();
-        if let Some((_, Event::Start(s))) = self.model.held_of(thread) {
+        if let Some((
+            _,
+            Held {
+                event: Event::Start(s),
+                ..
+            },
+        )) = self.model.control.held_of(t)
+        {
             if s.step != racetrack_protocol::Step::Final {
                 rows.push(QueueEntry {
                     id: s.msg.as_str().into(),
@@ -24,15 +50,21 @@ impl App {
                 });
             }
         }
-        rows.extend(self.model.queues.get(thread).into_iter().flatten().cloned());
+        rows.extend(self.model.control.queue(t).into_iter().flatten().cloned());
         rows
     }
 
     pub(crate) fn details_ui(&mut self, ui: &mut egui::Ui) {
-        let Some((op, thread)) = self.ui.selected.clone() else {
+        let Some((id, key)) = self
+            .ui
+            .selected
+            .and_then(|id| Some((id, self.model.unfolded()?.node(id)?.key)))
+        else {
             ui.label("Select a node of the graph to see its queues and messages.");
             return;
         };
+        let (op, thread) = self.model.node_names(key);
+        let (op, thread) = (op.to_owned(), thread.to_owned());
         ui.horizontal(|ui| {
             ui.strong(format!("{op} @ {thread}"));
             ui.separator();
@@ -48,51 +80,53 @@ impl App {
             }
         });
         ui.separator();
+        let t = key.thread_key();
         ui.columns(2, |cols| {
             egui::ScrollArea::both()
                 .id_salt("tab-scroll")
                 .show(&mut cols[0], |ui| match self.ui.tab.unwrap_or(Tab::ThreadQueue) {
-                    Tab::ThreadQueue => self.thread_queue_ui(ui, &thread),
+                    Tab::ThreadQueue => self.thread_queue_ui(ui, t),
                     Tab::OpQueue => {
-                        let rows: Vec<QueueEntry> = self
-                            .thread_queue(&thread)
-                            .into_iter()
-                            .filter(|m| m.op == op)
-                            .collect();
-                        self.rows_ui(ui, &rows);
+                        let rows: Vec<QueueEntry> =
+                            self.thread_queue(t).into_iter().filter(|m| m.op == op).collect();
+                        self.rows_ui(ui, &rows, &thread);
                     }
-                    Tab::Processed => {
-                        let ids = self.recent_history(&op, &thread, |n| &n.processed);
-                        for id in &ids {
-                            if ui
-                                .selectable_label(
-                                    self.is_selected_msg(id, &op),
-                                    format!("{id}  -> {op}@{thread}"),
-                                )
-                                .clicked()
-                            {
-                                self.ui.selected_msg = Some((id.clone(), op.clone(), None));
-                            }
-                        }
-                    }
-                    Tab::Sent => {
-                        let sent = self.recent_history(&op, &thread, |n| &n.sent);
-                        for m in &sent {
-                            let text = format!("{}  {}  -> {}@{}", m.id, m.type_name, m.to.0, m.to.1);
-                            if ui
-                                .selectable_label(self.is_selected_msg(&m.id, &m.to.0), text)
-                                .clicked()
-                            {
-                                self.ui.selected_msg =
-                                    Some((m.id.clone(), m.to.0.clone(), m.content.clone()));
-                            }
-                        }
-                    }
+                    Tab::Processed => self.processed_ui(ui, id, &op, &thread),
+                    Tab::Sent => self.sent_ui(ui, id),
                 });
             egui::ScrollArea::both()
                 .id_salt("inspector-scroll")
-                .show(&mut cols[1], |ui| self.inspector_ui(ui, &thread));
+                .show(&mut cols[1], |ui| self.inspector_ui(ui, t));
         });
+    }
+
+    /// The messages node `id` (`op` on `thread`) processed, newest first.
+    fn processed_ui(&mut self, ui: &mut egui::Ui, id: NodeId, op: &str, thread: &str) {
+        for m in &self.recent_history(id, |n| &n.processed) {
+            let text = format!("{m}  -> {op}@{thread}");
+            if ui.selectable_label(self.is_selected_msg(m, op), text).clicked() {
+                self.ui.selected_msg = Some((m.to_string(), op.to_owned(), None));
+            }
+        }
+    }
+
+    /// The messages node `id` sent, newest first.
+    fn sent_ui(&mut self, ui: &mut egui::Ui, id: NodeId) {
+        for m in &self.recent_history(id, |n| &n.sent) {
+            let p = m.from.and_then(|f| self.model.process(f.proc));
+            let to_op = p
+                .zip(m.to_op)
+                .map_or("(result)", |(p, o)| p.op_name(o))
+                .to_owned();
+            let to_thread = p.zip(m.to_thread).map_or("?", |(p, t)| p.thread_name(t));
+            let text = format!("{}  {}  -> {to_op}@{to_thread}", m.id, m.type_name);
+            if ui
+                .selectable_label(self.is_selected_msg(&m.id, &to_op), text)
+                .clicked()
+            {
+                self.ui.selected_msg = Some((m.id.to_string(), to_op, m.content.clone()));
+            }
+        }
     }
 
     pub(crate) fn is_selected_msg(&self, id: &str, op: &str) -> bool {
@@ -102,18 +136,26 @@ impl App {
             .is_some_and(|(i, o, _)| i == id && o == op)
     }
 
-    pub(crate) fn rows_ui(&mut self, ui: &mut egui::Ui, rows: &[QueueEntry]) {
+    pub(crate) fn rows_ui(&mut self, ui: &mut egui::Ui, rows: &[QueueEntry], thread: &str) {
         for m in rows {
-            self.message_row_ui(ui, m);
+            self.message_row_ui(ui, m, thread);
         }
     }
 
-    /// One pending message (type, source, destination); clicking it selects it.
-    pub(crate) fn message_row_ui(&mut self, ui: &mut egui::Ui, m: &QueueEntry) {
+    /// How a pending message of `thread` reads: id, type, source, destination.
+    fn row_text(m: &QueueEntry, thread: &str) -> String {
         let from = m.from.as_deref().unwrap_or("(input)");
-        let text = format!("{}  {}  {from} -> {}", m.id, m.type_name, m.to);
+        if m.to.is_empty() {
+            format!("{}  {}  {from} -> {}@{thread}", m.id, m.type_name, m.op)
+        } else {
+            format!("{}  {}  {from} -> {}", m.id, m.type_name, m.to)
+        }
+    }
+
+    /// One pending message of `thread`; clicking it selects it.
+    pub(crate) fn message_row_ui(&mut self, ui: &mut egui::Ui, m: &QueueEntry, thread: &str) {
         if ui
-            .selectable_label(self.is_selected_msg(&m.id, &m.op), text)
+            .selectable_label(self.is_selected_msg(&m.id, &m.op), Self::row_text(m, thread))
             .clicked()
         {
             self.ui.selected_msg = Some((m.id.to_string(), m.op.to_string(), m.content.clone()));
@@ -122,25 +164,24 @@ impl App {
 
     /// A running thread's queue: read only, drawn straight from the model (only the
     /// visible rows; queues of running programs can be tens of thousands long).
-    pub(crate) fn running_queue_ui(&mut self, ui: &mut egui::Ui, thread: &str) {
+    pub(crate) fn running_queue_ui(&mut self, ui: &mut egui::Ui, t: ThreadKey) {
         ui.horizontal(|ui| {
-            self.refresh_button(ui, thread);
+            self.refresh_button(ui, t);
             ui.label(RichText::new("reorder needs the thread suspended").small().weak());
         });
-        self.unlisted_ui(ui, thread);
+        self.unlisted_ui(ui, t);
         let row_h = ui.spacing().interact_size.y + ui.spacing().item_spacing.y;
         let empty = std::collections::VecDeque::new();
-        let q = self.model.queues.get(thread).unwrap_or(&empty);
+        let q = self.model.control.queue(t).unwrap_or(&empty);
+        let thread = self.model.thread_name(t);
         let mut clicked = None;
         egui::ScrollArea::vertical()
             .id_salt("queue-rows")
             .auto_shrink([false, true])
             .show_rows(ui, row_h, q.len(), |ui, range| {
                 for m in q.range(range) {
-                    let from = m.from.as_deref().unwrap_or("(input)");
-                    let text = format!("{}  {}  {from} -> {}", m.id, m.type_name, m.to);
                     if ui
-                        .selectable_label(self.is_selected_msg(&m.id, &m.op), text)
+                        .selectable_label(self.is_selected_msg(&m.id, &m.op), Self::row_text(m, thread))
                         .clicked()
                     {
                         clicked = Some((m.id.to_string(), m.op.to_string(), m.content.clone()));
@@ -152,35 +193,30 @@ impl App {
         }
     }
 
-    /// The newest 500 entries of a node's history (processed or sent), newest first.
-    pub(crate) fn recent_history<T: Clone>(
-        &self,
-        op: &str,
-        thread: &str,
-        of: impl Fn(&Node) -> &Vec<T>,
-    ) -> Vec<T> {
+    /// The newest 500 entries of node `id`'s history (processed or sent), newest first.
+    pub(crate) fn recent_history<T: Clone>(&self, id: NodeId, of: impl Fn(&Node) -> &Vec<T>) -> Vec<T> {
         self.model
-            .nodes
-            .get(&(op.to_owned(), thread.to_owned()))
+            .unfolded()
+            .and_then(|u| u.node(id))
             .map(|n| of(n).iter().rev().take(500).cloned().collect())
             .unwrap_or_default()
     }
 
     /// Ask the agent for the thread's queue, with contents.
-    pub(crate) fn refresh_button(&mut self, ui: &mut egui::Ui, thread: &str) {
+    pub(crate) fn refresh_button(&mut self, ui: &mut egui::Ui, t: ThreadKey) {
         if ui.button("Refresh").clicked() {
             self.act(
                 "queue",
                 Command::Queue {
-                    thread: thread.to_owned(),
+                    thread: self.model.thread_name(t).to_owned(),
                     content: true,
                 },
             );
         }
     }
 
-    pub(crate) fn unlisted_ui(&self, ui: &mut egui::Ui, thread: &str) {
-        if let Some(n) = self.model.unlisted.get(thread).filter(|n| **n > 0) {
+    pub(crate) fn unlisted_ui(&self, ui: &mut egui::Ui, t: ThreadKey) {
+        if let Some(n) = self.model.control.unlisted.get(&t).filter(|n| **n > 0) {
             ui.label(
                 RichText::new(format!(
                     "… and {n} more pending messages after these, not listed (the agent lists the first ones of a long queue)"
@@ -191,56 +227,26 @@ impl App {
         }
     }
 
-    pub(crate) fn thread_queue_ui(&mut self, ui: &mut egui::Ui, thread: &str) {
-        let held = self.model.held_of(thread).is_some();
-        if !held {
-            return self.running_queue_ui(ui, thread);
+    /// A thread's queue: read only while it runs; while it is held, in an order the user
+    /// edits (Up / Down) and applies.
+    pub(crate) fn thread_queue_ui(&mut self, ui: &mut egui::Ui, t: ThreadKey) {
+        if self.model.control.held_of(t).is_none() {
+            return self.running_queue_ui(ui, t);
         }
-        let rows = self.thread_queue(thread);
-        // Keys: `id`, or `id@op` when an id is pending twice. Everything here is linear in
-        // the queue's length: queues can hold thousands of messages.
-        let mut ids: HashMap<&str, usize> = HashMap::new();
-        for r in &rows {
-            *ids.entry(r.id.as_str()).or_default() += 1;
-        }
-        let key = |m: &QueueEntry| {
-            if ids.get(m.id.as_str()).is_some_and(|n| *n > 1) {
-                format!("{}@{}", m.id, m.op)
-            } else {
-                m.id.to_string()
-            }
-        };
-        let current: Vec<String> = rows.iter().map(key).collect();
+        let rows = self.thread_queue(t);
+        let current = order_keys(&rows);
         let by_key: HashMap<&str, usize> = current.iter().enumerate().map(|(i, k)| (k.as_str(), i)).collect();
         // Still editing this thread's order if it names exactly the pending messages.
-        let editing = matches!(&self.ui.order, Some((t, o)) if t == thread
+        let editing = matches!(&self.ui.order, Some((o_t, o)) if *o_t == t
             && o.len() == current.len()
             && o.iter().all(|k| by_key.contains_key(k.as_str())));
         if !editing {
-            self.ui.order = Some((thread.to_owned(), current.clone()));
+            self.ui.order = Some((t, current.clone()));
         }
         let order = self.ui.order.as_ref().map(|o| o.1.clone()).unwrap_or_default();
-        let changed = order != current;
-        ui.horizontal(|ui| {
-            if ui
-                .add_enabled(held && changed, egui::Button::new("Apply order"))
-                .clicked()
-            {
-                self.act(
-                    "reorder",
-                    Command::Reorder {
-                        thread: thread.to_owned(),
-                        order: order.clone(),
-                        rest: None,
-                    },
-                );
-            }
-            self.refresh_button(ui, thread);
-        });
-        if let Some(("reorder", e)) = &self.ui.action_error {
-            ui.colored_label(Color32::from_rgb(220, 60, 60), format!("reorder: {e}"));
-        }
-        self.unlisted_ui(ui, thread);
+        self.reorder_bar_ui(ui, t, &order, order != current);
+        self.unlisted_ui(ui, t);
+        let thread = self.model.thread_name(t).to_owned();
         let mut swap: Option<(usize, usize)> = None;
         let row_h = ui.spacing().interact_size.y + ui.spacing().item_spacing.y;
         // Only the visible rows are laid out.
@@ -249,29 +255,50 @@ impl App {
             .auto_shrink([false, true])
             .show_rows(ui, row_h, order.len(), |ui, range| {
                 for i in range {
-                    let Some(m) = order
+                    let row = order
                         .get(i)
                         .and_then(|k| by_key.get(k.as_str()))
-                        .and_then(|&j| rows.get(j))
-                    else {
-                        continue;
-                    };
+                        .and_then(|&j| rows.get(j));
+                    let Some(m) = row else { continue };
                     ui.horizontal(|ui| {
-                        if ui.add_enabled(held && i > 0, egui::Button::new("Up")).clicked() {
+                        if ui.add_enabled(i > 0, egui::Button::new("Up")).clicked() {
                             swap = Some((i, i - 1));
                         }
                         if ui
-                            .add_enabled(held && i + 1 < order.len(), egui::Button::new("Down"))
+                            .add_enabled(i + 1 < order.len(), egui::Button::new("Down"))
                             .clicked()
                         {
                             swap = Some((i, i + 1));
                         }
-                        self.message_row_ui(ui, m);
+                        self.message_row_ui(ui, m, &thread);
                     });
                 }
             });
         if let (Some((a, b)), Some((_, o))) = (swap, self.ui.order.as_mut()) {
             o.swap(a, b);
+        }
+    }
+
+    /// Apply order (when the user `changed` it), Refresh, and the agent's refusal if any.
+    fn reorder_bar_ui(&mut self, ui: &mut egui::Ui, t: ThreadKey, order: &[String], changed: bool) {
+        ui.horizontal(|ui| {
+            if ui
+                .add_enabled(changed, egui::Button::new("Apply order"))
+                .clicked()
+            {
+                self.act(
+                    "reorder",
+                    Command::Reorder {
+                        thread: self.model.thread_name(t).to_owned(),
+                        order: order.to_vec(),
+                        rest: None,
+                    },
+                );
+            }
+            self.refresh_button(ui, t);
+        });
+        if let Some(("reorder", e)) = &self.ui.action_error {
+            ui.colored_label(Color32::from_rgb(220, 60, 60), format!("reorder: {e}"));
         }
     }
 }

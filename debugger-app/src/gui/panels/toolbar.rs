@@ -6,13 +6,13 @@ use racetrack_protocol::Command;
 
 impl App {
     pub(crate) fn status_text(&self) -> String {
-        match (&self.model.exited, self.model.attached) {
+        match (&self.model.control.exited, self.model.control.attached) {
             (Some(Some(code)), _) => format!("program exited with code {code}"),
             (Some(None), _) => "program ended (detached)".to_owned(),
             (None, true) => format!(
                 "attached to {} (pid {})",
-                self.model.program.as_deref().unwrap_or("?"),
-                self.model.pid.unwrap_or_default()
+                self.model.first().program.as_deref().unwrap_or("?"),
+                self.model.first().pid.unwrap_or_default()
             ),
             (None, false) => "connecting...".to_owned(),
         }
@@ -23,7 +23,7 @@ impl App {
             ui.heading("Racetrack");
             ui.separator();
             let status = self.status_text();
-            let color = if self.model.exited.is_some() {
+            let color = if self.model.control.exited.is_some() {
                 Color32::from_rgb(70, 110, 170)
             } else {
                 Color32::from_rgb(60, 170, 90)
@@ -38,7 +38,7 @@ impl App {
                 ui.label(RichText::new(text).color(c).strong());
             }
             ui.separator();
-            let can_continue = !self.model.held.is_empty() && self.model.exited.is_none();
+            let can_continue = !self.model.control.held.is_empty() && self.model.control.exited.is_none();
             if ui
                 .add_enabled(can_continue, egui::Button::new("Continue"))
                 .clicked()
@@ -52,7 +52,7 @@ impl App {
                     },
                 );
             }
-            let mut step = self.model.step_mode;
+            let mut step = self.model.control.step_mode;
             if ui.toggle_value(&mut step, "Global step").changed() {
                 self.act("step_mode", Command::StepMode { on: step });
             }
@@ -61,6 +61,7 @@ impl App {
                 self.pause_all = pause;
                 let threads: Vec<String> = self
                     .model
+                    .first()
                     .collections
                     .iter()
                     .flat_map(|c| c.threads.clone())
@@ -70,12 +71,18 @@ impl App {
                 }
             }
             ui.separator();
-            let threads: usize = self.model.collections.iter().map(|c| c.threads.len()).sum();
+            let threads: usize = self
+                .model
+                .first()
+                .collections
+                .iter()
+                .map(|c| c.threads.len())
+                .sum();
             ui.label(format!(
                 "events {} · {:.0}/s · held {} · threads {}",
-                self.model.event_count,
+                self.model.control.event_count,
                 self.rate.per_s,
-                self.model.held.len(),
+                self.model.control.held.len(),
                 threads
             ));
         });

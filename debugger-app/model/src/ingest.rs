@@ -1,0 +1,340 @@
+//! Events into the model. Every event, full or compact, is first resolved to indexes
+//! (names interned per process; a compact event's indexes translated through a table, no
+//! name hashed), then handed to each part present: the [`crate::Control`] always, the
+//! [`crate::Unfolded`] graph when the model has one. A second graph (the message-passing
+//! graph of an MPI job) is one more part here, fed the same resolved events.
+
+use crate::control::Held;
+use crate::ids::{HeldId, NodeKey, OpId, ProcId, ThreadId};
+use crate::unfolded::{MsgInfo, NodeStatus};
+use crate::Model;
+use racetrack_protocol::{
+    Event, HoldReason, Kind, Names, PackedEv, QueueEntry, SendEv, SmolStr, Step, StepEv, ThreadSnapshot,
+};
+use serde_json::Value;
+use std::sync::Arc;
+
+/// A send, its names resolved.
+struct SendIn<'a> {
+    from: Option<NodeKey>,
+    to_op: Option<OpId>,
+    to_thread: Option<ThreadId>,
+    msg: &'a SmolStr,
+    type_name: &'a str,
+    traced: bool,
+    content: Option<&'a Value>,
+    held: bool,
+}
+
+/// A step's start or stop, its names resolved.
+struct StepIn<'a> {
+    node: NodeKey,
+    msg: &'a SmolStr,
+    /// A start that takes its message from the queue (not a merge's final step).
+    consumes: bool,
+    traced: bool,
+    held: bool,
+    start: bool,
+}
+
+impl Model {
+    /// Ingest one event of the first process.
+    pub fn ingest(&mut self, ev: &Event) {
+        self.ingest_in(ProcId::FIRST, ev);
+    }
+
+    /// Ingest one event of process `p`.
+    pub fn ingest_in(&mut self, p: ProcId, ev: &Event) {
+        match ev {
+            Event::Hello { program, pid, .. } => {
+                let pr = self.proc_mut(p);
+                pr.program = Some(program.clone());
+                pr.pid = Some(*pid);
+                self.control.attached = true;
+                self.changes.session = true;
+            }
+            Event::Structure {
+                operations,
+                collections,
+                edges,
+            } => {
+                let pr = self.proc_mut(p);
+                pr.decoder.observe(ev);
+                pr.on_structure(operations, collections, edges);
+                self.changes.structure = true;
+            }
+            Event::Snapshot { threads, held, .. } => {
+                self.on_snapshot(p, threads);
+                held.iter().for_each(|h| self.ingest_in(p, h));
+            }
+            Event::Batch { events } => events.iter().for_each(|e| self.ingest_in(p, e)),
+            Event::Packed { events } => {
+                for pe in events {
+                    match self.proc_mut(p).decoder.expand(pe.clone()) {
+                        Ok(e) => self.ingest_in(p, &e),
+                        Err(e) => self.control.log(&mut self.changes, "error", e),
+                    }
+                }
+            }
+            Event::Send(s) => self.send_event(p, s, ev),
+            Event::Recv(r) => {
+                let node = self.node_key_in(p, &r.op, &r.thread);
+                self.on_recv(node, &SmolStr::from(r.msg.as_str()), r.position, r.traced);
+            }
+            Event::Start(s) => self.step_event(p, s, ev, true),
+            Event::Stop(s) => self.step_event(p, s, ev, false),
+            Event::Released { event_id, .. } => self.on_released(p, *event_id),
+            _ => self.on_notice(p, ev),
+        }
+    }
+
+    /// Queue listings, states and messages for the log.
+    fn on_notice(&mut self, p: ProcId, ev: &Event) {
+        match ev {
+            Event::Queue {
+                thread,
+                messages,
+                more,
+            } => {
+                let t = self.thread_key_in(p, thread);
+                self.control.set_queue(&mut self.changes, t, messages, *more);
+            }
+            Event::State { thread, content } => {
+                let t = self.thread_key_in(p, thread);
+                self.control.states.insert(t, content.clone());
+                self.changes.threads.insert(t);
+            }
+            Event::Panic {
+                thread,
+                op,
+                msg,
+                message,
+            } => {
+                let text = format!("{op} on {thread} panicked at message {msg}: {message}");
+                self.control.log(&mut self.changes, "panic", text);
+            }
+            Event::Error { message, .. } => self.control.log(&mut self.changes, "error", message.clone()),
+            Event::Ok { cmd, target, .. } => {
+                let on = target.as_ref().map(|t| format!(" ({t})")).unwrap_or_default();
+                self.control
+                    .log(&mut self.changes, "info", format!("{cmd} applied{on}"));
+            }
+            _ => {}
+        }
+    }
+
+    /// Ingest one packed event of the first process (see [`Model::ingest_packed_in`]).
+    pub fn ingest_packed(&mut self, names: &Names, p: &PackedEv) {
+        self.ingest_packed_in(ProcId::FIRST, names, p);
+    }
+
+    /// Ingest one packed event of process `p` whose indexes `names` passed
+    /// [`Names::check`] for, straight from the compact form.
+    pub fn ingest_packed_in(&mut self, p: ProcId, names: &Names, ev: &PackedEv) {
+        let c = ev;
+        let pr = self.proc_mut(p);
+        let thread = pr.packed_thread(names, c.thread);
+        let op = pr.packed_op(names, c.op);
+        let node = thread.zip(op).map(|(thread, op)| NodeKey { proc: p, op, thread });
+        match (c.kind, node) {
+            (Kind::Send, from) => {
+                let send = SendIn {
+                    from,
+                    to_op: pr.packed_op(names, c.a),
+                    to_thread: pr.packed_thread(names, c.b),
+                    msg: &c.msg,
+                    type_name: &c.text,
+                    traced: c.traced,
+                    content: None,
+                    held: false,
+                };
+                self.on_send(p, &send);
+            }
+            (Kind::Recv, Some(node)) => {
+                self.on_recv(node, &c.msg, usize::try_from(c.a).unwrap_or_default(), c.traced);
+            }
+            (Kind::Start | Kind::Stop, Some(node)) => self.on_step(&StepIn {
+                node,
+                msg: &c.msg,
+                consumes: c.a != 2,
+                traced: c.traced,
+                held: false,
+                start: c.kind == Kind::Start,
+            }),
+            (kind, None) => {
+                let text = format!("packed {} event without a thread or operation", kind.name());
+                self.control.log(&mut self.changes, "error", text);
+            }
+        }
+    }
+
+    fn on_send(&mut self, p: ProcId, s: &SendIn) {
+        self.control.event_count += 1;
+        if let Some(u) = &mut self.unfolded {
+            let info = Arc::new(MsgInfo {
+                id: s.msg.clone(),
+                type_name: s.type_name.into(),
+                from: s.from,
+                to_op: s.to_op,
+                to_thread: s.to_thread,
+                content: s.content.cloned(),
+                traced: s.traced,
+            });
+            u.on_send(p, info, s.held, &mut self.changes);
+        }
+    }
+
+    /// Message `msg` for `node`'s operation arrived in its thread's queue at `position`.
+    fn on_recv(&mut self, node: NodeKey, msg: &SmolStr, position: usize, traced: bool) {
+        self.control.event_count += 1;
+        let info = self
+            .unfolded
+            .as_mut()
+            .and_then(|u| u.on_recv(node, msg, &mut self.changes));
+        let pr = &self.procs[node.proc.index()];
+        let entry = QueueEntry {
+            id: msg.clone(),
+            type_name: info.as_ref().map(|i| i.type_name.to_string()).unwrap_or_default(),
+            from: info
+                .as_ref()
+                .and_then(|i| i.from)
+                .map(|f| format!("{}@{}", pr.op_name(f.op), pr.thread_name(f.thread))),
+            // The queue's thread and the entry's operation say it: not spelled out per
+            // message.
+            to: String::new(),
+            op: pr.op_name(node.op).into(),
+            traced,
+            content: info.as_ref().and_then(|i| i.content.clone()),
+        };
+        self.control
+            .enqueue(&mut self.changes, node.thread_key(), position, entry);
+    }
+
+    fn on_step(&mut self, s: &StepIn) {
+        self.control.event_count += 1;
+        if s.start && s.consumes {
+            let op = self.procs[s.node.proc.index()].op_name(s.node.op);
+            self.control
+                .consume(&mut self.changes, s.node.thread_key(), s.msg, op);
+        }
+        if let Some(u) = &mut self.unfolded {
+            if s.start {
+                u.on_start(s.node, s.msg, s.traced, s.held, &mut self.changes);
+            } else {
+                let finished = self.control.exited.is_some();
+                u.on_stop(s.node, s.held, finished, &mut self.changes);
+            }
+        }
+    }
+
+    fn send_event(&mut self, p: ProcId, s: &SendEv, ev: &Event) {
+        let from = match (&s.op, &s.thread) {
+            (Some(op), Some(t)) => Some(self.node_key_in(p, op, t)),
+            _ => None,
+        };
+        let pr = self.proc_mut(p);
+        let to_op = s.to_op.as_deref().map(|o| pr.intern_op(o));
+        let to_thread = s.to_thread.as_deref().map(|t| pr.intern_thread(t));
+        let send = SendIn {
+            from,
+            to_op,
+            to_thread,
+            msg: &SmolStr::from(s.msg.as_str()),
+            type_name: &s.type_name,
+            traced: s.traced,
+            content: s.content.as_ref(),
+            held: s.held,
+        };
+        self.on_send(p, &send);
+        if s.held {
+            let at = format!(
+                "{}@{}",
+                s.op.as_deref().unwrap_or("?"),
+                s.thread.as_deref().unwrap_or("?")
+            );
+            let text = format!("send of {} from {at} held ({})", s.msg, reason_text(s.reason));
+            self.control.log(&mut self.changes, "held", text);
+            self.hold(p, s.event_id, from, ev);
+        }
+    }
+
+    fn step_event(&mut self, p: ProcId, s: &StepEv, ev: &Event, start: bool) {
+        let node = self.node_key_in(p, &s.op, &s.thread);
+        self.on_step(&StepIn {
+            node,
+            msg: &SmolStr::from(s.msg.as_str()),
+            consumes: s.step != Step::Final,
+            traced: s.traced,
+            held: s.held,
+            start,
+        });
+        if s.held {
+            if start {
+                let what = format!(
+                    "start of {}@{} on {} held ({})",
+                    s.op,
+                    s.thread,
+                    s.msg,
+                    reason_text(s.reason)
+                );
+                self.control.log(&mut self.changes, "held", what);
+            }
+            self.hold(p, s.event_id, Some(node), ev);
+        }
+    }
+
+    fn hold(&mut self, p: ProcId, event_id: u64, at: Option<NodeKey>, ev: &Event) {
+        let held = Held {
+            thread: at.map(NodeKey::thread_key),
+            op: at.map(|k| k.op),
+            event: ev.clone(),
+        };
+        self.control
+            .hold(&mut self.changes, HeldId { proc: p, event_id }, held);
+    }
+
+    /// A hold ended: the node runs on (or, after a held stop, is idle).
+    fn on_released(&mut self, p: ProcId, event_id: u64) {
+        let Some(h) = self.control.held.remove(&HeldId { proc: p, event_id }) else {
+            return;
+        };
+        self.changes.held = true;
+        let status = match h.event {
+            Event::Start(_) | Event::Send(_) => NodeStatus::Running,
+            _ => NodeStatus::Idle,
+        };
+        if let (Some(u), Some(t), Some(op)) = (&mut self.unfolded, h.thread, h.op) {
+            let key = NodeKey {
+                proc: t.proc,
+                op,
+                thread: t.thread,
+            };
+            u.update_status(key, status, &mut self.changes);
+        }
+    }
+
+    fn on_snapshot(&mut self, p: ProcId, threads: &[ThreadSnapshot]) {
+        for t in threads {
+            let tk = self.thread_key_in(p, &t.thread);
+            self.control.set_queue(&mut self.changes, tk, &t.queue, t.more);
+            if let Some(c) = &t.current {
+                let node = self.node_key_in(p, &c.op, &t.thread);
+                if let Some(u) = &mut self.unfolded {
+                    u.set_status(node, NodeStatus::Running, &mut self.changes);
+                }
+            }
+        }
+    }
+}
+
+fn reason_text(r: Option<HoldReason>) -> &'static str {
+    match r {
+        Some(HoldReason::Wait) => "waiting for Continue",
+        Some(HoldReason::Step) => "global step",
+        Some(HoldReason::Break) => "breakpoint",
+        Some(HoldReason::Pause) => "thread paused",
+        Some(HoldReason::Trace) => "traced message",
+        Some(HoldReason::AckAll) => "ack every event",
+        None => "held",
+    }
+}

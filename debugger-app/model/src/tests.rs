@@ -1,0 +1,271 @@
+use super::*;
+use racetrack_protocol::{
+    CollectionDesc, Event, Kind, Names, OperationDesc, PackedEv, RecvEv, SendEv, Step, StepEv,
+};
+
+fn step(id: u64, op: &str, thread: &str, msg: &str, held: bool) -> StepEv {
+    StepEv {
+        event_id: id,
+        thread: thread.into(),
+        op: op.into(),
+        msg: msg.into(),
+        instance: msg.into(),
+        step: Step::Run,
+        traced: false,
+        held,
+        reason: None,
+    }
+}
+
+/// A send from Split@main[0] to Sort@proc[1] and its receive.
+fn send_and_recv(m: &mut Model) {
+    send_and_recv_in(m, ProcId::FIRST);
+}
+
+fn send_and_recv_in(m: &mut Model, p: ProcId) {
+    m.ingest_in(
+        p,
+        &Event::Send(SendEv {
+            event_id: 1,
+            thread: Some("main[0]".into()),
+            op: Some("Split".into()),
+            msg: "0.0".into(),
+            to_op: Some("Sort".into()),
+            to_thread: Some("proc[1]".into()),
+            type_name: "Chunk".into(),
+            traced: false,
+            held: false,
+            reason: None,
+            content: None,
+        }),
+    );
+    m.ingest_in(
+        p,
+        &Event::Recv(RecvEv {
+            event_id: 2,
+            thread: "proc[1]".into(),
+            op: "Sort".into(),
+            msg: "0.0".into(),
+            position: 0,
+            traced: false,
+        }),
+    );
+}
+
+fn graph() -> Model {
+    Model::new().with_unfolded()
+}
+
+#[test]
+fn node_histories_stay_bounded_and_keep_the_latest() {
+    let mut m = graph();
+    for i in 0..5 * HISTORY {
+        m.ingest(&Event::Start(step(
+            i as u64,
+            "Sort",
+            "proc[1]",
+            &format!("0.{i}"),
+            false,
+        )));
+    }
+    let n = m.node_named("Sort", "proc[1]").expect("the node");
+    assert!(
+        (HISTORY..=2 * HISTORY).contains(&n.processed.len()),
+        "{}",
+        n.processed.len()
+    );
+    assert_eq!(
+        n.processed.last().map(|s| s.as_str()),
+        Some(format!("0.{}", 5 * HISTORY - 1).as_str())
+    );
+    assert_eq!(n.steps, 5 * HISTORY as u64);
+}
+
+#[test]
+fn lean_model_tracks_queues_and_holds_only() {
+    let mut m = Model::new();
+    send_and_recv(&mut m);
+    let q = m.queue_named("proc[1]").expect("the queue");
+    assert_eq!((q[0].id.as_str(), q[0].op.as_str()), ("0.0", "Sort"));
+    // Who sent a queued message is the graph's to know: the controller's model keeps no
+    // message in flight.
+    assert_eq!(q[0].from, None);
+    m.ingest(&Event::Start(step(3, "Sort", "proc[1]", "0.0", true)));
+    assert!(m.queue_named("proc[1]").expect("the queue").is_empty());
+    assert_eq!(m.held_of_named("proc[1]").map(|(id, _)| id.event_id), Some(3));
+    m.ingest(&Event::Stop(step(4, "Sort", "proc[1]", "0.0", false)));
+    assert!(m.unfolded().is_none() && m.nodes().is_empty());
+    assert_eq!(m.control.event_count, 4);
+}
+
+#[test]
+fn unfolds_graph_tracks_queue_and_holds() {
+    let mut m = graph();
+    send_and_recv(&mut m);
+    assert_eq!(m.queue_named("proc[1]").map(VecDeque::len), Some(1));
+    assert_eq!(
+        m.queue_named("proc[1]").expect("queue")[0].from.as_deref(),
+        Some("Split@main[0]")
+    );
+    m.ingest(&Event::Start(step(3, "Sort", "proc[1]", "0.0", true)));
+    assert!(m.queue_named("proc[1]").expect("queue").is_empty());
+    let key = m.node_key("Sort", "proc[1]").expect("key");
+    let status = |m: &Model| m.node(key).map(|n| n.status);
+    assert_eq!(status(&m), Some(NodeStatus::HeldStart));
+    assert_eq!(m.held_of_named("proc[1]").map(|(id, _)| id.event_id), Some(3));
+    let u = m.unfolded().expect("graph");
+    let split = u
+        .find(m.node_key("Split", "main[0]").expect("key"))
+        .expect("split");
+    let sort = u.find(key).expect("sort");
+    assert_eq!(u.edge_between(split, sort).map(|e| e.count), Some(1));
+    m.ingest(&Event::Released {
+        event_id: 3,
+        thread: "proc[1]".into(),
+    });
+    assert_eq!(status(&m), Some(NodeStatus::Running));
+    assert!(m.control.held.is_empty());
+    m.ingest(&Event::Stop(step(4, "Sort", "proc[1]", "0.0", false)));
+    assert_eq!(status(&m), Some(NodeStatus::Idle));
+    assert_eq!(m.node(key).expect("node").processed, ["0.0"]);
+    assert_eq!(m.node_named("Split", "main[0]").expect("split").sent.len(), 1);
+    assert_eq!(m.control.event_count, 4);
+    m.program_exited(Some(0));
+    assert_eq!(m.control.exited, Some(Some(0)));
+    assert_eq!(status(&m), Some(NodeStatus::Finished));
+}
+
+#[test]
+fn changes_say_what_is_new_once() {
+    let mut m = graph();
+    assert!(m.take_changes().is_empty());
+    send_and_recv(&mut m);
+    let c = m.take_changes();
+    // The sender's node appeared with its send; the receiver's not yet (it has not run).
+    assert_eq!(c.nodes_added, [NodeId(0)]);
+    assert!(c.edges_added.is_empty() && c.nodes_changed.is_empty());
+    let proc1 = m.thread_key("proc[1]").expect("thread");
+    assert_eq!(c.threads.iter().copied().collect::<Vec<_>>(), [proc1]);
+    m.ingest(&Event::Start(step(3, "Sort", "proc[1]", "0.0", true)));
+    let c = m.take_changes();
+    // The receiver ran: it appears, and the edge counted before it with it.
+    assert_eq!(c.nodes_added, [NodeId(1)]);
+    assert_eq!(c.edges_added, [EdgeId(0)]);
+    assert!(c.held && c.log_appended == 1 && !c.structure);
+    assert_eq!(m.unfolded().expect("graph").edges()[0].count, 1);
+    for i in 4..8 {
+        m.ingest(&Event::Stop(step(i, "Sort", "proc[1]", "0.0", false)));
+    }
+    let c = m.take_changes();
+    assert_eq!(
+        c.nodes_changed,
+        [NodeId(1)],
+        "listed once however often it changed"
+    );
+    assert!(c.nodes_added.is_empty() && !c.held);
+    assert!(m.take_changes().is_empty());
+    m.ingest(&crate::tests::structure());
+    assert!(m.take_changes().structure);
+}
+
+fn structure() -> Event {
+    let threads = vec!["main[0]".to_owned(), "proc[0]".to_owned(), "proc[1]".to_owned()];
+    Event::Structure {
+        operations: ["Split", "Sort"]
+            .iter()
+            .map(|o| OperationDesc {
+                name: (*o).into(),
+                kind: "leaf".into(),
+                collection: "all".into(),
+                threads: threads.clone(),
+            })
+            .collect(),
+        collections: vec![CollectionDesc {
+            name: "all".into(),
+            threads,
+        }],
+        edges: vec![],
+    }
+}
+
+#[test]
+fn the_controllers_model_pays_nothing_for_a_graph() {
+    let mut m = Model::new();
+    m.ingest(&structure());
+    let names = Names::of(&structure()).expect("names");
+    for i in 0..1000u64 {
+        let msg: racetrack_protocol::SmolStr = format!("0.{i}").into();
+        let ev = |kind, id| PackedEv::from((kind, id, 2, 1, msg.clone(), 0, 0, false, "".into()));
+        m.ingest_packed(
+            &names,
+            &PackedEv::from((Kind::Send, 4 * i, 0, 0, msg.clone(), 1, 2, false, "T".into())),
+        );
+        m.ingest_packed(&names, &ev(Kind::Recv, 4 * i + 1));
+        m.ingest_packed(&names, &ev(Kind::Start, 4 * i + 2));
+        m.ingest_packed(&names, &ev(Kind::Stop, 4 * i + 3));
+    }
+    assert_eq!(m.control.event_count, 4000);
+    assert!(m.unfolded().is_none());
+    let c = m.take_changes();
+    assert!(c.nodes_added.is_empty() && c.nodes_changed.is_empty() && c.edges_added.is_empty());
+    assert!(m.queue_named("proc[1]").expect("queue").is_empty());
+    // The same stream into a model with the graph: the packed form builds it too.
+    let mut g = graph();
+    g.ingest(&structure());
+    g.ingest_packed(
+        &names,
+        &PackedEv::from((Kind::Send, 0, 0, 0, "0.0".into(), 1, 2, false, "T".into())),
+    );
+    g.ingest_packed(
+        &names,
+        &PackedEv::from((Kind::Recv, 1, 2, 1, "0.0".into(), 0, 0, false, "".into())),
+    );
+    assert_eq!(
+        g.queue_named("proc[1]").expect("queue")[0].from.as_deref(),
+        Some("Split@main[0]")
+    );
+    g.ingest_packed(
+        &names,
+        &PackedEv::from((Kind::Start, 2, 2, 1, "0.0".into(), 0, 0, false, "".into())),
+    );
+    assert_eq!(g.nodes().len(), 2);
+    assert_eq!(g.unfolded().expect("graph").edges().len(), 1);
+}
+
+#[test]
+fn two_processes_threads_of_one_name_stay_apart() {
+    let mut m = graph();
+    let second = m.add_process();
+    assert_eq!(second, ProcId(1));
+    send_and_recv_in(&mut m, ProcId::FIRST);
+    send_and_recv_in(&mut m, second);
+    m.ingest_in(second, &Event::Start(step(3, "Sort", "proc[1]", "0.0", true)));
+    let first_t = m.thread_key("proc[1]").expect("thread");
+    let second_t = ThreadKey {
+        proc: second,
+        thread: m.processes()[1].thread_id("proc[1]").expect("thread"),
+    };
+    assert_ne!(first_t, second_t);
+    // The second process's start took its own queue's message, held its own thread.
+    assert_eq!(m.control.queue(first_t).map(VecDeque::len), Some(1));
+    assert_eq!(m.control.queue(second_t).map(VecDeque::len), Some(0));
+    assert!(m.control.held_of(first_t).is_none());
+    assert_eq!(
+        m.control.held_of(second_t).map(|(id, _)| id),
+        Some(HeldId {
+            proc: second,
+            event_id: 3
+        })
+    );
+    // Both Split@main[0] nodes exist, one per process; only the second's Sort ran.
+    assert_eq!(m.nodes().len(), 3);
+    assert!(m.node_named("Sort", "proc[1]").is_none());
+    m.note_command_in(
+        second,
+        &Command::Pause {
+            thread: "proc[1]".into(),
+            on: true,
+        },
+    );
+    assert_eq!(m.control.paused.iter().copied().collect::<Vec<_>>(), [second_t]);
+}
