@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 /// A started program whose agent is listening.
 pub struct Launched {
-    /// The process.
+    /// The program's process (to wait for, or kill when the debugger quits).
     pub child: Child,
     /// The agent's WebSocket URL.
     pub url: String,

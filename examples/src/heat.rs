@@ -118,7 +118,7 @@ pub struct Border {
 pub struct Borders {
     /// The iteration the border belongs to.
     pub iter: u64,
-    /// The slice.
+    /// The slice whose borders these are.
     pub index: usize,
     /// Left border value.
     pub left: f64,

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 /// The final JSON line of an example.
 #[derive(Debug, Serialize)]
 pub struct Report<R: Serialize> {
-    /// Program name.
+    /// Which example printed the report (`heat`, `search`, ...).
     pub program: &'static str,
     /// What the parallel program computed.
     pub result: R,

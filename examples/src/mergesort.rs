@@ -53,7 +53,7 @@ pub struct Chunk {
     pub target: usize,
     /// Position of the chunk in the array.
     pub index: usize,
-    /// The values.
+    /// The chunk's values, unsorted.
     pub data: Vec<i64>,
     pub jitter_us: u64,
 }

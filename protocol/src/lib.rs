@@ -334,7 +334,7 @@ pub enum CtlEvent {
     /// The program exited (`code` absent if killed by a signal), or the
     /// connection closed.
     Exit {
-        /// Exit code.
+        /// The program's exit status.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         code: Option<i32>,
     },

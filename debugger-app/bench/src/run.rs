@@ -126,7 +126,7 @@ pub(crate) fn read_url(child: &mut Child) -> Result<(String, std::thread::JoinHa
 /// The numbered events a debugger received.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Tally {
-    /// How many.
+    /// How many events were counted (a number seen twice counts twice).
     pub(crate) n: u64,
     /// Lowest and highest number.
     pub(crate) min: u64,

@@ -39,11 +39,11 @@ pub struct Control {
     /// `queue` reply of a very long queue lists its first messages): they are behind
     /// `queues`, and leave the count as they start.
     pub unlisted: FastMap<ThreadKey, usize>,
-    /// Held events.
+    /// The events that hold their thread now, until a `continue` or `released`.
     pub held: BTreeMap<HeldId, Held>,
     /// Breakpoints set: (op, thread) → trace.
     pub breakpoints: BTreeMap<NodeKey, bool>,
-    /// Paused threads.
+    /// Threads the user paused (every event of theirs holds), as the agent was told.
     pub paused: BTreeSet<ThreadKey>,
     /// Global step mode.
     pub step_mode: bool,

@@ -108,7 +108,7 @@ impl Unfolded {
         &self.edges
     }
 
-    /// Node `id`.
+    /// The node numbered `id` (`None` for an id of another model).
     pub fn node(&self, id: NodeId) -> Option<&Node> {
         self.nodes.get(id.index())
     }

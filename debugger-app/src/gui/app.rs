@@ -78,13 +78,14 @@ impl Rate {
     }
 }
 
-/// The application.
+/// The debugger's window: the model, the session it is fed from, and what the panels
+/// remember between frames.
 pub struct App {
     /// The model (plain Rust).
     pub model: Model,
     /// The session (connection, program).
     pub session: Option<Session>,
-    /// UI state.
+    /// What the panels remember between frames (selection, tabs, edits in progress).
     pub ui: UiState,
     pub(crate) graph: GraphSync,
     /// The view of graphs past [`LABELS_MAX`] nodes, painted directly.

@@ -82,9 +82,9 @@ pub struct GraphSync {
     /// Drawn edge of each model edge, by [`EdgeId`].
     edges: Vec<EdgeIndex>,
     /// Flat copies for painting large graphs directly ([`super::canvas`]), by node index:
-    /// position...
+    /// each node's position,
     pub pos: Vec<Pos2>,
-    /// ...colour...
+    /// its status colour,
     pub color: Vec<Color32>,
     /// Ends of every edge (node indexes).
     pub edge_ends: Vec<(u32, u32)>,
