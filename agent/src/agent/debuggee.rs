@@ -12,30 +12,68 @@ use std::sync::Arc;
 
 /// A thread as the core names it: the flow graph's threads, or an MPI program's ranks.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Thread {
-    /// Its place among all threads: what policies and packed events use.
-    pub(crate) global: usize,
-    /// The collection (index in [`Structure::collections`]) it belongs to.
-    pub(crate) collection: usize,
-    /// What the debugger calls it, unique in the program.
-    pub(crate) name: Arc<str>,
+pub struct Thread {
+    /// Its place among all threads (0, 1, ... in registration order): what policies,
+    /// holds and compact records (`Record::thread`) name it by.
+    pub global: usize,
+    /// The collection it belongs to: the collection's index in registration order.
+    pub collection: usize,
+    /// What the debugger calls it, unique in the program (`rank[1]`).
+    pub name: Arc<str>,
+}
+
+impl Thread {
+    /// Thread number `global` of all, in collection number `collection`, named `name`.
+    pub fn new(global: usize, collection: usize, name: impl Into<Arc<str>>) -> Self {
+        Self {
+            global,
+            collection,
+            name: name.into(),
+        }
+    }
 }
 
 /// Threads that run the same operations (a runtime collection; for MPI, the ranks).
 #[derive(Debug, Clone)]
-pub(crate) struct Collection {
-    pub(crate) name: String,
-    pub(crate) threads: Vec<Thread>,
+pub struct Collection {
+    /// What the debugger calls the collection (`rank`); operations name it by index.
+    pub name: String,
+    /// Its threads, each with its global index and this collection's index.
+    pub threads: Vec<Thread>,
+}
+
+impl Collection {
+    /// The collection `name` of `threads`.
+    pub fn new(name: impl Into<String>, threads: Vec<Thread>) -> Self {
+        Self {
+            name: name.into(),
+            threads,
+        }
+    }
 }
 
 /// An operation of the program (a flow-graph operation; for MPI, a call site).
 #[derive(Debug, Clone)]
-pub(crate) struct Operation {
-    pub(crate) name: Arc<str>,
+pub struct Operation {
+    /// What the debugger calls it (`MPI_Send`), unique in the program: breakpoints and
+    /// events name it so.
+    pub name: Arc<str>,
     /// What the debugger shows as its kind (`split`, `leaf`, ...).
-    pub(crate) kind: String,
-    /// The collection (index in [`Structure::collections`]) it runs on.
-    pub(crate) collection: usize,
+    pub kind: String,
+    /// The collection (its index in registration order) it runs on.
+    pub collection: usize,
+}
+
+impl Operation {
+    /// The operation `name` of kind `kind`, run by the threads of collection number
+    /// `collection`.
+    pub fn new(name: impl Into<Arc<str>>, kind: impl Into<String>, collection: usize) -> Self {
+        Self {
+            name: name.into(),
+            kind: kind.into(),
+            collection,
+        }
+    }
 }
 
 /// The collections and operations the program registered, in registration order, as the
@@ -100,8 +138,9 @@ impl Structure {
 }
 
 /// What the agent's commands and an attach read from the program: its threads and their
-/// queues. Called on the agent's thread, for commands and attaches only.
-pub(crate) trait Debuggee: Send + Sync {
+/// queues. Called on the agent's thread, for commands and attaches only (never on the
+/// per-event path), so a front end may lock what it needs here.
+pub trait Debuggee: Send + Sync {
     /// Every thread, in global order.
     fn threads(&self) -> Vec<Thread>;
 

@@ -64,8 +64,11 @@ pub(super) struct Held {
 }
 
 /// Where a held thread applies the debugger's commands: the held event, as its front end
-/// gives access to the thread's queue, message and state.
-pub(super) trait Site {
+/// gives access to the thread's queue, message and state. Called on the held thread itself
+/// (inside [`Agent::hold`]), so it may touch what only that thread owns. A front end that
+/// cannot do something returns `Err` with why: the debugger gets it as the command's
+/// `error`, nothing changes, and the thread stays held.
+pub trait Site {
     /// Reorder the thread's pending messages (`rest`: where those `order` does not name go,
     /// `None` if it names them all); returns whether the message that was about to start
     /// went back into the queue (the hold is then over).
@@ -96,14 +99,24 @@ fn unhold(ev: &mut Event) {
 }
 
 impl Agent {
-    /// Register `ev` as held, flush it, and serve commands for it until released. Returns
-    /// the trace override of the release, if any.
+    /// Hold event `ev` of thread `(global index, name)`: register it as held, flush it, and
+    /// block the calling thread, serving the debugger's commands for it (`reorder`,
+    /// `edit`, `state`, `set_state`; `queue` after a reorder) through `site`, until the
+    /// debugger releases it (`continue`, `step`, a detach or [`Agent::shutdown`]). Returns
+    /// the trace override of the release (`continue` with `trace`), if any.
     ///
-    /// `still`: whether the policy holds the event now. It is asked again under the stream
-    /// lock, where releases happen: a `continue` sent with, say, step mode just turned off
-    /// may have come between the decision and this registration, and the hold then stands
-    /// only if the policy still asks for it.
-    pub(super) fn hold(
+    /// `ev` is the full `send`, `start` or `stop` event with `held: true` and `reason`;
+    /// its `event_id` is assigned here. `reason` is what the policy answered
+    /// ([`Agent::start_hold_reason`], [`Agent::hold_reason`]) or [`HoldReason::Wait`] for
+    /// the start hold ([`Agent::take_start_hold`]), which holds even with no debugger
+    /// attached yet.
+    ///
+    /// `still`: whether the policy holds the event now (ask it again). It is called under
+    /// the stream lock, where releases happen: a `continue` sent with, say, step mode just
+    /// turned off may have come between the decision and this registration, and the hold
+    /// then stands only if the policy still asks for it; otherwise (or detached meanwhile)
+    /// the event is streamed as not held and this returns at once.
+    pub fn hold(
         &self,
         mut ev: Event,
         (global, name): (usize, &Arc<str>),

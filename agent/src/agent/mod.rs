@@ -19,24 +19,23 @@
 //! - Detaching (or the connection dropping) releases every hold and returns to free run.
 //!
 //! The core (this module but `flow`) never names a runtime type: a front end describes the
-//! program through `debuggee`'s types and `Debuggee` trait, and calls the core on
-//! each event. `flow` is the flow-graph runtime's front end (the `runtime` feature):
-//! the runtime's `Hook`.
-
-// Without a front end (no `runtime` feature) the core's event side has no caller yet.
-#![cfg_attr(not(feature = "runtime"), allow(dead_code))]
+//! program through the types and `Debuggee` trait of [`front`], the core's public
+//! front-end API, and calls the core on each event through it. `flow` is the flow-graph
+//! runtime's front end (the `runtime` feature): the runtime's `Hook`, built on [`front`]
+//! alone; another front end (an MPI library) is a crate of its own on the same API.
 
 mod commands;
 mod debuggee;
 #[cfg(feature = "runtime")]
 mod flow;
+pub mod front;
 mod held;
 mod policy;
 mod record;
 mod server;
 mod stream;
 
-use debuggee::{Collection, Debuggee, Operation, Structure};
+use debuggee::{Debuggee, Structure};
 use held::HeldCmd;
 use policy::Policy;
 use record::Rec;
@@ -90,7 +89,11 @@ pub fn start_from_env() -> Option<Arc<Agent>> {
 }
 
 /// Start an agent listening on `listen`; prints `racetrack: listening on ws://HOST:PORT`
-/// to stderr once bound.
+/// to stderr once bound. `wait`: hold the first start event until a debugger says
+/// `continue` (see [`Agent::take_start_hold`]); `token`: required of a debugger, and
+/// needed to listen on a non-loopback address. The agent's own thread (a single-threaded
+/// tokio runtime) is spawned here; no runtime of the caller's is needed. See [`front`]
+/// for how a front end then reports events.
 pub fn start(listen: &str, wait: bool, token: Option<String>) -> Result<Arc<Agent>, AgentError> {
     let addr: SocketAddr = listen
         .parse()
@@ -107,7 +110,8 @@ pub fn start(listen: &str, wait: bool, token: Option<String>) -> Result<Arc<Agen
     Ok(agent)
 }
 
-/// The agent. Created by [`start`]; installed as the runtime's hook.
+/// The agent. Created by [`start`]; installed as the runtime's hook, or driven by another
+/// front end through the functions of [`front`].
 pub struct Agent {
     program: String,
     /// Any reason to look at events at all: attached, or the start hold pending.
@@ -166,7 +170,9 @@ impl Agent {
         self.url.get().cloned().unwrap_or_default()
     }
 
-    /// Whether a debugger is attached.
+    /// Whether a debugger is attached (one relaxed atomic read): a front end records
+    /// nothing otherwise.
+    #[inline]
     pub fn is_attached(&self) -> bool {
         self.attached.load(Relaxed)
     }
@@ -247,34 +253,6 @@ impl Agent {
             next_event_id: s.next_id,
             threads,
             held: s.held.values().map(|h| h.event.clone()).collect(),
-        }
-    }
-
-    // ---- the front end's side -----------------------------------------------------------
-
-    /// Give the agent the program's threads and queues (once; later calls are ignored).
-    fn set_debuggee(&self, d: Box<dyn Debuggee>) {
-        let _ = self.debuggee.set(d);
-    }
-
-    /// A collection was registered (its index is the number registered before it).
-    fn add_collection(&self, c: Collection) {
-        lock(&self.structure).collections.push(c);
-        if self.attached.load(Relaxed) {
-            self.reply(self.structure_event());
-        }
-    }
-
-    /// Operations and the flows between them were registered (an operation's index is the
-    /// number registered before it; `edges` name operations by index).
-    fn add_operations(&self, ops: impl IntoIterator<Item = Operation>, edges: &[(usize, usize)]) {
-        {
-            let mut st = lock(&self.structure);
-            st.ops.extend(ops);
-            st.edges.extend_from_slice(edges);
-        }
-        if self.attached.load(Relaxed) {
-            self.reply(self.structure_event());
         }
     }
 

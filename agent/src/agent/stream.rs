@@ -7,7 +7,7 @@
 use super::held::Held;
 use super::record::{self, Rec};
 use super::{lock, Agent};
-use racetrack_protocol::Event;
+use racetrack_protocol::{Event, Record};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Condvar, Mutex};
@@ -47,21 +47,32 @@ pub(super) struct StreamState {
 }
 
 impl Agent {
-    /// Append a streamed event (with the next event number if it has one).
-    pub(super) fn emit(&self, ev: Event, backpressure: bool) {
-        let _ = self.record(Rec::Full(Box::new(ev)), backpressure);
+    /// Append a full event to the stream (numbered if it is a `send`, `recv`, `start` or
+    /// `stop`; a held one goes through [`Agent::hold`] instead). Nothing is recorded while
+    /// no debugger is attached. `backpressure`: wait for room when the buffer is full (see
+    /// [`front`](super::front)); pass false where the thread must not wait.
+    pub fn emit(&self, ev: Event, backpressure: bool) {
+        let _ = self.push_all(std::iter::once(Rec::Full(Box::new(ev))), backpressure);
     }
 
-    /// Append a streamed record (see [`emit`](Self::emit)). Returns the session (see
-    /// the runtime's `Hook::session`) it was recorded in,
-    /// `None` if it was not (nobody attached).
-    pub(super) fn record(&self, ev: Rec, backpressure: bool) -> Option<u64> {
-        self.record_all(std::iter::once(ev), backpressure)
+    /// Append a compact record (a `send`, `recv`, `start` or `stop` that is not held and
+    /// carries no content) to the stream, numbered; it allocates nothing. Returns the
+    /// session (see [`Agent::session`]) it was recorded in, `None` if it was not (nobody
+    /// attached). `backpressure`: as in [`emit`](Self::emit).
+    #[inline]
+    pub fn record(&self, rec: Record, backpressure: bool) -> Option<u64> {
+        self.push_all(std::iter::once(Rec::Fast(rec)), backpressure)
     }
 
-    /// Append streamed records under one lock of the buffer, numbered in turn (see
+    /// Append compact records under one lock of the buffer, numbered in turn (see
     /// [`record`](Self::record)).
-    pub(super) fn record_all(&self, recs: impl IntoIterator<Item = Rec>, backpressure: bool) -> Option<u64> {
+    #[inline]
+    pub fn record_all(&self, recs: impl IntoIterator<Item = Record>, backpressure: bool) -> Option<u64> {
+        self.push_all(recs.into_iter().map(Rec::Fast), backpressure)
+    }
+
+    /// Append buffered records under one lock of the buffer, numbered in turn.
+    fn push_all(&self, recs: impl IntoIterator<Item = Rec>, backpressure: bool) -> Option<u64> {
         let mut s = lock(&self.stream.state);
         if !self.attached.load(Relaxed) {
             return None;
@@ -94,8 +105,9 @@ impl Agent {
         Some(session)
     }
 
-    /// Append a reply or notice and flush it at once.
-    pub(super) fn reply(&self, ev: Event) {
+    /// Append a notice (an `error`, a `panic`) or a reply to the stream and flush it at
+    /// once, not numbered; nothing is recorded while no debugger is attached.
+    pub fn reply(&self, ev: Event) {
         {
             let mut s = lock(&self.stream.state);
             if !self.attached.load(Relaxed) {

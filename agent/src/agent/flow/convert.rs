@@ -3,7 +3,7 @@
 //! differs from its message id), protocol events for the held ones, protocol entries for
 //! queues and snapshots, and the core's structure types.
 
-use super::super::debuggee::{Collection, Operation, Thread};
+use super::super::front::{Collection, Operation, Thread};
 use racetrack_protocol::{self as proto, HoldReason, Kind, MsgPath, Record, RecordText};
 use racetrack_runtime::hook::{
     CollectionInfo, OpInfo, QueuedMsg, StepEvent, StepKind, StreamedStep, ThreadInfo,

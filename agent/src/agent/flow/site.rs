@@ -2,7 +2,7 @@
 //! thread's queue and state (and a send to its message) through the runtime's
 //! `ThreadAccess`.
 
-use super::super::held::Site;
+use super::super::front::Site;
 use super::convert::entry;
 use racetrack_protocol::{QueueEntry, Rest};
 use racetrack_runtime::hook::{self, SendEvent, StepEvent, ThreadAccess};

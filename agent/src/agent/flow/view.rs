@@ -1,7 +1,7 @@
 //! The runtime as the core's [`Debuggee`]: threads, queue listings and the attach snapshot
 //! read through the runtime's `RuntimeView`.
 
-use super::super::debuggee::{Debuggee, Thread};
+use super::super::front::{Debuggee, Thread};
 use super::convert::{entry, thread, thread_snapshot};
 use racetrack_protocol::{QueueEntry, ThreadSnapshot};
 use racetrack_runtime::RuntimeView;

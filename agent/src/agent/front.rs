@@ -1,0 +1,218 @@
+//! The agent core's front-end API: what a front end (the flow-graph runtime's, built in
+//! with the `runtime` feature; an MPI interposition library, linking this crate with
+//! `default-features = false`) uses to describe a program to the agent and report its
+//! events. The flow-graph front end calls exactly these functions.
+//!
+//! # Driving the agent
+//!
+//! 1. [`start`](super::start) it (`127.0.0.1:0` picks a port; `wait` holds the first
+//!    start event until a debugger says `continue`). It spawns the agent's own thread,
+//!    which accepts one controlling debugger at a time and streams to it.
+//! 2. Describe the program: [`Agent::set_debuggee`] once (what commands and an attach
+//!    read: threads, queues, the snapshot), then [`Agent::add_collection`] for each
+//!    collection of threads and [`Agent::add_operations`] for the operations. Threads are
+//!    numbered across collections in registration order (their `global` index), operations
+//!    by registration order: compact records and the policy name them by these indexes.
+//! 3. On each event, on the program's thread:
+//!    - nothing to do unless [`Agent::is_hot`] (one atomic read; [`Agent::hot_flag`]
+//!      shares the flag); the first start event asks [`Agent::take_start_hold`], every
+//!      other event also needs [`Agent::is_attached`];
+//!    - ask the policy: [`Agent::start_hold_reason`] for a start,
+//!      [`Agent::hold_reason`] for a send or a stop;
+//!    - not held: [`Agent::record`] a compact [`Record`] (allocates nothing), or
+//!      [`Agent::emit`] a full [`Event`](racetrack_protocol::Event) (a send with its
+//!      content when [`Agent::wants_content`]);
+//!    - held: [`Agent::hold`] the full event (`held: true`, with its reason). It blocks
+//!      the calling thread until the debugger releases it, serving the debugger's
+//!      commands for it meanwhile through the event's [`Site`].
+//! 4. At the end: [`Agent::shutdown`] (release every hold, take no new ones), then
+//!    [`Agent::finish`] (wait until the debugger received everything; the agent then
+//!    closes the connection).
+//!
+//! # Streaming and backpressure
+//!
+//! Recorded events go into one buffer the agent's thread drains every 10 ms, and at once
+//! when 1,024 events accumulate, when a held event, a reply or a notice is added, or at
+//! [`Agent::finish`]. The buffer is bounded (65,536 events): a `record`, `record_all` or
+//! `emit` with `backpressure` set waits for room while a debugger is attached, so a slow
+//! debugger slows the program down instead of growing memory. Pass `backpressure: false`
+//! where the thread must not wait (it holds a lock the program's other threads need, such
+//! as a queue's); the buffer then grows past its bound for that event.
+//!
+//! Events are numbered as they enter the buffer; nothing is recorded while no debugger is
+//! attached (the calls return `None`): the attach snapshot describes the program then.
+
+pub use super::debuggee::{Collection, Debuggee, Operation, Thread};
+pub use super::held::Site;
+pub use racetrack_protocol::{HoldReason, Kind, MsgPath, Record, RecordText};
+
+use super::{lock, Agent};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How long the program's exit waits for a debugger that takes no more events.
+const EXIT_PATIENCE: Duration = Duration::from_secs(10);
+
+impl Agent {
+    /// Whether anything could want events at all: a debugger attached, or the start hold
+    /// pending. When false, a front end reports nothing (one relaxed atomic read).
+    #[inline]
+    pub fn is_hot(&self) -> bool {
+        self.hot.load(Relaxed)
+    }
+
+    /// The flag [`Agent::is_hot`] reads, for a front end that checks it without going
+    /// through the agent (the runtime keeps it beside its threads).
+    pub fn hot_flag(&self) -> Arc<AtomicBool> {
+        self.hot.clone()
+    }
+
+    /// Whether events go straight to the stream: attached, and nothing could hold, edit
+    /// or trace a message (no breakpoint, paused thread, step mode, "ack every event",
+    /// content mode or pending start hold). A front end may then report in batches.
+    #[inline]
+    pub fn streams_only(&self) -> bool {
+        self.attached.load(Relaxed) && !(self.wait_pending.load(Relaxed) || self.policy.may_hold())
+    }
+
+    /// How many attach snapshots were taken: a record returned by [`Agent::record`] in
+    /// an older session was dropped by a later attach (it is in that attach's snapshot).
+    #[inline]
+    pub fn session(&self) -> u64 {
+        self.stream.session.load(Relaxed)
+    }
+
+    /// Whether this start event takes the `wait` start hold (true once, for the first
+    /// start after [`start`](super::start) with `wait`): hold it with
+    /// [`HoldReason::Wait`], attached or not.
+    #[inline]
+    pub fn take_start_hold(&self) -> bool {
+        let wait = self.wait_pending.load(Relaxed) && self.wait_pending.swap(false, Relaxed);
+        if wait {
+            self.update_hot();
+        }
+        wait
+    }
+
+    /// Why the policy holds the start of operation `op` (its index) on thread `thread`
+    /// (its global index), with whether the breakpoint holding it traces the step's
+    /// outputs; `traced`: the consumed message is traced (a traced step is held). `None`:
+    /// record it, not held.
+    #[inline]
+    pub fn start_hold_reason(&self, thread: usize, op: usize, traced: bool) -> Option<(HoldReason, bool)> {
+        self.policy.start_reason_of(thread, op, traced)
+    }
+
+    /// Why the policy holds a send or a stop on thread `thread` (its global index);
+    /// breakpoints and tracing hold starts only. `None`: record it, not held.
+    #[inline]
+    pub fn hold_reason(&self, thread: usize) -> Option<HoldReason> {
+        self.policy.other_reason(thread)
+    }
+
+    /// Whether the debugger asked for messages' contents: sends are then emitted as full
+    /// events with their `content`, not recorded compactly.
+    #[inline]
+    pub fn wants_content(&self) -> bool {
+        self.policy.content()
+    }
+
+    /// Whether a tracing breakpoint is set on operation `op` at thread `thread`: a step
+    /// released without a trace override traces its outputs if so (the box may have been
+    /// checked while it was held).
+    pub fn break_traces(&self, op: usize, thread: usize) -> bool {
+        self.policy.break_traces(op, thread)
+    }
+
+    /// Give the agent the program's threads and queues, for the debugger's commands and
+    /// attach snapshots (once; later calls are ignored).
+    pub fn set_debuggee(&self, d: Box<dyn Debuggee>) {
+        let _ = self.debuggee.set(d);
+    }
+
+    /// Register a collection of threads (its index is the number registered before it);
+    /// an attached debugger gets the new structure.
+    pub fn add_collection(&self, c: Collection) {
+        lock(&self.structure).collections.push(c);
+        if self.attached.load(Relaxed) {
+            self.reply(self.structure_event());
+        }
+    }
+
+    /// Register operations and the flows between them (an operation's index is the
+    /// number registered before it; `edges` name operations by index, `(from, to)`); an
+    /// attached debugger gets the new structure.
+    pub fn add_operations(&self, ops: impl IntoIterator<Item = Operation>, edges: &[(usize, usize)]) {
+        {
+            let mut st = lock(&self.structure);
+            st.ops.extend(ops);
+            st.edges.extend_from_slice(edges);
+        }
+        if self.attached.load(Relaxed) {
+            self.reply(self.structure_event());
+        }
+    }
+
+    /// The program is shutting down: release every hold and take no new ones (a held
+    /// event is then streamed as not held), and stop waiting for room in the buffer, so
+    /// that every thread can finish.
+    pub fn shutdown(&self) {
+        self.closing.store(true, Relaxed);
+        self.release(None, |_, _| true);
+        self.stream.space.notify_all();
+    }
+
+    /// The program is about to exit: flush everything to the attached debugger and wait
+    /// until it was sent, as long as the debugger keeps reading (giving up after 10 s
+    /// without progress); the agent then closes the connection. Returns at once when no
+    /// debugger is attached.
+    pub fn finish(&self) {
+        if !self.attached.load(Relaxed) {
+            return;
+        }
+        self.finishing.store(true, Relaxed);
+        let debug = std::env::var(racetrack_protocol::launch::ENV_DEBUG).is_ok();
+        if debug {
+            eprintln!(
+                "racetrack: finishing with {} events buffered, {} frames sent",
+                lock(&self.stream.state).buf.len(),
+                self.stream.sent.load(Relaxed)
+            );
+        }
+        self.stream.wake.notify_one();
+        // Wait until everything is sent, as long as the debugger keeps reading (it may lag
+        // behind a fast program); give up after EXIT_PATIENCE without progress. A lagging
+        // debugger reads in bursts (its socket buffer refills only once half of it is
+        // free): with 3 s, a debugger taking 25 µs per event lost the last 32,823 of
+        // 800,004 events once.
+        let (m, cv) = &self.finished;
+        let mut guard = lock(m);
+        let mut last_sent = self.stream.sent.load(Relaxed);
+        while !*guard {
+            let (g, timeout) = cv
+                .wait_timeout(guard, EXIT_PATIENCE)
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            guard = g;
+            let sent = self.stream.sent.load(Relaxed);
+            if timeout.timed_out() && sent == last_sent {
+                break;
+            }
+            last_sent = sent;
+        }
+        if debug {
+            let (buffered, next_id) = {
+                let s = lock(&self.stream.state);
+                (s.buf.len(), s.next_id)
+            };
+            eprintln!(
+                "racetrack: finished={} with {buffered} events buffered, {} frames and {} events sent, next id {next_id}, {} waits for room, start hold {} us",
+                *guard,
+                self.stream.sent.load(Relaxed),
+                self.stream.sent_events.load(Relaxed),
+                self.stream.waits.load(Relaxed),
+                self.start_hold_us.load(Relaxed)
+            );
+        }
+    }
+}
