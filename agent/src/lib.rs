@@ -5,7 +5,8 @@
 //!
 //! The runtime's part (the re-export, `runtime()` and the agent's front end for it) is
 //! the default feature `runtime`; without it the crate is the agent core alone, linking
-//! no runtime, for another front end (an MPI interposition library).
+//! no runtime, for another front end (an MPI interposition library), which drives it
+//! through [`agent::front`].
 //!
 //! ```
 //! use racetrack_agent::{ops, Route};
