@@ -150,18 +150,11 @@ impl From<PackedTuple> for PackedEv {
 
 impl Serialize for PackedEv {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let Compact {
-            kind,
-            event_id,
-            thread,
-            op,
-            msg,
-            a,
-            b,
-            traced,
-            text,
-        } = self;
-        (kind, event_id, thread, op, msg, a, b, traced, text).serialize(s)
+        let p = self;
+        (
+            p.kind, p.event_id, p.thread, p.op, &p.msg, p.a, p.b, p.traced, &p.text,
+        )
+            .serialize(s)
     }
 }
 
