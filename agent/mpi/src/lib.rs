@@ -1,0 +1,1 @@
+//! Racetrack's MPI interposition library (placeholder while it is built).
