@@ -189,6 +189,7 @@ impl Rank {
                     traced: false,
                     held: true,
                     reason: Some(r),
+                    call: None,
                 });
                 self.hold(ev, r, &|| agent.start_hold_reason(g, op, false).is_some());
             }
@@ -222,6 +223,7 @@ impl Rank {
                 held: reason.is_some(),
                 reason,
                 content: self.agent.wants_content().then(|| json!(42)),
+                call: None,
             });
             match reason {
                 None => self.agent.emit(ev, true),

@@ -35,13 +35,14 @@ pub struct Connection {
     cmds: tokio::sync::mpsc::UnboundedSender<Request>,
 }
 
-type Waker = Box<dyn Fn() + Send>;
+/// Called after events arrive (a GUI asks for a repaint there).
+pub type Waker = Box<dyn Fn() + Send>;
 
 /// Items buffered between the connection thread and the consumer: single events, or
 /// packed frames of up to 1,024 events (the agent's batch size), so at most about a
 /// quarter of a million events, and usually far fewer (a consumer that lags behind mostly has packed
 /// frames waiting).
-const EVENTS_CAP: usize = 256;
+pub(crate) const EVENTS_CAP: usize = 256;
 
 impl Connection {
     /// Connect to `url` (e.g. `ws://127.0.0.1:4000`), waiting up to `timeout` for the
@@ -83,6 +84,15 @@ impl Connection {
                 timeout.as_millis()
             )),
         }
+    }
+
+    /// A connection made elsewhere (the merged ranks of a job, [`crate::job`]) from its
+    /// event receiver and command sender.
+    pub(crate) fn from_parts(
+        events: mpsc::Receiver<ConnEvent>,
+        cmds: tokio::sync::mpsc::UnboundedSender<Request>,
+    ) -> Self {
+        Self { events, cmds }
     }
 
     /// Send a command (never blocks), with or without a request number (a

@@ -94,3 +94,35 @@ pub fn rss_kib(pid: u32) -> Option<u64> {
         .parse()
         .ok()
 }
+
+/// Start a job's launcher (`mpiexec …`, its command built by the caller) with its output
+/// piped: its ranks dial the debugger, so nothing is awaited here. `url` is what they
+/// dial.
+pub fn spawn_job(mut cmd: Command, url: &str) -> Result<Launched, String> {
+    let shown = format!("{cmd:?}");
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot start {shown}: {e}"))?;
+    let stderr = child.stderr.take().ok_or("no stderr pipe")?;
+    let (line_tx, line_rx) = mpsc::channel();
+    std::thread::Builder::new()
+        .name("racetrack-stderr".into())
+        .spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if line_tx.send(line).is_err() {
+                    break;
+                }
+            }
+        })
+        .map_err(|e| e.to_string())?;
+    let stdout = child.stdout.take();
+    Ok(Launched {
+        child,
+        url: url.to_owned(),
+        stdout,
+        stderr_lines: line_rx,
+    })
+}

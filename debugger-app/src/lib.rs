@@ -4,7 +4,9 @@
 pub mod conn;
 pub mod ctl;
 pub mod gui;
+pub mod job;
 pub mod launch;
+pub mod mpirun;
 pub mod synthetic;
 
 /// The session model, its own crate (`racetrack-model`: plain Rust on protocol types).

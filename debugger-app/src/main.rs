@@ -3,8 +3,11 @@
 use racetrack::conn::Connection;
 use racetrack::gui;
 use racetrack::gui::script::Script;
+use racetrack::gui::session::conn_waker;
 use racetrack::gui::session::{Session, Waker};
-use racetrack::launch::launch;
+use racetrack::job::JobListener;
+use racetrack::launch::{launch, spawn_job, Launched};
+use racetrack::mpirun::{Impl, Plan};
 use std::time::Duration;
 
 const USAGE: &str = "\
@@ -20,6 +23,11 @@ usage:
                                           the same with the JSON-lines controller: commands
                                           from stdin, or a scenario file run unattended
                                           (ending with the program's outcome)
+  racetrack mpirun [--ctl [--script FILE [--set NAME=VALUE]...]] [--impl mpich|openmpi]
+                 -n N -- PROGRAM [ARGS]
+                                          an MPI program's N ranks under the debugger (GUI,
+                                          or the controller with --ctl), each held before
+                                          its first call after MPI_Init
   racetrack attach <ws-url> [--script FILE]
                                           the GUI on a running program's agent
   racetrack ctl <ws-url>                  headless controller (see docs/PROTOCOL.md)
@@ -67,6 +75,7 @@ fn main() {
             racetrack::ctl::run(connect(url), None)
         }
         Some("run") => run(&args),
+        Some("mpirun") => mpirun(&args),
         Some("attach") => attach(&args[1..]),
         Some("demo") => demo(&args[1..]),
         Some("example") => {
@@ -115,9 +124,79 @@ fn run(args: &[String]) -> i32 {
     gui::run(session, waker, script, &format!("Racetrack — {program}"))
 }
 
-/// `racetrack run --ctl`: the controller on a program it starts; scenario mode with
-/// `--script FILE` and its `--set NAME=VALUE` variables.
-fn run_ctl(opts: &mut Vec<String>, program: &str, prog_args: &[String]) -> i32 {
+/// `racetrack mpirun [--ctl [--script F [--set N=V]...] | --script F] [--impl I] -n N -- PROGRAM ARGS`.
+fn mpirun(args: &[String]) -> i32 {
+    let dashdash = args
+        .iter()
+        .position(|a| a == "--")
+        .unwrap_or_else(|| fail(&format!("mpirun needs `-- PROGRAM`\n{USAGE}")));
+    let mut opts: Vec<String> = args[1..dashdash].to_vec();
+    let Some(program) = args.get(dashdash + 1) else {
+        fail("mpirun needs a PROGRAM after `--`")
+    };
+    let ranks = take_value(&mut opts, "-n")
+        .or_else(|| take_value(&mut opts, "-np"))
+        .unwrap_or_else(|| fail("mpirun needs -n N (the number of ranks)"));
+    let ranks: usize = ranks
+        .parse()
+        .unwrap_or_else(|_| fail(&format!("-n {ranks}: expected a number of ranks")));
+    let imp = take_value(&mut opts, "--impl").map(|i| Impl::parse(&i).unwrap_or_else(|e| fail(&e)));
+    let plan = mpi_plan(imp, ranks, program, &args[dashdash + 2..]);
+    eprintln!(
+        "racetrack: {} ranks of {} under {} ({})",
+        ranks,
+        plan.program.display(),
+        plan.imp.title(),
+        plan.imp.launcher()
+    );
+    if opts.iter().any(|o| o == "--ctl") {
+        let input = ctl_input(&mut opts, "mpirun");
+        let (conn, launched) = start_job(&plan, Box::new(|| {}));
+        return racetrack::ctl::run_with(conn, Some(launched), input);
+    }
+    let script = take_script(&mut opts);
+    if let Some(bad) = opts.first() {
+        fail(&format!("unknown option `{bad}` for mpirun\n{USAGE}"));
+    }
+    let waker = Waker::default();
+    let (conn, launched) = start_job(&plan, conn_waker(&waker));
+    let session = Session::job(conn, launched, waker.clone()).unwrap_or_else(|e| fail(&e));
+    let title = format!("Racetrack — {} × {ranks}", plan.program.display());
+    gui::run(session, waker, script, &title)
+}
+
+fn mpi_plan(imp: Option<Impl>, ranks: usize, program: &str, args: &[String]) -> Plan {
+    racetrack::mpirun::plan(imp, ranks, program, args).unwrap_or_else(|e| fail(&e))
+}
+
+/// Launch the job and wait for every rank to dial in (the launcher's failure, with what
+/// it said, ends the wait).
+fn start_job(plan: &Plan, waker: racetrack::conn::Waker) -> (Connection, Launched) {
+    let listener = JobListener::bind("127.0.0.1:0", None).unwrap_or_else(|e| fail(&e));
+    let mut launched = spawn_job(plan.command(listener.url()), listener.url()).unwrap_or_else(|e| fail(&e));
+    let launcher = plan.imp.launcher();
+    let ranks = plan.ranks;
+    let conn = listener.accept(ranks, Duration::from_secs(60), waker, || {
+        let status = launched.child.try_wait().ok().flatten()?;
+        // Its last words first.
+        std::thread::sleep(Duration::from_millis(200));
+        let said: Vec<String> = launched.stderr_lines.try_iter().collect();
+        Some(format!(
+            "{launcher} exited ({status}) before all {ranks} ranks connected; it said:\n{}",
+            said.join("\n")
+        ))
+    });
+    match conn {
+        Ok(conn) => (conn, launched),
+        Err(e) => {
+            let _ = launched.child.kill();
+            fail(&e)
+        }
+    }
+}
+
+/// `--script FILE` and its `--set NAME=VALUE`s (a scenario), or stdin.
+fn ctl_input(opts: &mut Vec<String>, command: &str) -> racetrack::ctl::Input {
     let script_path = take_value(opts, "--script");
     let mut vars = Vec::new();
     while let Some(kv) = take_value(opts, "--set") {
@@ -127,9 +206,9 @@ fn run_ctl(opts: &mut Vec<String>, program: &str, prog_args: &[String]) -> i32 {
         vars.push((k.to_owned(), v.to_owned()));
     }
     if let Some(bad) = opts.iter().find(|o| o.as_str() != "--ctl") {
-        fail(&format!("unknown option `{bad}` for run\n{USAGE}"));
+        fail(&format!("unknown option `{bad}` for {command}\n{USAGE}"));
     }
-    let input = match script_path {
+    match script_path {
         Some(path) => {
             let text =
                 std::fs::read_to_string(&path).unwrap_or_else(|e| fail(&format!("cannot read {path}: {e}")));
@@ -138,7 +217,13 @@ fn run_ctl(opts: &mut Vec<String>, program: &str, prog_args: &[String]) -> i32 {
             racetrack::ctl::Input::Script(text)
         }
         None => racetrack::ctl::Input::Stdin,
-    };
+    }
+}
+
+/// `racetrack run --ctl`: the controller on a program it starts; scenario mode with
+/// `--script FILE` and its `--set NAME=VALUE` variables.
+fn run_ctl(opts: &mut Vec<String>, program: &str, prog_args: &[String]) -> i32 {
+    let input = ctl_input(opts, "run");
     let launched = launch(program, prog_args, Duration::from_secs(15)).unwrap_or_else(|e| fail(&e));
     let conn = connect(&launched.url);
     racetrack::ctl::run_with(conn, Some(launched), input)

@@ -43,6 +43,7 @@ pub fn message(n: u64, ops: usize, threads: usize, first_id: u64) -> [Event; 4] 
         traced: false,
         held: false,
         reason: None,
+        call: None,
     };
     [
         Event::Send(SendEv {
@@ -57,6 +58,7 @@ pub fn message(n: u64, ops: usize, threads: usize, first_id: u64) -> [Event; 4] 
             held: false,
             reason: None,
             content: None,
+            call: None,
         }),
         Event::Recv(RecvEv {
             event_id: first_id + 1,
@@ -65,6 +67,7 @@ pub fn message(n: u64, ops: usize, threads: usize, first_id: u64) -> [Event; 4] 
             msg: msg.clone(),
             position: 0,
             traced: false,
+            call: None,
         }),
         Event::Start(step(first_id + 2)),
         Event::Stop(step(first_id + 3)),

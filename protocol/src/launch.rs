@@ -3,6 +3,9 @@
 
 /// `HOST:PORT` to listen on (port 0 picks one): the agent starts only when this is set.
 pub const ENV_LISTEN: &str = "RACETRACK_LISTEN";
+/// `ws://HOST:PORT` of a debugger to dial instead of listening (what `racetrack mpirun`
+/// gives every rank of a job): takes precedence over `RACETRACK_LISTEN`.
+pub const ENV_CONNECT: &str = "RACETRACK_CONNECT";
 /// Non-empty and not `0`: hold the program's first operation until the debugger says
 /// continue.
 pub const ENV_WAIT: &str = "RACETRACK_WAIT";

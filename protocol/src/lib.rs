@@ -12,11 +12,13 @@
 //! Field names are part of the contract; golden tests (`tests/golden.rs`) pin them.
 
 pub mod binary;
+mod call;
 mod compact;
 pub mod launch;
 mod packed;
 
 pub use binary::{BinaryWriter, BINARY_HEADER};
+pub use call::{AnyTag, CallInfo, Created, Forced, Matched, Peer, SpecialPeer, Tag};
 pub use compact::{Compact, Kind, MsgPath, PackedEv, PackedTuple, Record, RecordText};
 pub use packed::{Decoded, Decoder, Names};
 use serde::{Deserialize, Serialize};
@@ -166,6 +168,9 @@ pub struct SendEv {
     /// Content (always when held; otherwise when content streaming is on).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub content: Option<Value>,
+    /// An MPI call's parameters (the MPI library's events; absent for the runtime's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call: Option<Box<CallInfo>>,
 }
 
 /// A receive (enqueue) event.
@@ -183,6 +188,9 @@ pub struct RecvEv {
     pub position: usize,
     /// Whether it is traced.
     pub traced: bool,
+    /// An MPI call's parameters (the MPI library's events; absent for the runtime's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call: Option<Box<CallInfo>>,
 }
 
 /// A step start or stop event.
@@ -206,6 +214,9 @@ pub struct StepEv {
     /// Why it is held.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<HoldReason>,
+    /// An MPI call's parameters (the MPI library's events; absent for the runtime's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call: Option<Box<CallInfo>>,
 }
 
 /// Everything the agent reports.
@@ -428,6 +439,19 @@ pub enum Command {
         /// The new content.
         content: Value,
     },
+    /// Force the match of a held wildcard receive or probe of an MPI program (its `start`
+    /// event): it is made with this source (and tag) instead of `MPI_ANY_SOURCE`
+    /// (`MPI_ANY_TAG`), so it matches that sender's message; others stay queued for later
+    /// receives.
+    Match {
+        /// The held `start` event of the receive or probe.
+        event_id: u64,
+        /// The sender's rank in the call's communicator.
+        source: i32,
+        /// The tag to match (absent: the call's own tag).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tag: Option<i32>,
+    },
     /// Ask for a suspended thread's state (answered by a `state` event).
     State {
         /// The held thread whose state to read.
@@ -465,6 +489,7 @@ impl Command {
             Command::Queue { .. } => "queue",
             Command::Reorder { .. } => "reorder",
             Command::Edit { .. } => "edit",
+            Command::Match { .. } => "match",
             Command::State { .. } => "state",
             Command::SetState { .. } => "set_state",
             Command::AckAll { .. } => "ack_all",

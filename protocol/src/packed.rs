@@ -156,6 +156,7 @@ impl Names {
                 held: false,
                 reason: None,
                 content: None,
+                call: None,
             }),
             Kind::Recv => Event::Recv(RecvEv {
                 event_id,
@@ -164,6 +165,7 @@ impl Names {
                 msg,
                 position: usize::try_from(a).unwrap_or_default(),
                 traced,
+                call: None,
             }),
             Kind::Start | Kind::Stop => {
                 let ev = StepEv {
@@ -176,6 +178,7 @@ impl Names {
                     traced,
                     held: false,
                     reason: None,
+                    call: None,
                 };
                 if kind == Kind::Start {
                     Event::Start(ev)

@@ -26,6 +26,7 @@ fn step(event_id: u64, held: bool) -> StepEv {
         traced: false,
         held,
         reason: held.then_some(HoldReason::Break),
+        call: None,
     }
 }
 
@@ -76,6 +77,7 @@ fn events() {
             held: true,
             reason: Some(HoldReason::Trace),
             content: Some(json!({"target": 1})),
+            call: None,
         }),
         r#"{"event":"send","event_id":5,"thread":"main[0]","op":"Split","msg":"0.1","to_op":"Sort","to_thread":"proc[1]","type":"Chunk","traced":true,"held":true,"reason":"trace","content":{"target":1}}"#,
     );
@@ -92,6 +94,7 @@ fn events() {
             held: false,
             reason: None,
             content: None,
+            call: None,
         }),
         r#"{"event":"send","event_id":1,"msg":"0","to_op":"Split","to_thread":"main[0]","type":"Input","traced":false,"held":false}"#,
     );
@@ -103,6 +106,7 @@ fn events() {
             msg: "0.1".into(),
             position: 0,
             traced: false,
+            call: None,
         }),
         r#"{"event":"recv","event_id":6,"thread":"proc[1]","op":"Sort","msg":"0.1","position":0,"traced":false}"#,
     );

@@ -54,6 +54,11 @@ impl Agent {
             Command::Queue { thread, content } => self.cmd_queue(&thread, content),
             Command::Reorder { thread, order, rest } => self.cmd_reorder(&thread, order, rest, req),
             Command::Edit { event_id, content } => self.cmd_edit(event_id, content, req),
+            Command::Match {
+                event_id,
+                source,
+                tag,
+            } => self.cmd_match(event_id, source, tag, req),
             Command::State { thread } => self.cmd_state(&thread, req),
             Command::SetState { thread, content } => self.cmd_set_state(&thread, content, req),
             Command::Detach => self.cmd_detach(),
@@ -191,6 +196,21 @@ impl Agent {
                 Ok(Answer::ByHeldThread)
             }
         }
+    }
+
+    fn cmd_match(
+        &self,
+        event_id: u64,
+        source: i32,
+        tag: Option<i32>,
+        req: Option<u64>,
+    ) -> Result<Answer, String> {
+        if !self.to_held(|i, _| i == event_id, HeldCmd::Match { source, tag, req }) {
+            return Err(format!(
+                "event {event_id} is not held; only a held wildcard receive or probe can be matched"
+            ));
+        }
+        Ok(Answer::ByHeldThread)
     }
 
     fn cmd_state(&self, thread: &str, req: Option<u64>) -> Result<Answer, String> {

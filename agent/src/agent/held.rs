@@ -27,6 +27,11 @@ pub(super) enum HeldCmd {
         content: Value,
         req: Option<u64>,
     },
+    Match {
+        source: i32,
+        tag: Option<i32>,
+        req: Option<u64>,
+    },
     GetState {
         req: Option<u64>,
     },
@@ -44,6 +49,7 @@ impl HeldCmd {
             HeldCmd::Release { .. } => None,
             HeldCmd::Reorder { req, .. } => Some(("reorder", *req)),
             HeldCmd::Edit { req, .. } => Some(("edit", *req)),
+            HeldCmd::Match { req, .. } => Some(("match", *req)),
             HeldCmd::GetState { req } => Some(("state", *req)),
             HeldCmd::SetState { req, .. } => Some(("set_state", *req)),
         }
@@ -75,6 +81,12 @@ pub trait Site {
     fn reorder(&mut self, order: &[String], rest: Option<Rest>) -> Result<bool, String>;
     /// Replace the held message's content.
     fn edit(&mut self, content: Value) -> Result<(), String>;
+    /// Make the held wildcard receive or probe match `source` (and `tag`). Only an MPI
+    /// front end has such calls: the default refuses.
+    fn force_match(&mut self, source: i32, tag: Option<i32>) -> Result<(), String> {
+        let _ = (source, tag);
+        Err("is not a wildcard receive or probe of an MPI program".into())
+    }
     /// The thread's state.
     fn state(&self) -> Result<Value, String>;
     /// Replace the thread's state.
@@ -230,6 +242,10 @@ impl Agent {
                         req,
                     ),
                 },
+                Ok(HeldCmd::Match { source, tag, req }) => match site.force_match(source, tag) {
+                    Ok(()) => self.reply(Event::Ok { cmd: "match".into(), target: Some(id.to_string()), req }),
+                    Err(e) => self.error(format!("match of event {id} not applied: it {e}; {name} stays held"), req),
+                },
                 Ok(HeldCmd::GetState { req }) => match site.state() {
                     Ok(content) => {
                         self.reply(Event::State { thread: name.to_string(), content });
@@ -320,6 +336,7 @@ mod tests {
             held: true,
             reason: Some(HoldReason::Step),
             content: None,
+            call: None,
         })
     }
 

@@ -72,13 +72,24 @@ pub enum AgentError {
     Bind(SocketAddr, std::io::Error),
 }
 
-/// Start the agent as `RACETRACK_LISTEN` / `RACETRACK_WAIT` say, or `None` when
-/// `RACETRACK_LISTEN` is unset. A configuration error is printed to stderr and the
-/// program runs without the agent (it is a guest: it never stops the program).
+/// Start the agent as `RACETRACK_CONNECT` (dial a debugger), `RACETRACK_LISTEN` and
+/// `RACETRACK_WAIT` say, or `None` when neither address is set. A configuration error is
+/// printed to stderr and the program runs without the agent (it is a guest: it never
+/// stops the program).
 pub fn start_from_env() -> Option<Arc<Agent>> {
-    let listen = std::env::var(env::ENV_LISTEN).ok()?;
+    start_from_env_at(0)
+}
+
+/// Like [`start_from_env`], numbering events from `first_event_id`: the processes of one
+/// session (the ranks of an MPI job) number theirs in disjoint ranges, so that an event
+/// number names one event across the session.
+pub fn start_from_env_at(first_event_id: u64) -> Option<Arc<Agent>> {
     let wait = std::env::var(env::ENV_WAIT).is_ok_and(|v| !v.is_empty() && v != "0");
     let token = std::env::var(env::ENV_TOKEN).ok().filter(|t| !t.is_empty());
+    if let Some(url) = std::env::var(env::ENV_CONNECT).ok().filter(|u| !u.is_empty()) {
+        return Some(connect(&url, wait, token, first_event_id));
+    }
+    let listen = std::env::var(env::ENV_LISTEN).ok()?;
     match start(&listen, wait, token) {
         Ok(agent) => Some(agent),
         Err(e) => {
@@ -108,6 +119,19 @@ pub fn start(listen: &str, wait: bool, token: Option<String>) -> Result<Arc<Agen
     server::spawn(agent.clone(), listener);
     eprintln!("{}", env::listening_line(&format!("ws://{local}")));
     Ok(agent)
+}
+
+/// Start an agent that dials the debugger at `url` (`ws://HOST:PORT`, the debugger
+/// listening) instead of listening itself, numbering its events from `first_event_id`;
+/// `wait` and `token` as in [`start`] (the token goes in the handshake's
+/// `Authorization` header). It never fails: a debugger it cannot reach is reported on
+/// stderr and the program runs free.
+pub fn connect(url: &str, wait: bool, token: Option<String>, first_event_id: u64) -> Arc<Agent> {
+    let agent = Arc::new(Agent::new(wait, token));
+    lock(&agent.stream.state).next_id = first_event_id;
+    let _ = agent.url.set(url.to_owned());
+    server::spawn_dial(agent.clone(), url.to_owned());
+    agent
 }
 
 /// The agent. Created by [`start`]; installed as the runtime's hook, or driven by another
@@ -165,7 +189,7 @@ impl Agent {
         }
     }
 
-    /// The URL the agent listens on (`ws://HOST:PORT`).
+    /// The URL the agent listens on, or the debugger's it dials (`ws://HOST:PORT`).
     pub fn local_url(&self) -> String {
         self.url.get().cloned().unwrap_or_default()
     }

@@ -11,8 +11,9 @@ use racetrack_protocol::{Command, Event, Request as CmdRequest, BINARY_HEADER, M
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Duration;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request, Response};
-use tokio_tungstenite::tungstenite::http::StatusCode;
+use tokio_tungstenite::tungstenite::http::{HeaderValue, StatusCode};
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::WebSocketStream;
@@ -24,6 +25,10 @@ const TICK: Duration = Duration::from_millis(10);
 /// glibc's allocator maps fresh pages for every frame (and faults them in: with 4,096 the
 /// debugger spent much of its time there).
 const BATCH_MAX: usize = 1024;
+/// A dialling agent retries this many times, [`DIAL_PAUSE`] apart, while nothing listens
+/// at the debugger's address.
+const DIAL_TRIES: u32 = 50;
+const DIAL_PAUSE: Duration = Duration::from_millis(100);
 
 pub(super) fn spawn(agent: Arc<Agent>, listener: std::net::TcpListener) {
     let spawned = std::thread::Builder::new()
@@ -158,6 +163,87 @@ async fn handshake(
 
 async fn serve(agent: &Arc<Agent>, stream: tokio::net::TcpStream) -> Result<(), String> {
     let (ws, packing) = handshake(agent, stream).await?;
+    session(agent, ws, packing).await
+}
+
+/// Dial the debugger at `url` (`RACETRACK_CONNECT`) instead of listening: what an MPI
+/// job's ranks do, each reaching the one debugger that launched them. Tries for a few
+/// seconds (the debugger may be starting); if it cannot connect, or once the session
+/// ends, the program runs free: every hold is released and no new one is taken.
+pub(super) fn spawn_dial(agent: Arc<Agent>, url: String) {
+    let spawned = std::thread::Builder::new()
+        .name("racetrack-agent".into())
+        .spawn(move || {
+            let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+                Ok(rt) => rt,
+                Err(e) => {
+                    agent.shutdown();
+                    return eprintln!("racetrack: agent runtime: {e}");
+                }
+            };
+            if let Err(e) = rt.block_on(dial(&agent, &url)) {
+                eprintln!("racetrack: debugger connection ({url}): {e}; the program runs free");
+            }
+            agent.shutdown();
+            agent.signal_finished();
+        });
+    if let Err(e) = spawned {
+        eprintln!("racetrack: cannot start the agent thread: {e}");
+    }
+}
+
+/// Connect to the debugger (retrying while it is not listening yet), then serve it.
+async fn dial(agent: &Arc<Agent>, url: &str) -> Result<(), String> {
+    let mut request = url
+        .into_client_request()
+        .map_err(|e| format!("`{url}` is not a ws:// URL: {e}"))?;
+    if let Some(token) = &agent.token {
+        let bearer = HeaderValue::from_str(&format!("Bearer {token}")).map_err(|e| e.to_string())?;
+        request.headers_mut().insert("authorization", bearer);
+    }
+    let host = request
+        .uri()
+        .host()
+        .unwrap_or("127.0.0.1")
+        .trim_matches(['[', ']'])
+        .to_owned();
+    let port = request.uri().port_u16().unwrap_or(80);
+    let mut tries = 0;
+    let stream = loop {
+        match tokio::net::TcpStream::connect((host.as_str(), port)).await {
+            Ok(s) => break s,
+            Err(e) if tries >= DIAL_TRIES => return Err(format!("cannot connect: {e}")),
+            Err(_) => {
+                tries += 1;
+                tokio::time::sleep(DIAL_PAUSE).await;
+            }
+        }
+    };
+    let _ = stream.set_nodelay(true);
+    let config = WebSocketConfig::default()
+        .max_message_size(Some(MAX_FRAME_BYTES))
+        .max_frame_size(Some(MAX_FRAME_BYTES))
+        .read_buffer_size(4096);
+    let (ws, response) = tokio_tungstenite::client_async_with_config(request, stream, Some(config))
+        .await
+        .map_err(|e| format!("handshake refused or failed: {e}"))?;
+    // The debugger says in its answer how it wants packed events.
+    let binary = response
+        .headers()
+        .get(BINARY_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("binary"));
+    let packing = if binary { Packing::Binary } else { Packing::Text };
+    session(agent, ws, packing).await
+}
+
+/// One debugger's session on an open WebSocket, whichever side opened it: `hello`,
+/// `structure`, `snapshot`, then the stream and the commands until either side closes.
+async fn session(
+    agent: &Arc<Agent>,
+    ws: WebSocketStream<tokio::net::TcpStream>,
+    packing: Packing,
+) -> Result<(), String> {
     let (mut tx, mut rx) = ws.split();
     let send = |ev: &Event| Message::Text(ev.to_json().into());
     if !agent.try_claim() {

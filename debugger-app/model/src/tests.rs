@@ -14,6 +14,7 @@ fn step(id: u64, op: &str, thread: &str, msg: &str, held: bool) -> StepEv {
         traced: false,
         held,
         reason: None,
+        call: None,
     }
 }
 
@@ -37,6 +38,7 @@ fn send_and_recv_in(m: &mut Model, p: ProcId) {
             held: false,
             reason: None,
             content: None,
+            call: None,
         }),
     );
     m.ingest_in(
@@ -48,6 +50,7 @@ fn send_and_recv_in(m: &mut Model, p: ProcId) {
             msg: "0.0".into(),
             position: 0,
             traced: false,
+            call: None,
         }),
     );
 }

@@ -3,7 +3,7 @@
 //! GUI polls with `try_recv` each frame.
 
 use crate::conn::{CommandSender, ConnEvent, Connection};
-use crate::launch::launch;
+use crate::launch::{launch, Launched};
 use racetrack_protocol::Command;
 use std::io::{BufRead, BufReader};
 use std::sync::mpsc::{self, Receiver};
@@ -41,6 +41,12 @@ fn wake(w: &Waker) {
     }
 }
 
+/// A connection's waker that asks the GUI behind `w` for a repaint.
+pub fn conn_waker(w: &Waker) -> crate::conn::Waker {
+    let w = w.clone();
+    Box::new(move || wake(&w))
+}
+
 impl Session {
     /// Attach to a running program's agent.
     pub fn attach(url: &str, waker: Waker) -> Result<Self, String> {
@@ -58,8 +64,27 @@ impl Session {
 
     /// Start `program args` with the agent (held at its first operation) and attach.
     pub fn launch(program: &str, args: &[String], waker: Waker) -> Result<Self, String> {
-        let mut l = launch(program, args, Duration::from_secs(15))?;
-        let mut s = Self::attach(&l.url, waker.clone())?;
+        let l = launch(program, args, Duration::from_secs(15))?;
+        let s = Self::attach(&l.url, waker.clone())?;
+        s.with_program(l, waker)
+    }
+
+    /// An MPI job's session: `conn` merges its ranks ([`crate::job`]), `l` is its
+    /// launcher.
+    pub fn job(conn: Connection, l: Launched, waker: Waker) -> Result<Self, String> {
+        let (sender, events) = conn.split();
+        let s = Self {
+            url: l.url.clone(),
+            sender,
+            events,
+            process: None,
+            _child: None,
+        };
+        s.with_program(l, waker)
+    }
+
+    /// This session, forwarding the output and exit of the program it started.
+    fn with_program(mut self, mut l: Launched, waker: Waker) -> Result<Self, String> {
         let (tx, rx) = mpsc::channel();
         // The readers hold `done`: the exit is sent after their last lines (or a bound).
         let (done, readers_done) = mpsc::channel::<()>();
@@ -111,9 +136,9 @@ impl Session {
                 })
                 .map_err(|e| e.to_string())?;
         }
-        s.process = Some(rx);
-        s._child = Some(child);
-        Ok(s)
+        self.process = Some(rx);
+        self._child = Some(child);
+        Ok(self)
     }
 
     /// Send a command; false if the connection is closed.

@@ -32,6 +32,7 @@ pub(super) fn step_ev(ev: &StepEvent<'_>, traced: bool, reason: Option<HoldReaso
         traced,
         held: reason.is_some(),
         reason,
+        call: None,
     }
 }
 

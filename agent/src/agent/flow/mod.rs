@@ -115,6 +115,7 @@ impl Hook for Agent {
             held: reason.is_some(),
             reason,
             content,
+            call: None,
         });
         match (reason, thread) {
             (Some(r), Some(t)) => {

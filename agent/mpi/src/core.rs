@@ -1,0 +1,418 @@
+//! The rank's side of a debugging session: one agent per rank (the agent core, driven
+//! through its front-end API), the rank as the single thread `rank[R]` of the collection
+//! `rank`, each MPI call a step of the operation named after it. The C wrappers call in
+//! here through `ffi` on the thread that called `MPI_Init`; nothing else reports.
+
+use crate::call::Call;
+use crate::site::{RankSite, RankView};
+use racetrack_agent::agent::front::{Collection, HoldReason, Operation, Thread};
+use racetrack_agent::agent::{self, Agent};
+use racetrack_protocol::{CallInfo, Created, Event, Forced, Matched, SendEv, Step, StepEv};
+use std::cell::Cell;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex, OnceLock};
+
+/// Each rank numbers its events from `rank × EVENT_ID_STRIDE`: an event number names one
+/// event across the job (and stays below 2^53 for 9,000 ranks, exact in JSON).
+const EVENT_ID_STRIDE: u64 = 1_000_000_000_000;
+
+/// The calls the wrappers cover, registered as operations at start (in this order) so
+/// that breakpoints can name any of them before its first call.
+pub const CALLS: &[&str] = &[
+    "MPI_Init",
+    "MPI_Init_thread",
+    "MPI_Finalize",
+    "MPI_Abort",
+    "MPI_Pcontrol",
+    "MPI_Send",
+    "MPI_Ssend",
+    "MPI_Bsend",
+    "MPI_Rsend",
+    "MPI_Isend",
+    "MPI_Issend",
+    "MPI_Irecv",
+    "MPI_Recv",
+    "MPI_Sendrecv",
+    "MPI_Sendrecv_replace",
+    "MPI_Wait",
+    "MPI_Waitall",
+    "MPI_Waitany",
+    "MPI_Waitsome",
+    "MPI_Test",
+    "MPI_Testall",
+    "MPI_Testany",
+    "MPI_Testsome",
+    "MPI_Probe",
+    "MPI_Iprobe",
+    "MPI_Barrier",
+    "MPI_Bcast",
+    "MPI_Reduce",
+    "MPI_Allreduce",
+    "MPI_Gather",
+    "MPI_Gatherv",
+    "MPI_Scatter",
+    "MPI_Scatterv",
+    "MPI_Allgather",
+    "MPI_Allgatherv",
+    "MPI_Alltoall",
+    "MPI_Alltoallv",
+    "MPI_Reduce_scatter",
+    "MPI_Scan",
+    "MPI_Comm_split",
+    "MPI_Comm_dup",
+    "MPI_Comm_create",
+    "MPI_Comm_free",
+];
+
+static CORE: OnceLock<Core> = OnceLock::new();
+
+thread_local! {
+    /// Set on the thread that called `MPI_Init`: the only one whose calls are reported.
+    static REPORTING: Cell<bool> = const { Cell::new(false) };
+}
+
+/// One rank's core.
+pub(crate) struct Core {
+    agent: Arc<Agent>,
+    hot: Arc<AtomicBool>,
+    /// `MPI_Pcontrol(0)` switched reporting off.
+    off: AtomicBool,
+    pub(crate) rank: i32,
+    pub(crate) thread: Arc<str>,
+    ops: Mutex<Vec<Arc<str>>>,
+    /// Calls reported so far (numbers them: `R.N` is the call's message id).
+    seq: AtomicU64,
+    /// Calls between their `rt_start` and `rt_stop`, by token.
+    in_flight: Mutex<HashMap<u64, InFlight>>,
+    /// Nonblocking calls' requests, by `MPI_Request_c2f`, until completed.
+    requests: Mutex<HashMap<i64, Pending>>,
+    sites: Mutex<HashMap<usize, Option<String>>>,
+    pub(crate) view: RankView,
+}
+
+/// A call being made.
+pub(crate) struct InFlight {
+    pub(crate) seq: u64,
+    pub(crate) op: usize,
+    pub(crate) call: Call,
+    pub(crate) info: CallInfo,
+    pub(crate) forced: Option<Forced>,
+    /// The content an edit put in place of the program's buffer.
+    pub(crate) edited: Option<Vec<u8>>,
+}
+
+/// A nonblocking call's request, to report its completion.
+struct Pending {
+    seq: u64,
+    name: String,
+    receives: bool,
+    info: CallInfo,
+}
+
+/// What `rt_start` tells the wrapper.
+#[derive(Default)]
+pub struct Started {
+    /// 0: the call is not reported (no core, or nothing attached).
+    pub token: u64,
+    /// The source (and tag) a wildcard receive or probe must match.
+    pub forced: Option<(i32, Option<i32>)>,
+    /// The content to send instead of the program's buffer (valid until `rt_stop`).
+    pub edited: Option<*const u8>,
+}
+
+/// Start the agent for this rank as the environment says (`RACETRACK_CONNECT` from
+/// `racetrack mpirun`); without one, the rank runs with no reporting at all.
+pub fn init(rank: i32, size: i32, implementation: &str) {
+    let base = u64::try_from(rank).unwrap_or(0) * EVENT_ID_STRIDE;
+    let Some(agent) = agent::start_from_env_at(base) else {
+        return;
+    };
+    let thread: Arc<str> = format!("rank[{rank}]").into();
+    let view = RankView::new(thread.clone(), rank, size, implementation);
+    agent.set_debuggee(Box::new(view.clone()));
+    agent.add_collection(Collection::new("rank", vec![Thread::new(0, 0, thread.clone())]));
+    agent.add_operations(CALLS.iter().map(|c| Operation::new(*c, "call", 0)), &[]);
+    let core = Core {
+        hot: agent.hot_flag(),
+        agent,
+        off: AtomicBool::new(false),
+        rank,
+        thread,
+        ops: Mutex::new(CALLS.iter().map(|c| Arc::from(*c)).collect()),
+        seq: AtomicU64::new(0),
+        in_flight: Mutex::default(),
+        requests: Mutex::default(),
+        sites: Mutex::default(),
+        view,
+    };
+    if CORE.set(core).is_ok() {
+        REPORTING.with(|r| r.set(true));
+    }
+}
+
+/// Whether the wrappers should report this call.
+#[inline]
+pub fn active() -> bool {
+    REPORTING.with(Cell::get)
+        && CORE
+            .get()
+            .is_some_and(|c| c.hot.load(Relaxed) && !c.off.load(Relaxed))
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl Core {
+    /// The operation index of call `name` (registering a call outside [`CALLS`]).
+    fn op(&self, name: &str) -> usize {
+        let mut ops = lock(&self.ops);
+        if let Some(i) = ops.iter().position(|o| &**o == name) {
+            return i;
+        }
+        ops.push(name.into());
+        self.agent.add_operations([Operation::new(name, "call", 0)], &[]);
+        ops.len() - 1
+    }
+
+    fn site(&self, caller: usize) -> Option<String> {
+        lock(&self.sites)
+            .entry(caller)
+            .or_insert_with(|| crate::ffi::site_of(caller))
+            .clone()
+    }
+
+    fn msg(&self, seq: u64) -> String {
+        format!("{}.{seq}", self.rank)
+    }
+
+    fn step(&self, fl: &InFlight, info: CallInfo, reason: Option<HoldReason>) -> StepEv {
+        StepEv {
+            event_id: 0,
+            thread: self.thread.to_string(),
+            op: fl.call.name.clone(),
+            msg: self.msg(fl.seq),
+            instance: self.msg(fl.seq),
+            step: Step::Run,
+            traced: false,
+            held: reason.is_some(),
+            reason,
+            call: Some(Box::new(info)),
+        }
+    }
+
+    /// Hold `ev` for `reason` with `fl` as what the debugger's commands change.
+    fn hold(
+        &self,
+        ev: Event,
+        reason: HoldReason,
+        fl: &mut InFlight,
+        is_send: bool,
+        still: &dyn Fn() -> bool,
+    ) {
+        let mut site = RankSite {
+            fl,
+            is_send,
+            view: &self.view,
+        };
+        let _ = self.agent.hold(ev, (0, &self.thread), reason, &mut site, still);
+    }
+
+    /// The `start` event: held by the start hold, a breakpoint, a pause or step mode.
+    fn report_start(&self, fl: &mut InFlight) {
+        let agent = &self.agent;
+        let wait = agent.take_start_hold();
+        if !wait && !agent.is_attached() {
+            return;
+        }
+        let op = fl.op;
+        let reason = if wait {
+            Some(HoldReason::Wait)
+        } else {
+            agent.start_hold_reason(0, op, false).map(|(r, _)| r)
+        };
+        let ev = Event::Start(self.step(fl, fl.info.clone(), reason));
+        match reason {
+            None => agent.emit(ev, true),
+            Some(r) => {
+                let still = || agent.start_hold_reason(0, op, false).is_some();
+                self.hold(ev, r, fl, false, &still);
+            }
+        }
+    }
+
+    /// A send call's `send` event, with the content when held or asked for.
+    fn report_send(&self, fl: &mut InFlight) {
+        let agent = &self.agent;
+        if !agent.is_attached() {
+            return;
+        }
+        let reason = agent.hold_reason(0);
+        let content = match (&fl.call.elem, &fl.call.content) {
+            (Some(e), Some(bytes)) if reason.is_some() || agent.wants_content() => Some(e.decode(bytes)),
+            _ => None,
+        };
+        let ev = Event::Send(SendEv {
+            event_id: 0,
+            thread: Some(self.thread.to_string()),
+            op: Some(fl.call.name.clone()),
+            msg: self.msg(fl.seq),
+            to_op: None,
+            to_thread: fl.call.peer_world.map(|p| format!("rank[{p}]")),
+            type_name: fl.call.datatype.clone().unwrap_or_else(|| "MPI_BYTE".into()),
+            traced: false,
+            held: reason.is_some(),
+            reason,
+            content,
+            call: Some(Box::new(fl.info.clone())),
+        });
+        match reason {
+            None => agent.emit(ev, true),
+            Some(r) => self.hold(ev, r, fl, true, &|| agent.hold_reason(0).is_some()),
+        }
+    }
+}
+
+/// `rt_start`.
+pub fn start(call: Call) -> Started {
+    let Some(core) = CORE.get() else {
+        return Started::default();
+    };
+    let seq = core.seq.fetch_add(1, Relaxed);
+    let op = core.op(&call.name);
+    let info = call.info(core.site(call.caller));
+    let sends = call.sends();
+    let mut fl = InFlight {
+        seq,
+        op,
+        call,
+        info,
+        forced: None,
+        edited: None,
+    };
+    core.view.calling(&fl.call.name, seq);
+    core.report_start(&mut fl);
+    if sends {
+        core.report_send(&mut fl);
+    }
+    let started = Started {
+        token: seq + 1,
+        forced: fl.forced.as_ref().map(|f| (f.source, f.tag)),
+        edited: fl.edited.as_ref().map(|b| b.as_ptr()),
+    };
+    lock(&core.in_flight).insert(seq + 1, fl);
+    started
+}
+
+/// `rt_stop`.
+pub fn stop(token: u64, rc: i32, created: Option<(String, Option<i32>, Option<i32>)>) {
+    let Some(core) = CORE.get() else { return };
+    let Some(fl) = lock(&core.in_flight).remove(&token) else {
+        return;
+    };
+    core.view.returned();
+    let agent = &core.agent;
+    if !agent.is_attached() {
+        return;
+    }
+    let mut info = fl.info.clone();
+    info.forced = fl.forced.clone();
+    info.rc = (rc != 0).then_some(rc);
+    info.created = created.and_then(|(comm, rank, leader)| {
+        Some(Created {
+            comm,
+            rank: rank?,
+            leader: leader?,
+        })
+    });
+    let reason = agent.hold_reason(0);
+    let ev = Event::Stop(core.step(&fl, info, reason));
+    match reason {
+        None => agent.emit(ev, true),
+        Some(r) => {
+            let mut fl = fl;
+            core.hold(ev, r, &mut fl, false, &|| agent.hold_reason(0).is_some());
+        }
+    }
+}
+
+/// `rt_matched`: a blocking receive or a probe matched.
+pub fn matched(token: u64, source: i32, tag: i32, bytes: i64) {
+    let Some(core) = CORE.get() else { return };
+    let mut flights = lock(&core.in_flight);
+    let Some(fl) = flights.get_mut(&token) else { return };
+    let m = Matched { source, tag, bytes };
+    fl.info.matched = Some(m.clone());
+    if fl.call.receives() {
+        let (seq, name, info) = (fl.seq, fl.call.name.clone(), fl.info.clone());
+        drop(flights);
+        core.report_recv(seq, &name, info);
+    }
+}
+
+/// `rt_request`: remember what a nonblocking call's request is for.
+pub fn request(token: u64, request: i64) {
+    let Some(core) = CORE.get() else { return };
+    let flights = lock(&core.in_flight);
+    let Some(fl) = flights.get(&token) else { return };
+    let pending = Pending {
+        seq: fl.seq,
+        name: fl.call.name.clone(),
+        receives: fl.call.receives(),
+        info: fl.info.clone(),
+    };
+    drop(flights);
+    lock(&core.requests).insert(request, pending);
+}
+
+/// `rt_completed`: a request completed; a receive's is its `recv`.
+pub fn completed(_token: u64, request: i64, (source, tag, bytes): (i32, i32, i64), cancelled: bool) {
+    let Some(core) = CORE.get() else { return };
+    let Some(p) = lock(&core.requests).remove(&request) else {
+        return;
+    };
+    if p.receives && !cancelled {
+        let mut info = p.info;
+        info.matched = Some(Matched { source, tag, bytes });
+        core.report_recv(p.seq, &p.name, info);
+    }
+}
+
+impl Core {
+    /// A receive matched: the `recv` event (never held: the rank is inside MPI).
+    fn report_recv(&self, seq: u64, name: &str, info: CallInfo) {
+        if !self.agent.is_attached() {
+            return;
+        }
+        self.agent.emit(
+            Event::Recv(racetrack_protocol::RecvEv {
+                event_id: 0,
+                thread: self.thread.to_string(),
+                op: name.to_owned(),
+                msg: self.msg(seq),
+                position: 0,
+                traced: false,
+                call: Some(Box::new(info)),
+            }),
+            true,
+        );
+    }
+}
+
+/// `rt_pcontrol`.
+pub fn pcontrol(level: i32, label: Option<String>) {
+    let Some(core) = CORE.get() else { return };
+    match level {
+        0 => core.off.store(true, Relaxed),
+        1 => core.off.store(false, Relaxed),
+        _ => core.view.label(label),
+    }
+}
+
+/// `rt_finalize`: release every hold and flush every event to the debugger.
+pub fn finalize() {
+    let Some(core) = CORE.get() else { return };
+    core.agent.shutdown();
+    core.agent.finish();
+}

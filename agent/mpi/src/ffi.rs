@@ -1,0 +1,223 @@
+//! The C entry points of `racetrack_mpi.h`, called by the per-implementation wrappers.
+//! The only unsafe code of the crate: it reads the wrappers' `rt_call` structs and the
+//! buffers and strings they point to, for the duration of the call that passed them.
+
+#![allow(unsafe_code)]
+
+use crate::call::{Call, Elem};
+use crate::core;
+use std::ffi::{c_char, c_void, CStr};
+
+/// `RT_NONE`: a field that does not apply.
+pub const RT_NONE: i32 = i32::MIN;
+
+/// The wrappers' `rt_call` (see `c/racetrack_mpi.h`, which is the authority on the
+/// layout: keep the two in the same order).
+#[repr(C)]
+pub struct RtCall {
+    name: *const c_char,
+    peer: i32,
+    peer_world: i32,
+    tag: i32,
+    count: i32,
+    root: i32,
+    bytes: i64,
+    datatype: *const c_char,
+    comm: *const c_char,
+    send_buf: *const c_void,
+    elem_kind: c_char,
+    elem_size: i32,
+    caller: *mut c_void,
+    forced_source: i32,
+    forced_tag: i32,
+    edited_buf: *const c_void,
+    new_rank: i32,
+    new_leader: i32,
+    new_comm: *const c_char,
+    core: u64,
+}
+
+/// A C string the wrappers passed, or `None` for NULL.
+///
+/// # Safety
+/// `p` is NULL or a NUL-terminated string valid for the call (the header's contract).
+unsafe fn text<'a>(p: *const c_char) -> Option<&'a str> {
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: non-null and NUL-terminated per the header's contract.
+    unsafe { CStr::from_ptr(p) }.to_str().ok()
+}
+
+fn opt(v: i32) -> Option<i32> {
+    (v != RT_NONE).then_some(v)
+}
+
+/// What `c` describes, copied out (names, numbers and the send's content).
+///
+/// # Safety
+/// `c` points to a valid `rt_call` whose pointers follow the header's contract.
+unsafe fn read(c: &RtCall) -> Call {
+    // SAFETY: the header's contract for every pointer field.
+    let (name, datatype, comm) = unsafe { (text(c.name), text(c.datatype), text(c.comm)) };
+    let elem = Elem::of(c.elem_kind as u8, c.elem_size);
+    let content = match (elem, c.send_buf.is_null(), usize::try_from(c.count)) {
+        (Some(e), false, Ok(n)) => {
+            let len = n.saturating_mul(e.size);
+            // SAFETY: a send's buffer holds `count` elements of `elem_size` bytes.
+            Some(unsafe { std::slice::from_raw_parts(c.send_buf.cast::<u8>(), len) }.to_vec())
+        }
+        _ => None,
+    };
+    Call {
+        name: name.unwrap_or("MPI_(unknown)").to_owned(),
+        peer: opt(c.peer),
+        peer_world: opt(c.peer_world),
+        tag: opt(c.tag),
+        count: opt(c.count),
+        root: opt(c.root),
+        bytes: (c.bytes >= 0).then_some(c.bytes),
+        datatype: datatype.map(str::to_owned),
+        comm: comm.map(str::to_owned),
+        elem,
+        content,
+        caller: c.caller as usize,
+    }
+}
+
+/// Run `f` on the call `c` points to, if it is not NULL; a panic stops here (the core
+/// is a guest in the program: it never unwinds into C).
+fn with_call(c: *mut RtCall, f: impl FnOnce(&mut RtCall)) {
+    if c.is_null() {
+        return;
+    }
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        // SAFETY: the wrapper passes its own `rt_call`, valid and unaliased for the call.
+        f(unsafe { &mut *c })
+    }));
+}
+
+/// `rt_init`: start the agent for this rank.
+#[no_mangle]
+pub extern "C" fn rt_init(world_rank: i32, world_size: i32, implementation: *const c_char) {
+    // SAFETY: NULL or the wrappers' static string.
+    let implementation = unsafe { text(implementation) }.unwrap_or("MPI").to_owned();
+    let _ = std::panic::catch_unwind(move || core::init(world_rank, world_size, &implementation));
+}
+
+/// `rt_active`: whether to report this call (one atomic read and a thread-local one).
+#[no_mangle]
+pub extern "C" fn rt_active() -> i32 {
+    i32::from(core::active())
+}
+
+/// `rt_start`: the `start` (and a send's `send`) event; may hold the rank.
+#[no_mangle]
+pub extern "C" fn rt_start(c: *mut RtCall) {
+    with_call(c, |c| {
+        // SAFETY: `with_call` checked the pointer; the wrapper filled the struct.
+        let call = unsafe { read(c) };
+        let out = core::start(call);
+        c.core = out.token;
+        c.forced_source = out.forced.map_or(RT_NONE, |f| f.0);
+        c.forced_tag = out.forced.and_then(|f| f.1).unwrap_or(RT_NONE);
+        c.edited_buf = out.edited.map_or(std::ptr::null(), |b| b.cast());
+    });
+}
+
+/// `rt_stop`: the `stop` event.
+#[no_mangle]
+pub extern "C" fn rt_stop(c: *mut RtCall, rc: i32) {
+    with_call(c, |c| {
+        // SAFETY: as in `rt_start`.
+        let new_comm = unsafe { text(c.new_comm) }.map(str::to_owned);
+        let created = new_comm.map(|comm| (comm, opt(c.new_rank), opt(c.new_leader)));
+        core::stop(c.core, rc, created);
+        c.edited_buf = std::ptr::null();
+    });
+}
+
+/// `rt_matched`: a receive or probe of the call matched.
+#[no_mangle]
+pub extern "C" fn rt_matched(c: *mut RtCall, source: i32, tag: i32, bytes: i64) {
+    with_call(c, |c| core::matched(c.core, source, tag, bytes));
+}
+
+/// `rt_request`: a nonblocking call created `request`.
+#[no_mangle]
+pub extern "C" fn rt_request(c: *mut RtCall, request: i64) {
+    with_call(c, |c| core::request(c.core, request));
+}
+
+/// `rt_completed`: a completion call completed `request`.
+#[no_mangle]
+pub extern "C" fn rt_completed(
+    c: *mut RtCall,
+    request: i64,
+    source: i32,
+    tag: i32,
+    bytes: i64,
+    cancelled: i32,
+) {
+    with_call(c, |c| {
+        core::completed(c.core, request, (source, tag, bytes), cancelled != 0)
+    });
+}
+
+/// `rt_pcontrol`: reporting on or off, or a label.
+#[no_mangle]
+pub extern "C" fn rt_pcontrol(level: i32, label: *const c_char) {
+    // SAFETY: NULL or a C string the program passed to MPI_Pcontrol.
+    let label = unsafe { text(label) }.map(str::to_owned);
+    let _ = std::panic::catch_unwind(move || core::pcontrol(level, label));
+}
+
+/// `rt_finalize`: flush every event before MPI goes away.
+#[no_mangle]
+pub extern "C" fn rt_finalize() {
+    let _ = std::panic::catch_unwind(core::finalize);
+}
+
+/// glibc's `Dl_info`.
+#[repr(C)]
+struct DlInfo {
+    fname: *const c_char,
+    fbase: *mut c_void,
+    sname: *const c_char,
+    saddr: *mut c_void,
+}
+
+extern "C" {
+    fn dladdr(addr: *const c_void, info: *mut DlInfo) -> i32;
+}
+
+/// Where the program called MPI from: `function+0xOFF (module)` from the dynamic symbol
+/// table (functions the executable exports, or a shared library's), else
+/// `module+0xOFF`; `None` without an address. Resolved once per call site.
+pub(crate) fn site_of(caller: usize) -> Option<String> {
+    if caller == 0 {
+        return None;
+    }
+    // The return address is just after the call instruction: look up the byte before it,
+    // which is inside the call even when the call is a function's last instruction.
+    let addr = (caller - 1) as *const c_void;
+    let mut info = DlInfo {
+        fname: std::ptr::null(),
+        fbase: std::ptr::null_mut(),
+        sname: std::ptr::null(),
+        saddr: std::ptr::null_mut(),
+    };
+    // SAFETY: dladdr only reads the address and fills `info`; it returns 0 if it knows
+    // nothing about the address.
+    if unsafe { dladdr(addr, &mut info) } == 0 {
+        return Some(format!("{caller:#x}"));
+    }
+    // SAFETY: dladdr's strings are NULL or point into the loaded objects' tables, which
+    // stay loaded (program and MPI libraries are never unloaded while MPI runs).
+    let (module, symbol) = unsafe { (text(info.fname), text(info.sname)) };
+    let module = module.map(|m| m.rsplit('/').next().unwrap_or(m)).unwrap_or("?");
+    Some(match symbol {
+        Some(sym) => format!("{sym}+{:#x} ({module})", caller - 1 - info.saddr as usize),
+        None => format!("{module}+{:#x}", caller - 1 - info.fbase as usize),
+    })
+}

@@ -1,0 +1,522 @@
+//! One session over the ranks of an MPI job. The debugger listens; every rank's agent
+//! dials in (`RACETRACK_CONNECT`); the ranks' streams are merged into one [`Connection`],
+//! so the controller and the GUI see one program whose threads are the ranks (`rank[0]`,
+//! `rank[1]`, … of the collection `rank`, DESIGN §7):
+//!
+//! - one `structure` (the ranks' merged) and one `snapshot` (when every rank sent its
+//!   own; a rank's events wait until then), then the ranks' events as they come: each
+//!   rank's stay in order;
+//! - a command for a thread or a held event goes to the rank that has it; any other goes
+//!   to every rank, and its verdict (`ok` / `error` with its request number) is one: the
+//!   first error, else `ok` once every rank said so;
+//! - the connection closes when every rank's has.
+//!
+//! Event numbers are unique across the job: each rank numbers from its own range.
+
+use crate::conn::{ConnEvent, Connection, Waker};
+use futures_util::stream::{select_all, SplitSink};
+use futures_util::{SinkExt, StreamExt};
+use racetrack_protocol::{
+    CollectionDesc, Command, Decoded, Decoder, Event, OperationDesc, Request, BINARY_HEADER, MAX_FRAME_BYTES,
+    PROTOCOL_VERSION,
+};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+use tokio::net::TcpStream;
+use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request as HttpRequest, Response};
+use tokio_tungstenite::tungstenite::http::{HeaderValue, StatusCode};
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::WebSocketStream;
+
+type Ws = WebSocketStream<TcpStream>;
+
+/// A socket the ranks of a job dial.
+pub struct JobListener {
+    listener: std::net::TcpListener,
+    url: String,
+    token: Option<String>,
+}
+
+impl JobListener {
+    /// Listen on `addr` (`127.0.0.1:0` picks a port). Beyond loopback, ranks must present
+    /// `token` (`RACETRACK_TOKEN` in their environment).
+    pub fn bind(addr: &str, token: Option<String>) -> Result<Self, String> {
+        let sa: std::net::SocketAddr = addr
+            .parse()
+            .map_err(|_| format!("`{addr}` is not an address such as 127.0.0.1:0"))?;
+        if !sa.ip().is_loopback() && token.is_none() {
+            return Err(format!(
+                "{addr} is not a loopback address: set RACETRACK_TOKEN so that only the job's ranks can connect"
+            ));
+        }
+        let listener =
+            std::net::TcpListener::bind(sa).map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+        let local = listener.local_addr().map_err(|e| e.to_string())?;
+        Ok(Self {
+            listener,
+            url: format!("ws://{local}"),
+            token,
+        })
+    }
+
+    /// What the ranks dial (`RACETRACK_CONNECT`).
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// Wait until `ranks` ranks connected (checking `gone` every 100 ms: the launcher
+    /// may have failed, and says why), then merge them into one connection.
+    pub fn accept(
+        self,
+        ranks: usize,
+        timeout: Duration,
+        waker: Waker,
+        mut gone: impl FnMut() -> Option<String>,
+    ) -> Result<Connection, String> {
+        let (ev_tx, ev_rx) = mpsc::sync_channel(crate::conn::EVENTS_CAP);
+        let (cmd_tx, cmd_rx) = tokio::sync::mpsc::unbounded_channel();
+        let (ready_tx, ready_rx) = mpsc::channel();
+        let joined = Arc::new(AtomicUsize::new(0));
+        let j = joined.clone();
+        std::thread::Builder::new()
+            .name("racetrack-job".into())
+            .spawn(move || {
+                let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+                    Ok(rt) => rt,
+                    Err(e) => return drop(ready_tx.send(Err(e.to_string()))),
+                };
+                rt.block_on(async move {
+                    match gather(self.listener, self.token, ranks, &j).await {
+                        Ok(socks) => {
+                            let _ = ready_tx.send(Ok(()));
+                            Merge::new(socks, ev_tx, waker).run(cmd_rx).await;
+                        }
+                        Err(e) => drop(ready_tx.send(Err(e))),
+                    }
+                });
+            })
+            .map_err(|e| e.to_string())?;
+        let deadline = Instant::now() + timeout;
+        loop {
+            match ready_rx.recv_timeout(Duration::from_millis(100)) {
+                Ok(Ok(())) => return Ok(Connection::from_parts(ev_rx, cmd_tx)),
+                Ok(Err(e)) => return Err(e),
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    return Err("the job's connection thread stopped".into())
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+            }
+            if let Some(why) = gone() {
+                return Err(why);
+            }
+            if Instant::now() > deadline {
+                return Err(format!(
+                    "{} of {ranks} ranks connected within {} s (is the program an MPI program, and were the wrappers preloaded?)",
+                    joined.load(SeqCst),
+                    timeout.as_secs()
+                ));
+            }
+        }
+    }
+}
+
+/// Accept `ranks` WebSocket connections (refusing a missing token), in arrival order.
+async fn gather(
+    listener: std::net::TcpListener,
+    token: Option<String>,
+    ranks: usize,
+    joined: &AtomicUsize,
+) -> Result<Vec<Ws>, String> {
+    listener.set_nonblocking(true).map_err(|e| e.to_string())?;
+    let listener = tokio::net::TcpListener::from_std(listener).map_err(|e| e.to_string())?;
+    let mut socks = Vec::with_capacity(ranks);
+    while socks.len() < ranks {
+        let (stream, peer) = listener.accept().await.map_err(|e| format!("accept: {e}"))?;
+        let _ = stream.set_nodelay(true);
+        match handshake(stream, token.as_deref()).await {
+            Ok(ws) => {
+                socks.push(ws);
+                joined.store(socks.len(), SeqCst);
+            }
+            Err(e) => eprintln!("racetrack: refused a connection from {peer}: {e}"),
+        }
+    }
+    Ok(socks)
+}
+
+async fn handshake(stream: TcpStream, token: Option<&str>) -> Result<Ws, String> {
+    let config = WebSocketConfig::default()
+        .max_message_size(Some(MAX_FRAME_BYTES))
+        .max_frame_size(Some(MAX_FRAME_BYTES));
+    #[allow(clippy::result_large_err)]
+    let check = |req: &HttpRequest, mut resp: Response| -> Result<Response, ErrorResponse> {
+        if let Some(t) = token {
+            let auth = req.headers().get("authorization").and_then(|v| v.to_str().ok());
+            if auth != Some(&format!("Bearer {t}")) {
+                let mut r = ErrorResponse::new(Some("a valid token is required (RACETRACK_TOKEN)".into()));
+                *r.status_mut() = StatusCode::FORBIDDEN;
+                return Err(r);
+            }
+        }
+        // Packed events in binary frames: no decimal numbers to parse.
+        resp.headers_mut()
+            .insert(BINARY_HEADER, HeaderValue::from_static("binary"));
+        Ok(resp)
+    };
+    tokio_tungstenite::accept_hdr_async_with_config(stream, check, Some(config))
+        .await
+        .map_err(|e| format!("handshake: {e}"))
+}
+
+/// What the merge knows of one rank's connection.
+#[derive(Default)]
+struct Rank {
+    decoder: Decoder,
+    /// Its last structure's threads and operations.
+    threads: Vec<String>,
+    ops: Vec<OperationDesc>,
+    collections: Vec<CollectionDesc>,
+    snapshot: Option<Event>,
+    closed: bool,
+}
+
+/// The merging side of the job's thread.
+struct Merge {
+    sinks: Vec<SplitSink<Ws, Message>>,
+    streams: Vec<futures_util::stream::SplitStream<Ws>>,
+    ranks: Vec<Rank>,
+    out: mpsc::SyncSender<ConnEvent>,
+    waker: Waker,
+    /// Events of ranks that sent their snapshot, until every rank did.
+    early: Vec<ConnEvent>,
+    snapshot_sent: bool,
+    /// Held events, by number: the rank (connection) holding each.
+    held: HashMap<u64, usize>,
+    /// Commands sent to every rank with a request number: ranks yet to answer, and the
+    /// first error.
+    verdicts: HashMap<u64, (Vec<usize>, Option<Event>)>,
+    /// Why a connection failed, for the final `Closed`.
+    failure: Option<String>,
+}
+
+/// Where a command goes.
+enum Target {
+    Thread(String),
+    Event(u64),
+    All,
+}
+
+fn target(cmd: &Command) -> Target {
+    match cmd {
+        Command::Continue {
+            event_id: Some(id), ..
+        }
+        | Command::Edit { event_id: id, .. }
+        | Command::Match { event_id: id, .. } => Target::Event(*id),
+        Command::Continue { thread: Some(t), .. }
+        | Command::Break { thread: Some(t), .. }
+        | Command::Pause { thread: t, .. }
+        | Command::Queue { thread: t, .. }
+        | Command::Reorder { thread: t, .. }
+        | Command::State { thread: t, .. }
+        | Command::SetState { thread: t, .. } => Target::Thread(t.clone()),
+        _ => Target::All,
+    }
+}
+
+/// The number in a thread name's brackets (`rank[12]` → 12), for ordering.
+fn index_of(thread: &str) -> usize {
+    thread
+        .rsplit_once('[')
+        .and_then(|(_, r)| r.strip_suffix(']')?.parse().ok())
+        .unwrap_or(usize::MAX)
+}
+
+impl Merge {
+    fn new(socks: Vec<Ws>, out: mpsc::SyncSender<ConnEvent>, waker: Waker) -> Self {
+        let (sinks, streams): (Vec<_>, Vec<_>) = socks.into_iter().map(StreamExt::split).unzip();
+        let n = streams.len();
+        Self {
+            sinks,
+            streams,
+            ranks: (0..n).map(|_| Rank::default()).collect(),
+            out,
+            waker,
+            early: Vec::new(),
+            snapshot_sent: false,
+            held: HashMap::new(),
+            verdicts: HashMap::new(),
+            failure: None,
+        }
+    }
+
+    async fn run(mut self, mut cmds: tokio::sync::mpsc::UnboundedReceiver<Request>) {
+        let mut incoming = select_all(std::mem::take(&mut self.streams).into_iter().enumerate().map(
+            |(i, s)| {
+                s.map(move |m| (i, Some(m)))
+                    .chain(futures_util::stream::once(async move { (i, None) }))
+                    .boxed()
+            },
+        ));
+        loop {
+            tokio::select! {
+                m = incoming.next() => match m {
+                    Some((i, Some(Ok(msg)))) => self.frame(i, msg),
+                    Some((i, Some(Err(e)))) => {
+                        self.failure.get_or_insert(format!("rank connection {i} lost: {e}"));
+                        self.close(i);
+                    }
+                    Some((i, None)) => self.close(i),
+                    None => break,
+                },
+                c = cmds.recv() => match c {
+                    Some(req) => self.command(req).await,
+                    None => {
+                        for s in &mut self.sinks {
+                            let _ = s.close().await;
+                        }
+                        break;
+                    }
+                },
+            }
+            if self.ranks.iter().all(|r| r.closed) {
+                break;
+            }
+        }
+        self.flush_snapshot(true);
+        let _ = self.out.send(ConnEvent::Closed(self.failure.take()));
+        (self.waker)();
+    }
+
+    fn frame(&mut self, i: usize, msg: Message) {
+        let decoded = match msg {
+            Message::Text(t) => self.ranks[i].decoder.decode_frame(&t),
+            Message::Binary(b) => self.ranks[i].decoder.decode_binary(&b),
+            _ => return,
+        };
+        match decoded {
+            Ok(Decoded::Packed(names, ps)) => self.forward(ConnEvent::Packed(names, ps)),
+            Ok(Decoded::Events(evs)) => evs.into_iter().for_each(|ev| self.event(i, ev)),
+            Err(e) => self.forward(ConnEvent::Event(Event::Error {
+                message: format!("unreadable frame from rank connection {i}: {e}"),
+                req: None,
+            })),
+        }
+    }
+
+    fn event(&mut self, i: usize, ev: Event) {
+        match &ev {
+            Event::Hello { protocol, .. } if *protocol != PROTOCOL_VERSION => {
+                self.failure.get_or_insert(format!(
+                    "a rank's agent speaks protocol {protocol}; this debugger speaks {PROTOCOL_VERSION}"
+                ));
+            }
+            Event::Hello { .. } => return self.send_out(ConnEvent::Event(ev)),
+            Event::Structure {
+                operations,
+                collections,
+                ..
+            } => {
+                let r = &mut self.ranks[i];
+                r.ops = operations.clone();
+                r.collections = collections.clone();
+                r.threads = collections
+                    .iter()
+                    .flat_map(|c| c.threads.iter().cloned())
+                    .collect();
+                let merged = self.structure();
+                return self.send_out(ConnEvent::Event(merged));
+            }
+            Event::Snapshot { .. } => {
+                self.ranks[i].snapshot = Some(ev);
+                return self.flush_snapshot(false);
+            }
+            Event::Ok { req: Some(n), .. } | Event::Error { req: Some(n), .. }
+                if self.verdicts.contains_key(n) =>
+            {
+                return self.verdict(i, *n, ev);
+            }
+            Event::Start(s) | Event::Stop(s) if s.held => {
+                self.held.insert(s.event_id, i);
+            }
+            Event::Send(s) if s.held => {
+                self.held.insert(s.event_id, i);
+            }
+            Event::Released { event_id, .. } => {
+                self.held.remove(event_id);
+            }
+            _ => {}
+        }
+        self.forward(ConnEvent::Event(ev));
+    }
+
+    /// Every rank's structure as one: the collections' threads and the operations'
+    /// threads united, in rank order.
+    fn structure(&self) -> Event {
+        let mut collections: Vec<CollectionDesc> = Vec::new();
+        let mut operations: Vec<OperationDesc> = Vec::new();
+        for r in &self.ranks {
+            for c in &r.collections {
+                match collections.iter_mut().find(|m| m.name == c.name) {
+                    Some(m) => m.threads.extend(c.threads.iter().cloned()),
+                    None => collections.push(c.clone()),
+                }
+            }
+            for o in &r.ops {
+                match operations.iter_mut().find(|m| m.name == o.name) {
+                    Some(m) => m.threads.extend(o.threads.iter().cloned()),
+                    None => operations.push(o.clone()),
+                }
+            }
+        }
+        for t in collections
+            .iter_mut()
+            .map(|c| &mut c.threads)
+            .chain(operations.iter_mut().map(|o| &mut o.threads))
+        {
+            t.sort_by_key(|n| index_of(n));
+            t.dedup();
+        }
+        Event::Structure {
+            operations,
+            collections,
+            edges: Vec::new(),
+        }
+    }
+
+    /// Once every rank sent its snapshot (or closed; `end`: now), send one for the job,
+    /// then the events that waited for it.
+    fn flush_snapshot(&mut self, end: bool) {
+        if self.snapshot_sent || !(end || self.ranks.iter().all(|r| r.snapshot.is_some() || r.closed)) {
+            return;
+        }
+        let (mut next, mut threads, mut held) = (u64::MAX, Vec::new(), Vec::new());
+        for (i, r) in self.ranks.iter().enumerate() {
+            if let Some(Event::Snapshot {
+                next_event_id,
+                threads: t,
+                held: h,
+            }) = &r.snapshot
+            {
+                next = next.min(*next_event_id);
+                threads.extend(t.iter().cloned());
+                for e in h {
+                    if let Some(id) = e.event_id() {
+                        self.held.insert(id, i);
+                    }
+                    held.push(e.clone());
+                }
+            }
+        }
+        threads.sort_by_key(|t: &racetrack_protocol::ThreadSnapshot| index_of(&t.thread));
+        let next_event_id = if next == u64::MAX { 0 } else { next };
+        self.snapshot_sent = true;
+        self.send_out(ConnEvent::Event(Event::Snapshot {
+            next_event_id,
+            threads,
+            held,
+        }));
+        for ce in std::mem::take(&mut self.early) {
+            self.send_out(ce);
+        }
+    }
+
+    fn forward(&mut self, ce: ConnEvent) {
+        if self.snapshot_sent {
+            self.send_out(ce);
+        } else {
+            self.early.push(ce);
+        }
+    }
+
+    fn send_out(&mut self, ce: ConnEvent) {
+        // A consumer that is gone: the commands' channel closes too, ending the loop.
+        let _ = self.out.send(ce);
+        (self.waker)();
+    }
+
+    /// Rank `i` answered command `n`, sent to every rank.
+    fn verdict(&mut self, i: usize, n: u64, ev: Event) {
+        let Some((waiting, first_error)) = self.verdicts.get_mut(&n) else {
+            return;
+        };
+        waiting.retain(|w| *w != i);
+        if matches!(ev, Event::Error { .. }) && first_error.is_none() {
+            *first_error = Some(ev.clone());
+        }
+        self.settle(n, Some(ev));
+    }
+
+    /// Send command `n`'s verdict once no rank is left to answer it.
+    fn settle(&mut self, n: u64, last: Option<Event>) {
+        let done = self.verdicts.get(&n).is_some_and(|(w, _)| w.is_empty());
+        if !done {
+            return;
+        }
+        if let Some((_, first_error)) = self.verdicts.remove(&n) {
+            let ok = || Event::Ok {
+                cmd: "?".into(),
+                target: None,
+                req: Some(n),
+            };
+            let ev = first_error.or(last).unwrap_or_else(ok);
+            self.forward(ConnEvent::Event(ev));
+        }
+    }
+
+    /// Rank `i`'s connection closed: it answers nothing more.
+    fn close(&mut self, i: usize) {
+        self.ranks[i].closed = true;
+        let pending: Vec<u64> = self.verdicts.keys().copied().collect();
+        for n in pending {
+            if let Some((w, _)) = self.verdicts.get_mut(&n) {
+                w.retain(|r| *r != i);
+            }
+            self.settle(n, None);
+        }
+        self.held.retain(|_, r| *r != i);
+        self.flush_snapshot(false);
+    }
+
+    async fn command(&mut self, req: Request) {
+        let to: Vec<usize> = match target(&req.cmd) {
+            Target::Event(id) => match self.held.get(&id) {
+                Some(i) => vec![*i],
+                None => return self.refuse(&req, format!("event {id} is not held by any rank")),
+            },
+            Target::Thread(t) => match self.ranks.iter().position(|r| r.threads.contains(&t)) {
+                Some(i) => vec![i],
+                None => {
+                    let n = self.ranks.len();
+                    let why = format!(
+                        "no thread `{t}` in this job (its ranks are rank[0] … rank[{}])",
+                        n.saturating_sub(1)
+                    );
+                    return self.refuse(&req, why);
+                }
+            },
+            Target::All => (0..self.ranks.len()).filter(|i| !self.ranks[*i].closed).collect(),
+        };
+        if let (Target::All, Some(n)) = (target(&req.cmd), req.req) {
+            self.verdicts.insert(n, (to.clone(), None));
+        }
+        let text = req.to_json();
+        for i in to {
+            if let Err(e) = self.sinks[i].send(Message::Text(text.clone().into())).await {
+                self.failure
+                    .get_or_insert(format!("rank connection {i} lost: {e}"));
+            }
+        }
+    }
+
+    fn refuse(&mut self, req: &Request, message: String) {
+        let message = format!("{}: {message}", req.cmd.name());
+        self.send_out(ConnEvent::Event(Event::Error {
+            message,
+            req: req.req,
+        }));
+    }
+}

@@ -1,0 +1,236 @@
+//! `racetrack mpirun`: an MPI job under the debugger. The installed launcher of the
+//! chosen implementation starts the ranks with the interposition library preloaded
+//! (`libracetrack_mpi.so`, the core, and `libracetrack_mpi_<impl>.so`, the wrappers
+//! built against that implementation) and the agent's variables set; every rank dials
+//! this debugger ([`crate::job`]) and waits before its first call after `MPI_Init` until
+//! Continue.
+
+use racetrack_protocol::launch as env;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The MPI implementations Debian ships (DESIGN §7).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Impl {
+    Mpich,
+    OpenMpi,
+}
+
+impl Impl {
+    /// Every implementation, in the order a default is looked for.
+    pub const ALL: [Impl; 2] = [Impl::Mpich, Impl::OpenMpi];
+
+    /// `mpich` / `openmpi`, as `--impl` and the wrappers' file name say.
+    pub fn key(self) -> &'static str {
+        match self {
+            Impl::Mpich => "mpich",
+            Impl::OpenMpi => "openmpi",
+        }
+    }
+
+    /// `MPICH` / `Open MPI`.
+    pub fn title(self) -> &'static str {
+        match self {
+            Impl::Mpich => "MPICH",
+            Impl::OpenMpi => "Open MPI",
+        }
+    }
+
+    /// `--impl NAME`.
+    pub fn parse(name: &str) -> Result<Impl, String> {
+        match name {
+            "mpich" => Ok(Impl::Mpich),
+            "openmpi" | "open-mpi" | "ompi" => Ok(Impl::OpenMpi),
+            _ => Err(format!("--impl {name}: expected mpich or openmpi")),
+        }
+    }
+
+    /// The launcher: `mpiexec.mpich` / `mpiexec.openmpi` (or `RACETRACK_MPIEXEC_MPICH` /
+    /// `RACETRACK_MPIEXEC_OPENMPI`).
+    pub fn launcher(self) -> String {
+        let var = format!("RACETRACK_MPIEXEC_{}", self.key().to_uppercase());
+        std::env::var(var)
+            .ok()
+            .filter(|v| !v.is_empty())
+            .unwrap_or_else(|| format!("mpiexec.{}", self.key()))
+    }
+
+    /// The implementation a program's `ldd` listing shows it linked against.
+    fn in_ldd(ldd: &str) -> Option<Impl> {
+        ldd.lines().find_map(|l| {
+            let lib = l.split_whitespace().next()?;
+            if lib.starts_with("libmpich") {
+                Some(Impl::Mpich)
+            } else if lib.starts_with("libmpi.so") || l.contains("openmpi") {
+                Some(Impl::OpenMpi)
+            } else {
+                None
+            }
+        })
+    }
+}
+
+/// Where the interposition libraries are: `RACETRACK_MPI_LIB_DIR`, else beside this
+/// executable (cargo builds them into the same directory).
+pub fn lib_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("RACETRACK_MPI_LIB_DIR").filter(|d| !d.is_empty()) {
+        return PathBuf::from(d);
+    }
+    std::env::current_exe()
+        .ok()
+        .and_then(|e| e.parent().map(Path::to_path_buf))
+        .unwrap_or_else(|| PathBuf::from("."))
+}
+
+/// The two libraries to preload for `imp`, or why they are missing.
+pub fn libs(imp: Impl, dir: &Path) -> Result<[PathBuf; 2], String> {
+    let core = dir.join("libracetrack_mpi.so");
+    let wrappers = dir.join(format!("libracetrack_mpi_{}.so", imp.key()));
+    if !core.exists() {
+        return Err(format!(
+            "the MPI library's core {} is missing: build it with `cargo build -p racetrack-mpi`",
+            core.display()
+        ));
+    }
+    if !wrappers.exists() {
+        let dev = if imp == Impl::Mpich {
+            "libmpich-dev"
+        } else {
+            "libopenmpi-dev"
+        };
+        return Err(format!(
+            "the MPI wrappers for {} were not built ({} is missing): install {dev} and run `cargo build -p racetrack-mpi`",
+            imp.title(),
+            wrappers.display()
+        ));
+    }
+    Ok([core, wrappers])
+}
+
+/// A job to launch.
+#[derive(Debug)]
+pub struct Plan {
+    pub imp: Impl,
+    pub ranks: usize,
+    pub program: PathBuf,
+    pub args: Vec<String>,
+    pub libs: [PathBuf; 2],
+}
+
+/// `program` as a path: as given if it names a directory, else looked up in `PATH`.
+fn find_program(program: &str) -> Result<PathBuf, String> {
+    let found = if program.contains('/') {
+        Some(PathBuf::from(program)).filter(|p| p.is_file())
+    } else {
+        std::env::var_os("PATH").and_then(|path| {
+            std::env::split_paths(&path)
+                .map(|d| d.join(program))
+                .find(|p| p.is_file())
+        })
+    };
+    found.ok_or_else(|| format!("no program `{program}` (not a file, nor in PATH)"))
+}
+
+/// Check what can be checked before launching: the program exists, the implementation
+/// (given, or the one the program is linked against, or the first whose wrappers were
+/// built) matches the program, and its libraries were built.
+pub fn plan(imp: Option<Impl>, ranks: usize, program: &str, args: &[String]) -> Result<Plan, String> {
+    if ranks == 0 {
+        return Err("-n needs at least one rank".into());
+    }
+    let path = find_program(program)?;
+    let linked = std::process::Command::new("ldd")
+        .arg(&path)
+        .output()
+        .ok()
+        .and_then(|o| Impl::in_ldd(&String::from_utf8_lossy(&o.stdout)));
+    let dir = lib_dir();
+    let imp = match (imp, linked) {
+        (Some(i), Some(l)) if i != l => {
+            return Err(format!(
+                "`{program}` is linked against {}, not {}: use --impl {} (or rebuild it with mpicc.{})",
+                l.title(),
+                i.title(),
+                l.key(),
+                i.key()
+            ))
+        }
+        (Some(i), _) | (None, Some(i)) => i,
+        (None, None) => Impl::ALL
+            .into_iter()
+            .find(|i| libs(*i, &dir).is_ok())
+            .unwrap_or(Impl::Mpich),
+    };
+    let libs = libs(imp, &dir)?;
+    Ok(Plan {
+        imp,
+        ranks,
+        program: path,
+        args: args.to_vec(),
+        libs,
+    })
+}
+
+fn running_as_root() -> bool {
+    std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
+        s.lines()
+            .find(|l| l.starts_with("Uid:"))
+            .and_then(|l| l.split_whitespace().nth(1).map(|u| u == "0"))
+            .unwrap_or(false)
+    })
+}
+
+impl Plan {
+    /// The launcher's command line, its ranks dialling `url`: variables are passed the
+    /// implementation's way (Hydra's `-genv`, Open MPI's `-x`), to the ranks only (the
+    /// launcher itself does not load the library). Open MPI also gets
+    /// `--oversubscribe` (more ranks than cores) and, as root, `--allow-run-as-root`.
+    pub fn command(&self, url: &str) -> Command {
+        let preload = format!("{}:{}", self.libs[0].display(), self.libs[1].display());
+        let name = self
+            .program
+            .file_name()
+            .map_or_else(|| "program".into(), |n| n.to_string_lossy().into_owned());
+        let vars = [
+            ("LD_PRELOAD", preload),
+            (env::ENV_CONNECT, url.to_owned()),
+            (env::ENV_WAIT, "1".to_owned()),
+            (env::ENV_PROGRAM, name),
+        ];
+        let mut cmd = Command::new(self.imp.launcher());
+        match self.imp {
+            Impl::Mpich => {
+                cmd.arg("-n").arg(self.ranks.to_string());
+                for (k, v) in &vars {
+                    cmd.arg("-genv").arg(k).arg(v);
+                }
+            }
+            Impl::OpenMpi => {
+                if running_as_root() {
+                    cmd.arg("--allow-run-as-root");
+                }
+                cmd.arg("--oversubscribe").arg("-n").arg(self.ranks.to_string());
+                for (k, v) in &vars {
+                    cmd.arg("-x").arg(format!("{k}={v}"));
+                }
+            }
+        }
+        cmd.arg(&self.program).args(&self.args);
+        cmd
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Impl;
+
+    #[test]
+    fn the_linked_implementation_is_read_from_ldd() {
+        let mpich = "\tlinux-vdso.so.1 (0x00007ffd)\n\tlibmpich.so.12 => /lib/x86_64-linux-gnu/libmpich.so.12 (0x00007f)\n";
+        let ompi = "\tlibmpi.so.40 => /lib/x86_64-linux-gnu/libmpi.so.40 (0x00007f)\n";
+        assert_eq!(Impl::in_ldd(mpich), Some(Impl::Mpich));
+        assert_eq!(Impl::in_ldd(ompi), Some(Impl::OpenMpi));
+        assert_eq!(Impl::in_ldd("\tlibc.so.6 => /lib/libc.so.6\n"), None);
+        assert!(Impl::parse("lam").is_err());
+    }
+}
