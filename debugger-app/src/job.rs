@@ -3,8 +3,9 @@
 //! so the controller and the GUI see one program whose threads are the ranks (`rank[0]`,
 //! `rank[1]`, … of the collection `rank`, DESIGN §7):
 //!
-//! - one `structure` (the ranks' merged) and one `snapshot` (when every rank sent its
-//!   own; a rank's events wait until then), then the ranks' events as they come: each
+//! - one `structure` (the ranks' merged) and one `snapshot`, when every rank sent its
+//!   own (a rank's events wait until then; the structure is sent again when it changes),
+//!   then the ranks' events as they come: each
 //!   rank's stay in order;
 //! - a command for a thread or a held event goes to the rank that has it; any other goes
 //!   to every rank, and its verdict (`ok` / `error` with its request number) is one: the
@@ -193,6 +194,7 @@ struct Merge {
     /// Events of ranks that sent their snapshot, until every rank did.
     early: Vec<ConnEvent>,
     snapshot_sent: bool,
+    last_structure: Option<Event>,
     /// Held events, by number: the rank (connection) holding each.
     held: HashMap<u64, usize>,
     /// Commands sent to every rank with a request number: ranks yet to answer, and the
@@ -247,6 +249,7 @@ impl Merge {
             waker,
             early: Vec::new(),
             snapshot_sent: false,
+            last_structure: None,
             held: HashMap::new(),
             verdicts: HashMap::new(),
             failure: None,
@@ -327,8 +330,12 @@ impl Merge {
                     .iter()
                     .flat_map(|c| c.threads.iter().cloned())
                     .collect();
-                let merged = self.structure();
-                return self.send_out(ConnEvent::Event(merged));
+                // Before the job's snapshot, the merged structure goes out once with it;
+                // after, only when it changed.
+                if self.snapshot_sent {
+                    self.send_structure();
+                }
+                return;
             }
             Event::Snapshot { .. } => {
                 self.ranks[i].snapshot = Some(ev);
@@ -414,6 +421,7 @@ impl Merge {
         threads.sort_by_key(|t: &racetrack_protocol::ThreadSnapshot| index_of(&t.thread));
         let next_event_id = if next == u64::MAX { 0 } else { next };
         self.snapshot_sent = true;
+        self.send_structure();
         self.send_out(ConnEvent::Event(Event::Snapshot {
             next_event_id,
             threads,
@@ -421,6 +429,15 @@ impl Merge {
         }));
         for ce in std::mem::take(&mut self.early) {
             self.send_out(ce);
+        }
+    }
+
+    /// The merged structure, unless it is the one last sent.
+    fn send_structure(&mut self) {
+        let merged = self.structure();
+        if self.last_structure.as_ref() != Some(&merged) {
+            self.last_structure = Some(merged.clone());
+            self.send_out(ConnEvent::Event(merged));
         }
     }
 
