@@ -2,6 +2,7 @@
  * Init (where the agent starts and the rank first waits for the debugger), Finalize,
  * Abort, and Pcontrol (reporting on/off, labels). */
 #include <stdarg.h>
+#include <stddef.h>
 
 #include "wrap.h"
 
