@@ -64,7 +64,7 @@ static const struct type_name *find_type(MPI_Datatype type) {
 void wc_begin(wcall *w, const char *name, void *caller) {
     memset(w, 0, sizeof *w);
     w->c.name = name;
-    w->c.caller = caller;
+    w->c.caller = rt_program_site(caller);
     w->c.peer = w->c.peer_world = w->c.tag = w->c.count = w->c.root = RT_NONE;
     w->c.bytes = -1;
     w->c.forced_source = w->c.forced_tag = RT_NONE;

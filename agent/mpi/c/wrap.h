@@ -30,7 +30,12 @@ typedef struct wcall {
 /* The implementation the wrappers were compiled for, e.g. "MPICH 4.0.2". */
 RT_HIDDEN const char *rtw_impl(void);
 
-/* Zero `w` and set every optional field to "does not apply". */
+/* The program's call site for a wrapper's return address `caller` (the same address
+ * unless an MPI library, e.g. MPICH's Fortran bindings, made the call). */
+RT_HIDDEN void *rt_program_site(void *caller);
+
+/* Zero `w` and set every optional field to "does not apply"; the call site from
+ * `caller`, the wrapper's return address. */
 RT_HIDDEN void wc_begin(wcall *w, const char *name, void *caller);
 RT_HIDDEN void wc_comm(wcall *w, MPI_Comm comm);
 /* `rank` of `comm` as the peer, with its world rank. */
