@@ -2,10 +2,11 @@
  * per rt_* call to stderr, so the wrappers can be checked with no debugger: run.sh
  * preloads it before libracetrack_mpi_<impl>.so and checks the lines.
  *
- * RT_STUB_FORCE_SOURCE=N: an MPI_Recv from RT_ANY is forced to match source N (and
- * RT_STUB_FORCE_TAG=T its tag, if it is RT_ANY), as the debugger would. */
+ * RT_STUB_FORCE_SOURCE=N: the first MPI_Recv from RT_ANY is forced to match source N
+ * (and RT_STUB_FORCE_TAG=T its tag, if it is RT_ANY), as the debugger would. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -16,6 +17,11 @@
 #include "../racetrack_mpi.h"
 
 static int rank = -1;
+static int forced;
+
+/* Where the lines go: stderr, or the file $RT_STUB_LOG.<rank> (Open MPI forwards ranks'
+ * stderr in chunks that can split a line between ranks). */
+static int out_fd = 2;
 
 /* One line, written with one write(2): lines of ranks sharing stderr stay whole. */
 __attribute__((format(printf, 1, 2))) static void emit(const char *fmt, ...) {
@@ -27,7 +33,7 @@ __attribute__((format(printf, 1, 2))) static void emit(const char *fmt, ...) {
     va_end(ap);
     if (n > (int)sizeof line - 2) n = (int)sizeof line - 2;
     line[n++] = '\n';
-    if (write(2, line, (size_t)n) < 0) return;
+    if (write(out_fd, line, (size_t)n) < 0) return;
 }
 static int64_t next_core = 1;
 
@@ -44,6 +50,13 @@ static const char *site(const void *caller) {
 
 void rt_init(int32_t world_rank, int32_t world_size, const char *impl) {
     rank = world_rank;
+    const char *log = getenv("RT_STUB_LOG");
+    if (log) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s.%d", log, rank);
+        int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0644);
+        if (fd >= 0) out_fd = fd;
+    }
     emit("init size=%d impl=%s", world_size, impl);
 }
 
@@ -57,7 +70,8 @@ void rt_start(rt_call *c) {
             s(c->comm), (long long)c->bytes, c->elem_kind ? c->elem_kind : '-', c->elem_size,
             c->send_buf != NULL, site(c->caller));
     const char *fs = getenv("RT_STUB_FORCE_SOURCE");
-    if (fs && strcmp(c->name, "MPI_Recv") == 0 && c->peer == RT_ANY) {
+    if (fs && !forced && strcmp(c->name, "MPI_Recv") == 0 && c->peer == RT_ANY) {
+        forced = 1;
         c->forced_source = atoi(fs);
         const char *ft = getenv("RT_STUB_FORCE_TAG");
         if (ft && c->tag == RT_ANY) c->forced_tag = atoi(ft);
