@@ -1,0 +1,46 @@
+! calls.f90: covered calls from Fortran (`use mpi`), for run.sh to check that each is
+! reported exactly once under both implementations. Needs at least 2 ranks.
+program calls
+  use mpi
+  implicit none
+  integer :: rank, size, ierr, i, total, b, x
+  integer :: reqs(16), vals(16)
+  integer :: st(MPI_STATUS_SIZE)
+  double precision :: out, got
+
+  call MPI_Init(ierr)
+  call MPI_Comm_rank(MPI_COMM_WORLD, rank, ierr)
+  call MPI_Comm_size(MPI_COMM_WORLD, size, ierr)
+
+  if (rank == 0) then
+    do i = 1, size - 1
+      call MPI_Irecv(vals(i), 1, MPI_INTEGER, MPI_ANY_SOURCE, MPI_ANY_TAG, &
+                     MPI_COMM_WORLD, reqs(i), ierr)
+    end do
+    call MPI_Waitall(size - 1, reqs, MPI_STATUSES_IGNORE, ierr)
+    if (sum(vals(1:size-1)) /= 10 * size * (size - 1) / 2) call MPI_Abort(MPI_COMM_WORLD, 1, ierr)
+  else
+    x = 10 * rank
+    call MPI_Send(x, 1, MPI_INTEGER, 0, 100 + rank, MPI_COMM_WORLD, ierr)
+  end if
+  ! No later message may reach the wildcard receives.
+  call MPI_Barrier(MPI_COMM_WORLD, ierr)
+
+  out = rank
+  call MPI_Sendrecv(out, 1, MPI_DOUBLE_PRECISION, mod(rank + 1, size), 7, got, 1, &
+                    MPI_DOUBLE_PRECISION, mod(rank + size - 1, size), 7, MPI_COMM_WORLD, st, ierr)
+  if (int(got) /= mod(rank + size - 1, size) .or. st(MPI_SOURCE) /= mod(rank + size - 1, size)) &
+    call MPI_Abort(MPI_COMM_WORLD, 2, ierr)
+
+  b = 0
+  if (rank == 0) b = 42
+  call MPI_Bcast(b, 1, MPI_INTEGER, 0, MPI_COMM_WORLD, ierr)
+  x = rank
+  call MPI_Allreduce(MPI_IN_PLACE, x, 1, MPI_INTEGER, MPI_SUM, MPI_COMM_WORLD, ierr)
+  total = size * (size - 1) / 2
+  if (b /= 42 .or. x /= total) call MPI_Abort(MPI_COMM_WORLD, 3, ierr)
+
+  call MPI_Barrier(MPI_COMM_WORLD, ierr)
+  if (rank == 0) print '(a)', 'calls.f90: ok'
+  call MPI_Finalize(ierr)
+end program calls

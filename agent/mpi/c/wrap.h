@@ -1,0 +1,155 @@
+/* wrap.h: private to the MPI wrappers (*.c here). The helpers every wrapper uses to turn
+ * its arguments into an rt_call (names, normalised ranks and tags, sizes) and to report
+ * matches and completions, plus the internal entry points (rtw_*) that take the call
+ * site as an argument, so the C and the Fortran symbols share one implementation and a
+ * call is reported once whichever binding made it. */
+#ifndef RACETRACK_WRAP_H
+#define RACETRACK_WRAP_H
+
+#include <mpi.h>
+#include <stdint.h>
+
+#include "racetrack_mpi.h"
+
+#define RT_HIDDEN __attribute__((visibility("hidden")))
+/* The program's call site, as seen from an exported wrapper. */
+#define RT_CALLER __builtin_return_address(0)
+
+/* Requests and statuses kept on the wrapper's stack up to this many; more are malloc'd. */
+#define RT_SMALL 32
+
+/* An rt_call plus the storage of the names it points to: the wrapper's stack frame keeps
+ * them valid until rt_stop returns. */
+typedef struct wcall {
+    rt_call c;
+    char comm_buf[24];
+    char type_buf[24];
+    char new_comm_buf[24];
+} wcall;
+
+/* The implementation the wrappers were compiled for, e.g. "MPICH 4.0.2". */
+RT_HIDDEN const char *rtw_impl(void);
+
+/* The program's call site for a wrapper's return address `caller` (the same address
+ * unless an MPI library, e.g. MPICH's Fortran bindings, made the call). */
+RT_HIDDEN void *rt_program_site(void *caller);
+
+/* Zero `w` and set every optional field to "does not apply"; the call site from
+ * `caller`, the wrapper's return address. */
+RT_HIDDEN void wc_begin(wcall *w, const char *name, void *caller);
+RT_HIDDEN void wc_comm(wcall *w, MPI_Comm comm);
+/* `rank` of `comm` as the peer, with its world rank. */
+RT_HIDDEN void wc_peer(wcall *w, MPI_Comm comm, int rank);
+/* `count` elements of `type`: count, datatype name, bytes, element kind and size. */
+RT_HIDDEN void wc_data(wcall *w, MPI_Datatype type, int count);
+RT_HIDDEN void wc_root(wcall *w, int root);
+/* A new communicator (or MPI_COMM_NULL) made by the call. */
+RT_HIDDEN void wc_new_comm(wcall *w, MPI_Comm comm);
+
+RT_HIDDEN int32_t rt_norm_rank(int rank);
+RT_HIDDEN int32_t rt_norm_tag(int tag);
+/* The source or tag to pass to PMPI: the forced one when the core set it, else the
+ * program's own. RT_ANY never reaches MPI. */
+RT_HIDDEN int rt_forced_source(const wcall *w, int source);
+RT_HIDDEN int rt_forced_tag(const wcall *w, int tag);
+
+/* Report the message a receive or probe matched (nothing for MPI_PROC_NULL). */
+RT_HIDDEN void wc_matched(wcall *w, const MPI_Status *st);
+/* Report that request `id` completed with status `st`. */
+RT_HIDDEN void wc_completed(wcall *w, int64_t id, const MPI_Status *st);
+
+/* Forget what is cached about `comm` (before it is freed: its handle may be reused). */
+RT_HIDDEN void rt_forget_comm(MPI_Comm comm);
+
+/* Edited content of a nonblocking send must outlive rt_stop: the wrappers copy it and
+ * free the copy when its request completes. */
+RT_HIDDEN const void *rt_keep_edit(const wcall *w);
+RT_HIDDEN void rt_own_edit(const void *copy, int64_t request);
+RT_HIDDEN void rt_release_edit(int64_t request);
+
+/* ---- internal entry points: one per covered call, taking the call site ---- */
+enum rt_send_mode { RT_SEND, RT_SSEND, RT_BSEND, RT_RSEND };
+
+RT_HIDDEN int rtw_send(void *caller, enum rt_send_mode m, const void *buf, int count,
+                       MPI_Datatype type, int dest, int tag, MPI_Comm comm);
+RT_HIDDEN int rtw_isend(void *caller, int sync, const void *buf, int count,
+                        MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+                        MPI_Request *req);
+RT_HIDDEN int rtw_recv(void *caller, void *buf, int count, MPI_Datatype type, int source,
+                       int tag, MPI_Comm comm, MPI_Status *st);
+RT_HIDDEN int rtw_irecv(void *caller, void *buf, int count, MPI_Datatype type, int source,
+                        int tag, MPI_Comm comm, MPI_Request *req);
+RT_HIDDEN int rtw_sendrecv(void *caller, const void *sbuf, int scount, MPI_Datatype stype,
+                           int dest, int stag, void *rbuf, int rcount, MPI_Datatype rtype,
+                           int source, int rtag, MPI_Comm comm, MPI_Status *st);
+RT_HIDDEN int rtw_sendrecv_replace(void *caller, void *buf, int count, MPI_Datatype type,
+                                   int dest, int stag, int source, int rtag, MPI_Comm comm,
+                                   MPI_Status *st);
+RT_HIDDEN int rtw_probe(void *caller, int source, int tag, MPI_Comm comm, MPI_Status *st);
+RT_HIDDEN int rtw_iprobe(void *caller, int source, int tag, MPI_Comm comm, int *flag,
+                         MPI_Status *st);
+
+RT_HIDDEN int rtw_wait(void *caller, MPI_Request *req, MPI_Status *st);
+RT_HIDDEN int rtw_test(void *caller, MPI_Request *req, int *flag, MPI_Status *st);
+RT_HIDDEN int rtw_waitall(void *caller, int n, MPI_Request reqs[], MPI_Status sts[]);
+RT_HIDDEN int rtw_testall(void *caller, int n, MPI_Request reqs[], int *flag,
+                          MPI_Status sts[]);
+RT_HIDDEN int rtw_waitany(void *caller, int n, MPI_Request reqs[], int *index,
+                          MPI_Status *st);
+RT_HIDDEN int rtw_testany(void *caller, int n, MPI_Request reqs[], int *index, int *flag,
+                          MPI_Status *st);
+RT_HIDDEN int rtw_waitsome(void *caller, int n, MPI_Request reqs[], int *outcount,
+                           int indices[], MPI_Status sts[]);
+RT_HIDDEN int rtw_testsome(void *caller, int n, MPI_Request reqs[], int *outcount,
+                           int indices[], MPI_Status sts[]);
+
+RT_HIDDEN int rtw_barrier(void *caller, MPI_Comm comm);
+RT_HIDDEN int rtw_bcast(void *caller, void *buf, int count, MPI_Datatype type, int root,
+                        MPI_Comm comm);
+RT_HIDDEN int rtw_reduce(void *caller, const void *sbuf, void *rbuf, int count,
+                         MPI_Datatype type, MPI_Op op, int root, MPI_Comm comm);
+RT_HIDDEN int rtw_allreduce(void *caller, const void *sbuf, void *rbuf, int count,
+                            MPI_Datatype type, MPI_Op op, MPI_Comm comm);
+RT_HIDDEN int rtw_scan(void *caller, const void *sbuf, void *rbuf, int count,
+                       MPI_Datatype type, MPI_Op op, MPI_Comm comm);
+RT_HIDDEN int rtw_reduce_scatter(void *caller, const void *sbuf, void *rbuf,
+                                 const int rcounts[], MPI_Datatype type, MPI_Op op,
+                                 MPI_Comm comm);
+RT_HIDDEN int rtw_gather(void *caller, const void *sbuf, int scount, MPI_Datatype stype,
+                         void *rbuf, int rcount, MPI_Datatype rtype, int root,
+                         MPI_Comm comm);
+RT_HIDDEN int rtw_gatherv(void *caller, const void *sbuf, int scount, MPI_Datatype stype,
+                          void *rbuf, const int rcounts[], const int displs[],
+                          MPI_Datatype rtype, int root, MPI_Comm comm);
+RT_HIDDEN int rtw_scatter(void *caller, const void *sbuf, int scount, MPI_Datatype stype,
+                          void *rbuf, int rcount, MPI_Datatype rtype, int root,
+                          MPI_Comm comm);
+RT_HIDDEN int rtw_scatterv(void *caller, const void *sbuf, const int scounts[],
+                           const int displs[], MPI_Datatype stype, void *rbuf, int rcount,
+                           MPI_Datatype rtype, int root, MPI_Comm comm);
+RT_HIDDEN int rtw_allgather(void *caller, const void *sbuf, int scount, MPI_Datatype stype,
+                            void *rbuf, int rcount, MPI_Datatype rtype, MPI_Comm comm);
+RT_HIDDEN int rtw_allgatherv(void *caller, const void *sbuf, int scount,
+                             MPI_Datatype stype, void *rbuf, const int rcounts[],
+                             const int displs[], MPI_Datatype rtype, MPI_Comm comm);
+RT_HIDDEN int rtw_alltoall(void *caller, const void *sbuf, int scount, MPI_Datatype stype,
+                           void *rbuf, int rcount, MPI_Datatype rtype, MPI_Comm comm);
+RT_HIDDEN int rtw_alltoallv(void *caller, const void *sbuf, const int scounts[],
+                            const int sdispls[], MPI_Datatype stype, void *rbuf,
+                            const int rcounts[], const int rdispls[], MPI_Datatype rtype,
+                            MPI_Comm comm);
+
+RT_HIDDEN int rtw_comm_split(void *caller, MPI_Comm comm, int color, int key,
+                             MPI_Comm *out);
+RT_HIDDEN int rtw_comm_dup(void *caller, MPI_Comm comm, MPI_Comm *out);
+RT_HIDDEN int rtw_comm_create(void *caller, MPI_Comm comm, MPI_Group group, MPI_Comm *out);
+RT_HIDDEN int rtw_comm_free(void *caller, MPI_Comm *comm);
+
+RT_HIDDEN int rtw_init(void *caller, int *argc, char ***argv);
+RT_HIDDEN int rtw_init_thread(void *caller, int *argc, char ***argv, int required,
+                              int *provided);
+RT_HIDDEN int rtw_finalize(void *caller);
+RT_HIDDEN int rtw_abort(void *caller, MPI_Comm comm, int code);
+RT_HIDDEN int rtw_pcontrol(int level, const char *label);
+
+#endif
