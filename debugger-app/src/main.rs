@@ -28,6 +28,10 @@ usage:
                                           an MPI program's N ranks under the debugger (GUI,
                                           or the controller with --ctl), each held before
                                           its first call after MPI_Init
+  racetrack listen [--ctl [--script FILE]] [--addr HOST:PORT] -n N
+                                          wait for the N ranks of a job started by hand
+                                          (RACETRACK_CONNECT and LD_PRELOAD in its
+                                          environment, as printed) and debug it
   racetrack attach <ws-url> [--script FILE]
                                           the GUI on a running program's agent
   racetrack ctl <ws-url>                  headless controller (see docs/PROTOCOL.md)
@@ -76,6 +80,7 @@ fn main() {
         }
         Some("run") => run(&args),
         Some("mpirun") => mpirun(&args),
+        Some("listen") => listen(&args[1..]),
         Some("attach") => attach(&args[1..]),
         Some("demo") => demo(&args[1..]),
         Some("example") => {
@@ -163,6 +168,48 @@ fn mpirun(args: &[String]) -> i32 {
     let session = Session::job(conn, launched, waker.clone()).unwrap_or_else(|e| fail(&e));
     let title = format!("Racetrack — {} × {ranks}", plan.program.display());
     gui::run(session, waker, script, &title)
+}
+
+/// `racetrack listen [--ctl [--script F]] [--addr HOST:PORT] -n N`: a job started by
+/// hand dials in.
+fn listen(args: &[String]) -> i32 {
+    let mut opts: Vec<String> = args.to_vec();
+    let ranks =
+        take_value(&mut opts, "-n").unwrap_or_else(|| fail("listen needs -n N (the number of ranks)"));
+    let ranks: usize = ranks
+        .parse()
+        .unwrap_or_else(|_| fail(&format!("-n {ranks}: expected a number of ranks")));
+    let addr = take_value(&mut opts, "--addr").unwrap_or_else(|| "127.0.0.1:0".into());
+    let token = std::env::var(racetrack_protocol::launch::ENV_TOKEN)
+        .ok()
+        .filter(|t| !t.is_empty());
+    let listener = JobListener::bind(&addr, token).unwrap_or_else(|e| fail(&e));
+    let dir = racetrack::mpirun::lib_dir();
+    eprintln!(
+        "racetrack: waiting for {ranks} ranks at {url}\n  start the job with {var}={url} and LD_PRELOAD={core}:{dir}/libracetrack_mpi_<mpich|openmpi>.so in its ranks' environment",
+        url = listener.url(),
+        var = racetrack_protocol::launch::ENV_CONNECT,
+        core = dir.join("libracetrack_mpi.so").display(),
+        dir = dir.display(),
+    );
+    let ctl = opts.iter().any(|o| o == "--ctl");
+    let input = ctl.then(|| ctl_input(&mut opts, "listen"));
+    let script = if ctl { None } else { take_script(&mut opts) };
+    if let Some(bad) = opts.iter().find(|o| o.as_str() != "--ctl") {
+        fail(&format!("unknown option `{bad}` for listen\n{USAGE}"));
+    }
+    let waker = Waker::default();
+    let conn_wake = if ctl { Box::new(|| {}) } else { conn_waker(&waker) };
+    let conn = listener
+        .accept(ranks, Duration::from_secs(3600), conn_wake, || None)
+        .unwrap_or_else(|e| fail(&e));
+    match input {
+        Some(input) => racetrack::ctl::run_with(conn, None, input),
+        None => {
+            let session = Session::from_connection(conn, "job".into());
+            gui::run(session, waker, script, &format!("Racetrack — {ranks} ranks"))
+        }
+    }
 }
 
 fn mpi_plan(imp: Option<Impl>, ranks: usize, program: &str, args: &[String]) -> Plan {

@@ -69,18 +69,23 @@ impl Session {
         s.with_program(l, waker)
     }
 
-    /// An MPI job's session: `conn` merges its ranks ([`crate::job`]), `l` is its
-    /// launcher.
-    pub fn job(conn: Connection, l: Launched, waker: Waker) -> Result<Self, String> {
+    /// A session on a connection made elsewhere (a job's merged ranks, [`crate::job`]),
+    /// without a program of its own; `url` names it.
+    pub fn from_connection(conn: Connection, url: String) -> Self {
         let (sender, events) = conn.split();
-        let s = Self {
-            url: l.url.clone(),
+        Self {
+            url,
             sender,
             events,
             process: None,
             _child: None,
-        };
-        s.with_program(l, waker)
+        }
+    }
+
+    /// An MPI job's session: `conn` merges its ranks ([`crate::job`]), `l` is its
+    /// launcher.
+    pub fn job(conn: Connection, l: Launched, waker: Waker) -> Result<Self, String> {
+        Self::from_connection(conn, l.url.clone()).with_program(l, waker)
     }
 
     /// This session, forwarding the output and exit of the program it started.
