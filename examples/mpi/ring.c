@@ -76,7 +76,7 @@ int main(int argc, char **argv)
         snprintf(result, sizeof result, "%lld", token);
         snprintf(expected, sizeof expected, "%lld", reference);
         ex_report_begin("ring", result, expected, matches, size, elapsed);
-        printf(",\"rounds\":%ld,\"allreduce\":%lld", rounds, total);
+        printf(",\"rounds\":%ld,\"allreduce\":%lld,\"language\":\"c\"", rounds, total);
         ex_report_end();
         code = matches ? 0 : EXIT_MISMATCH;
     }
