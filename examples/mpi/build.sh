@@ -38,9 +38,11 @@ done
 "$fc" "${fflags[@]}" -J "$out" -o "$out/ring_f" "$here/ring.f90"
 
 if [ "${RUST:-0}" = 1 ]; then
-    # Its own target dir per implementation: mpi-sys's bindings depend on the mpi.h found.
-    MPICC="$cc" CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$out/rust-target}" \
+    # One target dir per implementation: mpi-sys's bindings come from the mpi.h that
+    # $MPICC finds, and its build script does not rerun when MPICC changes.
+    target="${CARGO_TARGET_DIR:-$out/rust-target}/mpi-$impl"
+    MPICC="$cc" CARGO_TARGET_DIR="$target" \
         cargo build --quiet --manifest-path "$here/rust/Cargo.toml"
-    cp "${CARGO_TARGET_DIR:-$out/rust-target}/debug/ring-rs" "$out/ring-rs"
+    cp "$target/debug/ring-rs" "$out/ring-rs"
 fi
 echo "built the MPI examples for $impl in $out"
