@@ -1,0 +1,86 @@
+/* ring: a token travels around the ranks `--rounds N` times with MPI_Send/MPI_Recv.
+ *
+ * Rank 0 starts each round; every rank adds (rank + 1) * (round + 1) to the token and
+ * passes it on to rank + 1, the last rank back to rank 0. Each rank also sums what it
+ * added, and one MPI_Allreduce at the end adds those sums up: both the token and the
+ * all-reduced sum must equal the sequential reference on rank 0.
+ *
+ * With one rank the ring is rank 0 alone: it adds to the token without messages (a send
+ * to itself would rely on the implementation buffering it). */
+#include "common.h"
+
+static const char *const USAGE = "usage: ring [--rounds N]";
+
+static long long contribution(int rank, long round)
+{
+    return (long long)(rank + 1) * (long long)(round + 1);
+}
+
+/* The token after `rounds` trips around `ranks` ranks, computed sequentially. */
+static long long reference_token(int ranks, long rounds)
+{
+    long long token = 0;
+    for (long round = 0; round < rounds; round++)
+        for (int r = 0; r < ranks; r++)
+            token += contribution(r, round);
+    return token;
+}
+
+/* Runs the rounds; returns the token as rank 0 holds it at the end (other ranks: 0) and
+ * sets `*added` to what this rank added. */
+static long long pass_token(int rank, int size, long rounds, long long *added)
+{
+    long long token = 0;
+    int next = (rank + 1) % size, prev = (rank + size - 1) % size;
+    *added = 0;
+    for (long round = 0; round < rounds; round++) {
+        if (size == 1) {
+            token += contribution(rank, round);
+            *added += contribution(rank, round);
+            continue;
+        }
+        if (rank != 0)
+            MPI_Recv(&token, 1, MPI_LONG_LONG, prev, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        token += contribution(rank, round);
+        *added += contribution(rank, round);
+        MPI_Send(&token, 1, MPI_LONG_LONG, next, 0, MPI_COMM_WORLD);
+        if (rank == 0)
+            MPI_Recv(&token, 1, MPI_LONG_LONG, prev, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    }
+    return rank == 0 ? token : 0;
+}
+
+int main(int argc, char **argv)
+{
+    int rank, size;
+    long rounds = 3;
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    for (int i = 1; i < argc; i++) {
+        if (ex_long_opt(argc, argv, &i, "--rounds", &rounds) != 1)
+            ex_usage_exit(rank, "bad argument (expected --rounds N)", USAGE);
+    }
+
+    double t0 = MPI_Wtime();
+    long long added = 0, total = 0;
+    long long token = pass_token(rank, size, rounds, &added);
+    MPI_Allreduce(&added, &total, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+    double elapsed = MPI_Wtime() - t0;
+
+    int code = 0;
+    if (rank == 0) {
+        long long reference = reference_token(size, rounds);
+        int matches = token == reference && total == reference;
+        char result[32], expected[32];
+        snprintf(result, sizeof result, "%lld", token);
+        snprintf(expected, sizeof expected, "%lld", reference);
+        ex_report_begin("ring", result, expected, matches, size, elapsed);
+        printf(",\"rounds\":%ld,\"allreduce\":%lld,\"language\":\"c\"", rounds, total);
+        ex_report_end();
+        code = matches ? 0 : EXIT_MISMATCH;
+    }
+    MPI_Bcast(&code, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    MPI_Finalize();
+    return code;
+}
