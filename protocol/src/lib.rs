@@ -14,12 +14,14 @@
 pub mod binary;
 mod call;
 mod compact;
+mod ctl;
 pub mod launch;
 mod packed;
 
 pub use binary::{BinaryWriter, BINARY_HEADER};
 pub use call::{AnyTag, CallInfo, Created, Forced, Matched, Peer, SpecialPeer, Tag};
 pub use compact::{Compact, Kind, MsgPath, PackedEv, PackedTuple, Record, RecordText};
+pub use ctl::CtlEvent;
 pub use packed::{Decoded, Decoder, Names};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -318,44 +320,6 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         req: Option<u64>,
     },
-}
-
-/// What `racetrack ctl` prints of its own, between the agent's events on its stdout (the
-/// scripting contract, `docs/PROTOCOL.md`): these never travel on the wire.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "event", rename_all = "snake_case")]
-pub enum CtlEvent {
-    /// A line the program printed.
-    Output {
-        /// `stdout` or `stderr`.
-        stream: String,
-        line: String,
-    },
-    /// A `wait` command was satisfied.
-    Waited {
-        /// What was waited for.
-        until: String,
-    },
-    /// Scenario mode: the program's final stdout line (parsed as JSON when it is),
-    /// printed after `exit`.
-    Outcome {
-        /// The final line.
-        result: Value,
-    },
-    /// The program exited (`code` absent if killed by a signal), or the
-    /// connection closed.
-    Exit {
-        /// The program's exit status.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        code: Option<i32>,
-    },
-}
-
-impl CtlEvent {
-    /// The event as one JSON line.
-    pub fn to_json(&self) -> String {
-        serde_json::to_string(self).unwrap_or_else(|e| format!("{{\"event\":\"error\",\"message\":\"{e}\"}}"))
-    }
 }
 
 /// Where a partial `reorder` puts the pending messages its `order` does not name.

@@ -1,0 +1,42 @@
+//! What `racetrack ctl` prints besides the agent's events.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// What `racetrack ctl` prints of its own, between the agent's events on its stdout (the
+/// scripting contract, `docs/PROTOCOL.md`): these never travel on the wire.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum CtlEvent {
+    /// A line the program printed.
+    Output {
+        /// `stdout` or `stderr`.
+        stream: String,
+        line: String,
+    },
+    /// A `wait` command was satisfied.
+    Waited {
+        /// What was waited for.
+        until: String,
+    },
+    /// Scenario mode: the program's final stdout line (parsed as JSON when it is),
+    /// printed after `exit`.
+    Outcome {
+        /// The final line.
+        result: Value,
+    },
+    /// The program exited (`code` absent if killed by a signal), or the
+    /// connection closed.
+    Exit {
+        /// The program's exit status.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        code: Option<i32>,
+    },
+}
+
+impl CtlEvent {
+    /// The event as one JSON line.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).unwrap_or_else(|e| format!("{{\"event\":\"error\",\"message\":\"{e}\"}}"))
+    }
+}
