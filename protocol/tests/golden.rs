@@ -360,6 +360,68 @@ fn commands() {
     golden_cmd(r#"{"cmd":"ack_all","on":true}"#, Command::AckAll { on: true });
     golden_cmd(r#"{"cmd":"content","on":true}"#, Command::Content { on: true });
     golden_cmd(r#"{"cmd":"detach"}"#, Command::Detach);
+    golden_cmd(
+        r#"{"cmd":"match","event_id":42,"source":2}"#,
+        Command::Match {
+            event_id: 42,
+            source: 2,
+            tag: None,
+        },
+    );
+    golden_cmd(
+        r#"{"cmd":"match","event_id":42,"source":2,"tag":7}"#,
+        Command::Match {
+            event_id: 42,
+            source: 2,
+            tag: Some(7),
+        },
+    );
+}
+
+#[test]
+fn mpi_calls_carry_their_parameters() {
+    let mut ev = step(7, false);
+    ev.thread = "rank[0]".into();
+    ev.op = "MPI_Recv".into();
+    ev.msg = "0.2".into();
+    ev.instance = "0.2".into();
+    ev.call = Some(Box::new(CallInfo {
+        comm: Some("MPI_COMM_WORLD".into()),
+        peer: Some(Peer::Special(SpecialPeer::AnySource)),
+        tag: Some(Tag::Any(AnyTag::AnyTag)),
+        count: Some(4),
+        datatype: Some("MPI_INT".into()),
+        bytes: Some(16),
+        site: Some("main+0x1f3 (ring)".into()),
+        matched: Some(Matched {
+            source: 2,
+            tag: 5,
+            bytes: 16,
+        }),
+        forced: Some(Forced { source: 2, tag: None }),
+        ..CallInfo::default()
+    }));
+    golden_event(
+        Event::Stop(ev),
+        r#"{"event":"stop","event_id":7,"thread":"rank[0]","op":"MPI_Recv","msg":"0.2","instance":"0.2","step":"run","traced":false,"held":false,"call":{"comm":"MPI_COMM_WORLD","peer":"MPI_ANY_SOURCE","tag":"MPI_ANY_TAG","count":4,"datatype":"MPI_INT","bytes":16,"site":"main+0x1f3 (ring)","matched":{"source":2,"tag":5,"bytes":16},"forced":{"source":2}}}"#,
+    );
+    let created = CallInfo {
+        peer: Some(Peer::Rank(3)),
+        tag: Some(Tag::Tag(9)),
+        root: Some(0),
+        created: Some(Created {
+            comm: "comm 5".into(),
+            rank: 1,
+            leader: 2,
+        }),
+        rc: Some(15),
+        label: Some("phase 2".into()),
+        ..CallInfo::default()
+    };
+    assert_eq!(
+        serde_json::to_string(&created).expect("serializes"),
+        r#"{"peer":3,"tag":9,"root":0,"created":{"comm":"comm 5","rank":1,"leader":2},"label":"phase 2","rc":15}"#
+    );
 }
 
 #[test]
