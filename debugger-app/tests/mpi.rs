@@ -1,0 +1,509 @@
+//! MPI jobs under the debugger, over real `mpiexec` runs on both implementations Debian
+//! ships (issue 20, "Show"): `racetrack mpirun --ctl` (and `racetrack listen`) drive the
+//! example programs of `examples/mpi/`, built here with each implementation's compiler
+//! wrappers, with the interposition library preloaded into every rank.
+//!
+//! Every scenario runs once per implementation: `free_run::mpich`, `free_run::openmpi`, …
+//!
+//! Needs:
+//! - MPICH (`mpich`, `libmpich-dev`), Open MPI (`openmpi-bin`, `libopenmpi-dev`) and
+//!   `gfortran`. Without them every test fails saying which packages are missing, unless
+//!   `RACETRACK_NO_MPI=1` is set: then each test prints that it was left out and passes.
+//! - The MPI library beside the `racetrack` binary (`libracetrack_mpi.so` and
+//!   `libracetrack_mpi_<impl>.so`): `cargo build -p racetrack-mpi` (which `cargo test
+//!   --workspace` does).
+//!
+//! Every wait has a deadline: a hung job fails its test, and the process group of
+//! `racetrack` (the launcher and the ranks with it) is killed when a test ends.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::{mpsc, Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+/// How long one job under the debugger may take, start to exit.
+const JOB_LIMIT: Duration = Duration::from_secs(40);
+/// The ranks of every job here.
+const RANKS: usize = 4;
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Impl {
+    Mpich,
+    OpenMpi,
+}
+
+impl Impl {
+    fn key(self) -> &'static str {
+        match self {
+            Impl::Mpich => "mpich",
+            Impl::OpenMpi => "openmpi",
+        }
+    }
+
+    fn other(self) -> Impl {
+        match self {
+            Impl::Mpich => Impl::OpenMpi,
+            Impl::OpenMpi => Impl::Mpich,
+        }
+    }
+
+    /// The tools the tests use, and the Debian packages that bring them.
+    fn tools(self) -> ([&'static str; 3], &'static str) {
+        match self {
+            Impl::Mpich => (
+                ["mpicc.mpich", "mpif90.mpich", "mpiexec.mpich"],
+                "mpich libmpich-dev gfortran",
+            ),
+            Impl::OpenMpi => (
+                ["mpicc.openmpi", "mpifort.openmpi", "mpiexec.openmpi"],
+                "openmpi-bin libopenmpi-dev gfortran",
+            ),
+        }
+    }
+
+    /// `mpiexec` with `n` ranks, the environment `env` given to the ranks only.
+    fn mpiexec(self, n: usize, env: &[(&str, String)]) -> Command {
+        let mut cmd;
+        match self {
+            Impl::Mpich => {
+                cmd = Command::new("mpiexec.mpich");
+                cmd.args(["-n", &n.to_string()]);
+                for (k, v) in env {
+                    cmd.arg("-genv").arg(k).arg(v);
+                }
+            }
+            Impl::OpenMpi => {
+                cmd = Command::new("mpiexec.openmpi");
+                cmd.args(["--allow-run-as-root", "--oversubscribe", "-n", &n.to_string()]);
+                for (k, v) in env {
+                    cmd.arg("-x").arg(format!("{k}={v}"));
+                }
+            }
+        }
+        cmd
+    }
+}
+
+fn on_path(tool: &str) -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(tool).is_file()))
+}
+
+/// Where `racetrack` and the MPI libraries are.
+fn bin_dir() -> PathBuf {
+    Path::new(env!("CARGO_BIN_EXE_racetrack"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+/// The example programs built for `imp`, or `None` when MPI is absent and
+/// `RACETRACK_NO_MPI=1` says to leave the tests out. Fails when MPI or the library is
+/// missing otherwise.
+fn setup(imp: Impl) -> Option<PathBuf> {
+    let (tools, packages) = imp.tools();
+    let missing: Vec<&str> = tools.into_iter().filter(|t| !on_path(t)).collect();
+    if !missing.is_empty() {
+        if std::env::var("RACETRACK_NO_MPI").is_ok_and(|v| v == "1") {
+            println!(
+                "left out: {} not installed (RACETRACK_NO_MPI=1)",
+                missing.join(", ")
+            );
+            return None;
+        }
+        panic!(
+            "{} not found: install {packages} (or set RACETRACK_NO_MPI=1 to leave the MPI tests out)",
+            missing.join(", ")
+        );
+    }
+    for lib in [
+        "libracetrack_mpi.so".to_owned(),
+        format!("libracetrack_mpi_{}.so", imp.key()),
+    ] {
+        let path = bin_dir().join(&lib);
+        assert!(
+            path.exists(),
+            "{} is missing: build the MPI library with `cargo build -p racetrack-mpi` (`cargo test --workspace` builds it)",
+            path.display()
+        );
+    }
+    Some(examples(imp))
+}
+
+/// Build the example programs once per test run, per implementation.
+fn examples(imp: Impl) -> PathBuf {
+    static BUILT: [OnceLock<Result<PathBuf, String>>; 2] = [OnceLock::new(), OnceLock::new()];
+    let slot = &BUILT[imp as usize];
+    slot.get_or_init(|| build_examples(imp))
+        .clone()
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn build_examples(imp: Impl) -> Result<PathBuf, String> {
+    let dir = bin_dir().join("mpi-examples").join(imp.key());
+    // Into a directory of this process's own, then moved into place file by file (a
+    // rename replaces atomically): another test binary running at once never sees a
+    // half-written program.
+    let tmp = dir.join(format!("tmp-{}", std::process::id()));
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/mpi/build.sh");
+    let out = Command::new("bash")
+        .arg(&script)
+        .arg(imp.key())
+        .arg(&tmp)
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", script.display()))?;
+    if !out.status.success() {
+        return Err(format!(
+            "building the MPI examples for {} failed:\n{}",
+            imp.key(),
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    for prog in ["ring", "mergesort", "heat", "master_worker", "ring_f"] {
+        std::fs::rename(tmp.join(prog), dir.join(prog)).map_err(|e| e.to_string())?;
+    }
+    let _ = std::fs::remove_dir_all(&tmp);
+    Ok(dir)
+}
+
+/// Kill a process group (the process started with `process_group(0)` and what it started).
+fn kill_group(pid: u32) {
+    let _ = Command::new("kill")
+        .args(["-KILL", "--", &format!("-{pid}")])
+        .stderr(Stdio::null())
+        .status();
+}
+
+/// A process in its own group, killed with its group when dropped.
+struct Group(Child);
+
+impl Group {
+    fn spawn(cmd: &mut Command) -> Group {
+        Group(cmd.process_group(0).spawn().expect("the process starts"))
+    }
+
+    /// Wait for the exit, at most until `deadline` (then kill the group and fail).
+    fn wait_until(&mut self, deadline: Instant, what: &str) -> std::process::ExitStatus {
+        loop {
+            if let Some(st) = self.0.try_wait().unwrap() {
+                return st;
+            }
+            if Instant::now() >= deadline {
+                kill_group(self.0.id());
+                panic!("{what} did not finish in time");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        kill_group(self.0.id());
+        let _ = self.0.wait();
+    }
+}
+
+/// The program's final line, run with plain `mpiexec`: (exit code, its JSON).
+fn plain_run(imp: Impl, prog: &Path, args: &[&str]) -> (Option<i32>, Value) {
+    let mut cmd = imp.mpiexec(RANKS, &[]);
+    cmd.arg(prog)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut g = Group::spawn(&mut cmd);
+    let mut stdout = g.0.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = stdout.read_to_string(&mut s);
+        s
+    });
+    let st = g.wait_until(Instant::now() + JOB_LIMIT, "the plain mpiexec run");
+    let out = reader.join().unwrap();
+    (st.code(), last_json(&out))
+}
+
+fn last_json(out: &str) -> Value {
+    let line = out.lines().last().unwrap_or_else(|| panic!("no output: {out:?}"));
+    serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"))
+}
+
+/// A `racetrack … --ctl` process, the events it printed and what it said on stderr.
+struct Ctl {
+    proc: Group,
+    stdin: Option<ChildStdin>,
+    rx: mpsc::Receiver<Value>,
+    seen: Vec<Value>,
+    cursor: usize,
+    deadline: Instant,
+    stderr: Arc<Mutex<Vec<String>>>,
+}
+
+impl Ctl {
+    /// `racetrack mpirun --ctl --impl IMP -n 4 -- PROG ARGS`.
+    fn mpirun(imp: Impl, prog: &Path, args: &[&str]) -> Ctl {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_racetrack"));
+        cmd.args(["mpirun", "--ctl", "--impl", imp.key(), "-n"])
+            .arg(RANKS.to_string())
+            .arg("--")
+            .arg(prog)
+            .args(args);
+        Ctl::spawn(cmd)
+    }
+
+    fn spawn(mut cmd: Command) -> Ctl {
+        cmd.stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut proc = Group::spawn(&mut cmd);
+        let stdout = proc.0.stdout.take().unwrap();
+        let stderr = proc.0.stderr.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                match serde_json::from_str::<Value>(&line) {
+                    Ok(v) => {
+                        if tx.send(v).is_err() {
+                            break;
+                        }
+                    }
+                    Err(e) => {
+                        eprintln!("ctl printed a non-JSON line ({e}): {line}");
+                        break;
+                    }
+                }
+            }
+        });
+        let said = Arc::new(Mutex::new(Vec::new()));
+        let s = said.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                s.lock().unwrap().push(line);
+            }
+        });
+        let stdin = proc.0.stdin.take();
+        Ctl {
+            proc,
+            stdin,
+            rx,
+            seen: Vec::new(),
+            cursor: 0,
+            deadline: Instant::now() + JOB_LIMIT,
+            stderr: said,
+        }
+    }
+
+    fn send(&mut self, cmd: Value) {
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        let _ = writeln!(stdin, "{cmd}").and_then(|()| stdin.flush());
+    }
+
+    fn pull(&mut self) -> bool {
+        let now = Instant::now();
+        if now >= self.deadline {
+            return false;
+        }
+        match self.rx.recv_timeout(self.deadline - now) {
+            Ok(v) => {
+                self.seen.push(v);
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    fn fail(&self, why: &str) -> ! {
+        let tail: Vec<String> = self
+            .seen
+            .iter()
+            .rev()
+            .take(20)
+            .rev()
+            .map(Value::to_string)
+            .collect();
+        kill_group(self.proc.0.id());
+        panic!(
+            "{why}; last events:\n{}\nstderr:\n{}",
+            tail.join("\n"),
+            self.stderr.lock().unwrap().join("\n")
+        );
+    }
+
+    /// The next event (in order) satisfying `pred`; earlier ones are skipped (kept in
+    /// `seen`).
+    fn expect(&mut self, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+        loop {
+            while self.cursor < self.seen.len() {
+                let v = &self.seen[self.cursor];
+                self.cursor += 1;
+                if pred(v) {
+                    return v.clone();
+                }
+            }
+            if !self.pull() {
+                self.fail(&format!("no {what} (timed out, or the controller ended)"));
+            }
+        }
+    }
+
+    /// The answer to a `wait` just sent: `waited`, else fail.
+    fn waited(&mut self, what: &str) {
+        let v = self.expect(what, |v| v["event"] == "waited" || v["event"] == "error");
+        if v["event"] != "waited" {
+            self.fail(&format!("{what}: {v}"));
+        }
+    }
+
+    /// The next `error` event (the answer to a refused command); its message.
+    fn error(&mut self, what: &str) -> String {
+        let v = self.expect(what, |v| v["event"] == "error");
+        v["message"].as_str().unwrap().to_owned()
+    }
+
+    /// Wait until every rank is held before its first call (`RACETRACK_WAIT`).
+    fn all_held_at_start(&mut self) {
+        self.expect("snapshot", |v| v["event"] == "snapshot");
+        for r in 0..RANKS {
+            self.send(json!({"cmd":"wait","until":"held","thread":format!("rank[{r}]")}));
+            self.waited(&format!("rank[{r}] held at its start"));
+        }
+    }
+
+    /// Wait for the exit; returns (the `exit` event's code, the program's last stdout line).
+    fn finish(&mut self) -> (Option<i64>, Value) {
+        let exit = self.expect("exit", |v| v["event"] == "exit");
+        let st = self.proc.wait_until(self.deadline, "racetrack");
+        let last = self
+            .seen
+            .iter()
+            .rev()
+            .find(|v| v["event"] == "output" && v["stream"] == "stdout")
+            .map(|v| serde_json::from_str(v["line"].as_str().unwrap()).unwrap())
+            .unwrap_or(Value::Null);
+        assert_eq!(
+            st.code().map(i64::from),
+            exit["code"].as_i64(),
+            "racetrack's exit code is the program's"
+        );
+        (exit["code"].as_i64(), last)
+    }
+
+    /// Finish with exit code 0 and a result matching the reference; the result.
+    fn finish_correctly(&mut self) -> Value {
+        let (code, last) = self.finish();
+        if code != Some(0) || last["matches_reference"] != true {
+            self.fail(&format!("expected a correct finish: exit {code:?}, {last}"));
+        }
+        last
+    }
+
+    fn errors(&self) -> Vec<&Value> {
+        self.seen.iter().filter(|v| v["event"] == "error").collect()
+    }
+}
+
+/// The events seen, with those the snapshot lists as held (the ranks' first `start`s, when
+/// they were held before the snapshot was taken) in its place.
+fn events(seen: &[Value]) -> Vec<Value> {
+    let mut out = Vec::new();
+    for v in seen {
+        if v["event"] == "snapshot" {
+            out.extend(v["held"].as_array().unwrap().iter().cloned());
+        } else {
+            out.push(v.clone());
+        }
+    }
+    out
+}
+
+/// Per thread, `start`s per call name.
+fn starts_per_rank(seen: &[Value]) -> BTreeMap<String, BTreeMap<String, usize>> {
+    let mut m: BTreeMap<String, BTreeMap<String, usize>> = BTreeMap::new();
+    for v in events(seen).iter().filter(|v| v["event"] == "start") {
+        *m.entry(v["thread"].as_str().unwrap().to_owned())
+            .or_default()
+            .entry(v["op"].as_str().unwrap().to_owned())
+            .or_default() += 1;
+    }
+    m
+}
+
+fn count(seen: &[Value], event: &str, thread: &str) -> usize {
+    events(seen)
+        .iter()
+        .filter(|v| v["event"] == event && v["thread"] == thread)
+        .count()
+}
+
+/// The calls ring (C or Fortran) makes on every rank with `rounds` rounds and more than
+/// one rank: each rank sends and receives once a round.
+fn ring_calls(rounds: usize) -> BTreeMap<String, usize> {
+    [
+        ("MPI_Init", 1),
+        ("MPI_Send", rounds),
+        ("MPI_Recv", rounds),
+        ("MPI_Allreduce", 1),
+        ("MPI_Bcast", 1),
+        ("MPI_Finalize", 1),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v))
+    .collect()
+}
+
+/// Every rank made exactly the calls ring makes, each reported once (a `start` and a
+/// `stop` per call).
+fn check_ring_calls(seen: &[Value], rounds: usize) {
+    let starts = starts_per_rank(seen);
+    for r in 0..RANKS {
+        let t = format!("rank[{r}]");
+        assert_eq!(
+            starts.get(&t),
+            Some(&ring_calls(rounds)),
+            "{t}: starts per call"
+        );
+        assert_eq!(count(seen, "start", &t), count(seen, "stop", &t), "{t}: starts and stops");
+    }
+}
+
+/// One test per implementation for each scenario: `scenario::mpich`, `scenario::openmpi`.
+macro_rules! on_both {
+    ($($name:ident),* $(,)?) => {$(
+        mod $name {
+            #[test]
+            fn mpich() {
+                super::$name(super::Impl::Mpich)
+            }
+            #[test]
+            fn openmpi() {
+                super::$name(super::Impl::OpenMpi)
+            }
+        }
+    )*};
+}
+
+on_both!(free_run);
+
+/// A free run has the result of a run without the debugger, and reports every call once.
+fn free_run(imp: Impl) {
+    let Some(dir) = setup(imp) else { return };
+    let ring = dir.join("ring");
+    let (plain_code, plain) = plain_run(imp, &ring, &[]);
+    assert_eq!((plain_code, &plain["matches_reference"]), (Some(0), &json!(true)));
+    let mut s = Ctl::mpirun(imp, &ring, &[]);
+    s.all_held_at_start();
+    s.send(json!({"cmd":"continue"}));
+    s.send(json!({"cmd":"wait","until":"exit","timeout_ms":30000}));
+    let last = s.finish_correctly();
+    assert_eq!(last["result"], plain["result"], "the same result as without the debugger");
+    assert_eq!(last["result"], 60);
+    check_ring_calls(&s.seen, 3);
+    assert!(s.errors().is_empty(), "{:?}", s.errors());
+}
