@@ -507,3 +507,175 @@ fn free_run(imp: Impl) {
     check_ring_calls(&s.seen, 3);
     assert!(s.errors().is_empty(), "{:?}", s.errors());
 }
+
+on_both!(global_step, process_breakpoint, edited_send, wildcard_sources, fortran_once);
+
+/// Step mode holds every event; continuing all of them, again and again, reaches the end.
+fn global_step(imp: Impl) {
+    let Some(dir) = setup(imp) else { return };
+    let mut s = Ctl::mpirun(imp, &dir.join("ring"), &[]);
+    s.all_held_at_start();
+    s.send(json!({"cmd":"step_mode","on":true}));
+    s.send(json!({"cmd":"continue"}));
+    let mut steps = 0;
+    loop {
+        s.send(json!({"cmd":"wait","until":"held","timeout_ms":10000}));
+        let v = s.expect("held or the end", |v| {
+            v["event"] == "waited" || v["event"] == "error" || v["event"] == "exit"
+        });
+        if v["event"] != "waited" {
+            break;
+        }
+        s.send(json!({"cmd":"continue"}));
+        steps += 1;
+        assert!(steps < 400, "still holding after {steps} global steps");
+    }
+    s.finish_correctly();
+    check_ring_calls(&s.seen, 3);
+    for r in 0..RANKS {
+        let t = format!("rank[{r}]");
+        let stepped = s
+            .seen
+            .iter()
+            .filter(|v| v["thread"] == t.as_str() && v["held"] == true && v["reason"] == "step")
+            .count();
+        // Every start, stop and send after the first hold: 10 calls, 3 of them sends.
+        assert!(stepped >= 2 * 10 + 3 - 1, "{t}: {stepped} step holds");
+    }
+    assert!(steps >= 20, "{steps} global steps");
+}
+
+/// A paused rank stays held while the others run, and nothing of it is reported until it
+/// is unpaused and continued.
+fn process_breakpoint(imp: Impl) {
+    let Some(dir) = setup(imp) else { return };
+    let mut s = Ctl::mpirun(imp, &dir.join("ring"), &[]);
+    s.all_held_at_start();
+    // rank[2] is paused too, so that it runs only once rank[1] is seen held: its events
+    // then certainly come while rank[1] is held.
+    for t in ["rank[1]", "rank[2]"] {
+        s.send(json!({"cmd":"pause","thread":t,"on":true}));
+    }
+    s.send(json!({"cmd":"continue"}));
+    let held = s.expect("rank[1] held by its pause", |v| {
+        v["thread"] == "rank[1]" && v["held"] == true && v["reason"] == "pause"
+    });
+    s.send(json!({"cmd":"wait","until":"held","thread":"rank[2]"}));
+    s.waited("rank[2] held");
+    let mark = s.seen.len();
+    s.send(json!({"cmd":"pause","thread":"rank[2]","on":false}));
+    s.send(json!({"cmd":"continue","thread":"rank[2]"}));
+    // rank[2] goes on to its first receive (from rank[1]: it waits there).
+    s.expect("rank[2]'s next start", |v| {
+        v["event"] == "start" && v["thread"] == "rank[2]" && v["op"] == "MPI_Recv"
+    });
+    s.send(json!({"cmd":"wait","until":"quiet","ms":500}));
+    s.waited("quiet");
+    let of_rank1: Vec<&Value> = s.seen[mark..]
+        .iter()
+        .filter(|v| v["thread"] == "rank[1]")
+        .collect();
+    assert!(of_rank1.is_empty(), "rank[1] reported while paused: {of_rank1:?}");
+    s.send(json!({"cmd":"pause","thread":"rank[1]","on":false}));
+    s.send(json!({"cmd":"continue"}));
+    s.expect("rank[1]'s hold released", |v| {
+        v["event"] == "released" && v["event_id"] == held["event_id"]
+    });
+    s.send(json!({"cmd":"wait","until":"exit","timeout_ms":30000}));
+    s.finish_correctly();
+    check_ring_calls(&s.seen, 3);
+}
+
+/// The first token rank 0 sends, edited while held: everyone adds to the edited token,
+/// so the result is off by exactly the change (the all-reduced sum is not).
+fn edited_send(imp: Impl) {
+    let Some(dir) = setup(imp) else { return };
+    let mut s = Ctl::mpirun(imp, &dir.join("ring"), &[]);
+    s.all_held_at_start();
+    s.send(json!({"cmd":"break","op":"MPI_Send","thread":"rank[0]","on":true}));
+    s.send(json!({"cmd":"continue"}));
+    let start = s.expect("rank[0]'s MPI_Send held", |v| {
+        v["event"] == "start" && v["thread"] == "rank[0]" && v["held"] == true
+    });
+    assert_eq!((&start["op"], &start["reason"]), (&json!("MPI_Send"), &json!("break")));
+    s.send(json!({"cmd":"pause","thread":"rank[0]","on":true}));
+    s.send(json!({"cmd":"continue","event_id":start["event_id"]}));
+    let send = s.expect("the held send", |v| {
+        v["event"] == "send" && v["thread"] == "rank[0]" && v["held"] == true
+    });
+    // Round 0: rank 0 adds (0 + 1) × (0 + 1) to a token of 0.
+    assert_eq!(send["content"], json!([1]), "{send}");
+    assert_eq!(send["call"]["datatype"], send["type"]);
+    let delta = 1000;
+    s.send(json!({"cmd":"edit","event_id":send["event_id"],"content":[1 + delta]}));
+    s.expect("the edit applied", |v| v["event"] == "ok" || v["event"] == "error");
+    assert!(s.errors().is_empty(), "{:?}", s.errors());
+    s.send(json!({"cmd":"break","op":"MPI_Send","thread":"rank[0]","on":false}));
+    s.send(json!({"cmd":"pause","thread":"rank[0]","on":false}));
+    s.send(json!({"cmd":"continue"}));
+    s.send(json!({"cmd":"wait","until":"exit","timeout_ms":30000}));
+    let (code, last) = s.finish();
+    assert_eq!(code, Some(1), "a mismatch: {last}");
+    assert_eq!(last["matches_reference"], false, "{last}");
+    assert_eq!(last["reference"], 60);
+    assert_eq!(last["result"], 60 + delta, "{last}");
+    assert_eq!(last["allreduce"], 60, "{last}");
+    // Rank 1 received the edited token.
+    let recv = s
+        .seen
+        .iter()
+        .find(|v| v["event"] == "recv" && v["thread"] == "rank[1]")
+        .unwrap();
+    assert_eq!(recv["call"]["matched"]["source"], 0, "{recv}");
+}
+
+/// master_worker's wildcard receives on rank 0 report the source each one matched.
+fn wildcard_sources(imp: Impl) {
+    let Some(dir) = setup(imp) else { return };
+    let tasks = 60;
+    let mut s = Ctl::mpirun(imp, &dir.join("master_worker"), &["--tasks", &tasks.to_string()]);
+    s.all_held_at_start();
+    s.send(json!({"cmd":"continue"}));
+    s.send(json!({"cmd":"wait","until":"exit","timeout_ms":30000}));
+    let last = s.finish_correctly();
+    let wild = |v: &&Value| {
+        v["thread"] == "rank[0]" && v["op"] == "MPI_Recv" && v["call"]["peer"] == "MPI_ANY_SOURCE"
+    };
+    for kind in ["recv", "stop"] {
+        let mut per_source = vec![0u64; RANKS];
+        for v in s.seen.iter().filter(|v| v["event"] == kind).filter(wild) {
+            assert_eq!(v["call"]["tag"], "MPI_ANY_TAG", "{v}");
+            let src = v["call"]["matched"]["source"].as_u64().unwrap_or_else(|| panic!("{v}"));
+            assert!((1..RANKS as u64).contains(&src), "{v}");
+            per_source[src as usize] += 1;
+        }
+        // One wildcard receive per task: each worker's count is its results'.
+        let per_worker: Vec<u64> = last["per_worker"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| n.as_u64().unwrap())
+            .collect();
+        assert_eq!(per_source[1..], per_worker[..], "{kind} events per source: {last}");
+        assert_eq!(per_source.iter().sum::<u64>(), tasks, "{kind} events");
+    }
+}
+
+/// ring.f90: under Open MPI its calls go through the Fortran bindings; each is reported
+/// exactly once on both implementations.
+fn fortran_once(imp: Impl) {
+    let Some(dir) = setup(imp) else { return };
+    let mut s = Ctl::mpirun(imp, &dir.join("ring_f"), &["--rounds", "4"]);
+    s.all_held_at_start();
+    s.send(json!({"cmd":"continue"}));
+    s.send(json!({"cmd":"wait","until":"exit","timeout_ms":30000}));
+    let last = s.finish_correctly();
+    assert_eq!(last["language"], "fortran");
+    check_ring_calls(&s.seen, 4);
+    let sends = s
+        .seen
+        .iter()
+        .filter(|v| v["event"] == "send" && v["thread"] == "rank[2]")
+        .count();
+    assert_eq!(sends, 4, "rank[2]'s send events");
+}
