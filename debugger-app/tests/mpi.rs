@@ -679,3 +679,208 @@ fn fortran_once(imp: Impl) {
         .count();
     assert_eq!(sends, 4, "rank[2]'s send events");
 }
+
+on_both!(killed_debugger, forced_wrong_match, forced_expected_match, bad_commands, bad_launch);
+
+/// A job started by hand dials `racetrack listen`; the debugger is killed while a rank
+/// is held at a breakpoint: every rank runs on and the job finishes correctly.
+fn killed_debugger(imp: Impl) {
+    let Some(dir) = setup(imp) else { return };
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_racetrack"));
+    cmd.args(["listen", "--ctl", "-n"]).arg(RANKS.to_string());
+    let mut s = Ctl::spawn(cmd);
+    let prefix = format!("racetrack: waiting for {RANKS} ranks at ");
+    let url = loop {
+        let found = s
+            .stderr
+            .lock()
+            .unwrap()
+            .iter()
+            .find_map(|l| l.strip_prefix(&prefix).map(str::to_owned));
+        if let Some(u) = found {
+            break u;
+        }
+        if Instant::now() > s.deadline {
+            s.fail("racetrack listen did not say where it waits");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let preload = format!(
+        "{}:{}",
+        bin_dir().join("libracetrack_mpi.so").display(),
+        bin_dir().join(format!("libracetrack_mpi_{}.so", imp.key())).display()
+    );
+    let env = [
+        ("RACETRACK_CONNECT", url),
+        ("RACETRACK_WAIT", "1".to_owned()),
+        ("LD_PRELOAD", preload),
+    ];
+    let mut job = imp.mpiexec(RANKS, &env);
+    job.arg(dir.join("ring"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut job = Group::spawn(&mut job);
+    let mut stdout = job.0.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut out = String::new();
+        let _ = stdout.read_to_string(&mut out);
+        out
+    });
+    s.all_held_at_start();
+    s.send(json!({"cmd":"break","op":"MPI_Send","thread":"rank[0]","on":true}));
+    s.send(json!({"cmd":"continue"}));
+    s.expect("rank[0] held at MPI_Send", |v| {
+        v["event"] == "start" && v["thread"] == "rank[0]" && v["held"] == true && v["op"] == "MPI_Send"
+    });
+    kill_group(s.proc.0.id());
+    let st = job.wait_until(Instant::now() + Duration::from_secs(20), "the job after the debugger was killed");
+    let out = reader.join().unwrap();
+    assert_eq!(st.code(), Some(0), "the job's exit; it printed {out}");
+    let last = last_json(&out);
+    assert_eq!(last["matches_reference"], true, "{last}");
+    assert_eq!(last["result"], 60, "{last}");
+}
+
+/// mergesort's level-0 wildcard receive on rank 0, held at a breakpoint and forced to
+/// match `source`; the forced match is reported and the program's report returned.
+fn forced_match(imp: Impl, source: i64) -> (Ctl, Option<i64>, Value) {
+    let dir = setup(imp).unwrap();
+    let mut s = Ctl::mpirun(imp, &dir.join("mergesort"), &["--size", "4000"]);
+    s.all_held_at_start();
+    s.send(json!({"cmd":"break","op":"MPI_Recv","thread":"rank[0]","on":true}));
+    s.send(json!({"cmd":"continue"}));
+    let start = s.expect("rank[0]'s wildcard receive held", |v| {
+        v["event"] == "start" && v["thread"] == "rank[0]" && v["held"] == true
+    });
+    assert_eq!(start["op"], "MPI_Recv", "{start}");
+    assert_eq!(start["call"]["peer"], "MPI_ANY_SOURCE", "{start}");
+    s.send(json!({"cmd":"match","event_id":start["event_id"],"source":source}));
+    s.send(json!({"cmd":"break","op":"MPI_Recv","thread":"rank[0]","on":false}));
+    s.send(json!({"cmd":"continue"}));
+    s.send(json!({"cmd":"wait","until":"exit","timeout_ms":30000}));
+    let (code, last) = s.finish();
+    assert!(s.errors().is_empty(), "{:?}", s.errors());
+    let msg = start["msg"].clone();
+    let of_call = |kind: &str| {
+        s.seen
+            .iter()
+            .find(|v| v["event"] == kind && v["thread"] == "rank[0]" && v["msg"] == msg)
+            .unwrap_or_else(|| panic!("no {kind} of the forced receive"))
+            .clone()
+    };
+    let stop = of_call("stop");
+    assert_eq!(stop["call"]["forced"]["source"], source, "{stop}");
+    assert_eq!(stop["call"]["matched"]["source"], source, "{stop}");
+    let recv = of_call("recv");
+    assert_eq!(recv["call"]["matched"]["source"], source, "{recv}");
+    (s, code, last)
+}
+
+/// Forcing the other candidate (rank 2's level-1 send) provokes the thesis' race: the
+/// message is truncated and the program says so, without crashing or hanging.
+fn forced_wrong_match(imp: Impl) {
+    if setup(imp).is_none() {
+        return;
+    }
+    let (_s, code, last) = forced_match(imp, 2);
+    assert_eq!(code, Some(1), "{last}");
+    assert_eq!(last["matches_reference"], false, "{last}");
+    let error = last["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("matched rank 2's message") && error.contains("MPI_ERR_TRUNCATE"),
+        "{last}"
+    );
+}
+
+/// Forcing the expected source (rank 1) sorts correctly.
+fn forced_expected_match(imp: Impl) {
+    if setup(imp).is_none() {
+        return;
+    }
+    let (_s, code, last) = forced_match(imp, 1);
+    assert_eq!((code, &last["matches_reference"]), (Some(0), &json!(true)), "{last}");
+}
+
+/// Commands that cannot apply are refused with a clear error and change nothing.
+fn bad_commands(imp: Impl) {
+    let Some(dir) = setup(imp) else { return };
+    let mut s = Ctl::mpirun(imp, &dir.join("ring"), &[]);
+    s.all_held_at_start();
+    let mut refused = |s: &mut Ctl, cmd: Value, words: &[&str]| {
+        s.send(cmd.clone());
+        let e = s.error(&format!("the refusal of {cmd}"));
+        println!("{cmd} → {e}");
+        for w in words {
+            assert!(e.contains(w), "{cmd}: {e:?} does not say {w:?}");
+        }
+    };
+    refused(&mut s, json!({"cmd":"break","op":"MPI_Sned","on":true}), &["MPI_Sned"]);
+    refused(&mut s, json!({"cmd":"pause","thread":"rank[9]","on":true}), &["rank[9]", "rank[3]"]);
+    s.send(json!({"cmd":"break","op":"MPI_Send","thread":"rank[0]","on":true}));
+    s.send(json!({"cmd":"continue"}));
+    let start = s.expect("rank[0]'s MPI_Send held", |v| {
+        v["event"] == "start" && v["thread"] == "rank[0]" && v["held"] == true
+    });
+    let id = start["event_id"].clone();
+    refused(&mut s, json!({"cmd":"match","event_id":id,"source":1}), &["MPI_Send", "not a wildcard"]);
+    // rank[1]'s first start, released long ago.
+    let gone = 1_000_000_000_000u64;
+    refused(&mut s, json!({"cmd":"match","event_id":gone,"source":0}), &[&gone.to_string(), "not held"]);
+    s.send(json!({"cmd":"pause","thread":"rank[0]","on":true}));
+    s.send(json!({"cmd":"continue","event_id":id}));
+    let send = s.expect("the held send", |v| {
+        v["event"] == "send" && v["thread"] == "rank[0]" && v["held"] == true
+    });
+    let id = send["event_id"].clone();
+    refused(&mut s, json!({"cmd":"edit","event_id":id,"content":[1, 2]}), &["2 values", "carries 1"]);
+    refused(
+        &mut s,
+        json!({"cmd":"edit","event_id":id,"content":[9_223_372_036_854_775_808u64]}),
+        &["does not fit 8 signed bytes"],
+    );
+    refused(&mut s, json!({"cmd":"edit","event_id":id,"content":"x"}), &["array of 1"]);
+    s.send(json!({"cmd":"break","op":"MPI_Send","thread":"rank[0]","on":false}));
+    s.send(json!({"cmd":"pause","thread":"rank[0]","on":false}));
+    s.send(json!({"cmd":"continue"}));
+    s.send(json!({"cmd":"wait","until":"exit","timeout_ms":30000}));
+    let last = s.finish_correctly();
+    assert_eq!(last["result"], 60, "nothing was edited: {last}");
+}
+
+/// `racetrack mpirun` refuses a missing program, and a program built for the other
+/// implementation, before launching anything.
+fn bad_launch(imp: Impl) {
+    let Some(dir) = setup(imp) else { return };
+    let run = |prog: &Path| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_racetrack"));
+        cmd.args(["mpirun", "--ctl", "--impl", imp.key(), "-n", "4", "--"])
+            .arg(prog)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut g = Group::spawn(&mut cmd);
+        let mut err = String::new();
+        g.0.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+        let st = g.wait_until(Instant::now() + Duration::from_secs(10), "racetrack mpirun");
+        (st.code(), err)
+    };
+    let missing = dir.join("no-such-program");
+    let (code, err) = run(&missing);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains(&missing.display().to_string()), "{err}");
+    println!("missing program → {err}");
+    let other = examples(imp.other()).join("ring");
+    let (code, err) = run(&other);
+    println!("wrong implementation → {err}");
+    assert_eq!(code, Some(2), "{err}");
+    let (linked, asked) = match imp {
+        Impl::Mpich => ("Open MPI", "MPICH"),
+        Impl::OpenMpi => ("MPICH", "Open MPI"),
+    };
+    assert!(
+        err.contains(&format!("linked against {linked}, not {asked}")),
+        "{err}"
+    );
+    assert!(!err.contains("ranks of"), "launched anyway: {err}");
+}
