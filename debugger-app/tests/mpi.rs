@@ -807,7 +807,7 @@ fn bad_commands(imp: Impl) {
     let Some(dir) = setup(imp) else { return };
     let mut s = Ctl::mpirun(imp, &dir.join("ring"), &[]);
     s.all_held_at_start();
-    let mut refused = |s: &mut Ctl, cmd: Value, words: &[&str]| {
+    let refused = |s: &mut Ctl, cmd: Value, words: &[&str]| {
         s.send(cmd.clone());
         let e = s.error(&format!("the refusal of {cmd}"));
         println!("{cmd} → {e}");
@@ -846,6 +846,8 @@ fn bad_commands(imp: Impl) {
     s.send(json!({"cmd":"wait","until":"exit","timeout_ms":30000}));
     let last = s.finish_correctly();
     assert_eq!(last["result"], 60, "nothing was edited: {last}");
+    // One error per refused command (a command for every rank included).
+    assert_eq!(s.errors().len(), 7, "{:?}", s.errors());
 }
 
 /// `racetrack mpirun` refuses a missing program, and a program built for the other
