@@ -90,8 +90,7 @@ impl Impl {
 }
 
 fn on_path(tool: &str) -> bool {
-    std::env::var_os("PATH")
-        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(tool).is_file()))
+    std::env::var_os("PATH").is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(tool).is_file()))
 }
 
 /// Where `racetrack` and the MPI libraries are.
@@ -464,12 +463,12 @@ fn check_ring_calls(seen: &[Value], rounds: usize) {
     let starts = starts_per_rank(seen);
     for r in 0..RANKS {
         let t = format!("rank[{r}]");
+        assert_eq!(starts.get(&t), Some(&ring_calls(rounds)), "{t}: starts per call");
         assert_eq!(
-            starts.get(&t),
-            Some(&ring_calls(rounds)),
-            "{t}: starts per call"
+            count(seen, "start", &t),
+            count(seen, "stop", &t),
+            "{t}: starts and stops"
         );
-        assert_eq!(count(seen, "start", &t), count(seen, "stop", &t), "{t}: starts and stops");
     }
 }
 
@@ -502,13 +501,22 @@ fn free_run(imp: Impl) {
     s.send(json!({"cmd":"continue"}));
     s.send(json!({"cmd":"wait","until":"exit","timeout_ms":30000}));
     let last = s.finish_correctly();
-    assert_eq!(last["result"], plain["result"], "the same result as without the debugger");
+    assert_eq!(
+        last["result"], plain["result"],
+        "the same result as without the debugger"
+    );
     assert_eq!(last["result"], 60);
     check_ring_calls(&s.seen, 3);
     assert!(s.errors().is_empty(), "{:?}", s.errors());
 }
 
-on_both!(global_step, process_breakpoint, edited_send, wildcard_sources, fortran_once);
+on_both!(
+    global_step,
+    process_breakpoint,
+    edited_send,
+    wildcard_sources,
+    fortran_once
+);
 
 /// Step mode holds every event; continuing all of them, again and again, reaches the end.
 fn global_step(imp: Impl) {
@@ -597,7 +605,10 @@ fn edited_send(imp: Impl) {
     let start = s.expect("rank[0]'s MPI_Send held", |v| {
         v["event"] == "start" && v["thread"] == "rank[0]" && v["held"] == true
     });
-    assert_eq!((&start["op"], &start["reason"]), (&json!("MPI_Send"), &json!("break")));
+    assert_eq!(
+        (&start["op"], &start["reason"]),
+        (&json!("MPI_Send"), &json!("break"))
+    );
     s.send(json!({"cmd":"pause","thread":"rank[0]","on":true}));
     s.send(json!({"cmd":"continue","event_id":start["event_id"]}));
     let send = s.expect("the held send", |v| {
@@ -608,7 +619,9 @@ fn edited_send(imp: Impl) {
     assert_eq!(send["call"]["datatype"], send["type"]);
     let delta = 1000;
     s.send(json!({"cmd":"edit","event_id":send["event_id"],"content":[1 + delta]}));
-    s.expect("the edit applied", |v| v["event"] == "ok" || v["event"] == "error");
+    s.expect("the edit applied", |v| {
+        v["event"] == "ok" || v["event"] == "error"
+    });
     assert!(s.errors().is_empty(), "{:?}", s.errors());
     s.send(json!({"cmd":"break","op":"MPI_Send","thread":"rank[0]","on":false}));
     s.send(json!({"cmd":"pause","thread":"rank[0]","on":false}));
@@ -642,10 +655,12 @@ fn wildcard_sources(imp: Impl) {
         v["thread"] == "rank[0]" && v["op"] == "MPI_Recv" && v["call"]["peer"] == "MPI_ANY_SOURCE"
     };
     for kind in ["recv", "stop"] {
-        let mut per_source = vec![0u64; RANKS];
+        let mut per_source = [0u64; RANKS];
         for v in s.seen.iter().filter(|v| v["event"] == kind).filter(wild) {
             assert_eq!(v["call"]["tag"], "MPI_ANY_TAG", "{v}");
-            let src = v["call"]["matched"]["source"].as_u64().unwrap_or_else(|| panic!("{v}"));
+            let src = v["call"]["matched"]["source"]
+                .as_u64()
+                .unwrap_or_else(|| panic!("{v}"));
             assert!((1..RANKS as u64).contains(&src), "{v}");
             per_source[src as usize] += 1;
         }
@@ -656,7 +671,11 @@ fn wildcard_sources(imp: Impl) {
             .iter()
             .map(|n| n.as_u64().unwrap())
             .collect();
-        assert_eq!(per_source[1..], per_worker[..], "{kind} events per source: {last}");
+        assert_eq!(
+            per_source[1..],
+            per_worker[..],
+            "{kind} events per source: {last}"
+        );
         assert_eq!(per_source.iter().sum::<u64>(), tasks, "{kind} events");
     }
 }
@@ -680,7 +699,13 @@ fn fortran_once(imp: Impl) {
     assert_eq!(sends, 4, "rank[2]'s send events");
 }
 
-on_both!(killed_debugger, forced_wrong_match, forced_expected_match, bad_commands, bad_launch);
+on_both!(
+    killed_debugger,
+    forced_wrong_match,
+    forced_expected_match,
+    bad_commands,
+    bad_launch
+);
 
 /// A job started by hand dials `racetrack listen`; the debugger is killed while a rank
 /// is held at a breakpoint: every rank runs on and the job finishes correctly.
@@ -708,7 +733,9 @@ fn killed_debugger(imp: Impl) {
     let preload = format!(
         "{}:{}",
         bin_dir().join("libracetrack_mpi.so").display(),
-        bin_dir().join(format!("libracetrack_mpi_{}.so", imp.key())).display()
+        bin_dir()
+            .join(format!("libracetrack_mpi_{}.so", imp.key()))
+            .display()
     );
     let env = [
         ("RACETRACK_CONNECT", url),
@@ -734,7 +761,10 @@ fn killed_debugger(imp: Impl) {
         v["event"] == "start" && v["thread"] == "rank[0]" && v["held"] == true && v["op"] == "MPI_Send"
     });
     kill_group(s.proc.0.id());
-    let st = job.wait_until(Instant::now() + Duration::from_secs(20), "the job after the debugger was killed");
+    let st = job.wait_until(
+        Instant::now() + Duration::from_secs(20),
+        "the job after the debugger was killed",
+    );
     let out = reader.join().unwrap();
     assert_eq!(st.code(), Some(0), "the job's exit; it printed {out}");
     let last = last_json(&out);
@@ -799,7 +829,11 @@ fn forced_expected_match(imp: Impl) {
         return;
     }
     let (_s, code, last) = forced_match(imp, 1);
-    assert_eq!((code, &last["matches_reference"]), (Some(0), &json!(true)), "{last}");
+    assert_eq!(
+        (code, &last["matches_reference"]),
+        (Some(0), &json!(true)),
+        "{last}"
+    );
 }
 
 /// Commands that cannot apply are refused with a clear error and change nothing.
@@ -815,31 +849,55 @@ fn bad_commands(imp: Impl) {
             assert!(e.contains(w), "{cmd}: {e:?} does not say {w:?}");
         }
     };
-    refused(&mut s, json!({"cmd":"break","op":"MPI_Sned","on":true}), &["MPI_Sned"]);
-    refused(&mut s, json!({"cmd":"pause","thread":"rank[9]","on":true}), &["rank[9]", "rank[3]"]);
+    refused(
+        &mut s,
+        json!({"cmd":"break","op":"MPI_Sned","on":true}),
+        &["MPI_Sned"],
+    );
+    refused(
+        &mut s,
+        json!({"cmd":"pause","thread":"rank[9]","on":true}),
+        &["rank[9]", "rank[3]"],
+    );
     s.send(json!({"cmd":"break","op":"MPI_Send","thread":"rank[0]","on":true}));
     s.send(json!({"cmd":"continue"}));
     let start = s.expect("rank[0]'s MPI_Send held", |v| {
         v["event"] == "start" && v["thread"] == "rank[0]" && v["held"] == true
     });
     let id = start["event_id"].clone();
-    refused(&mut s, json!({"cmd":"match","event_id":id,"source":1}), &["MPI_Send", "not a wildcard"]);
+    refused(
+        &mut s,
+        json!({"cmd":"match","event_id":id,"source":1}),
+        &["MPI_Send", "not a wildcard"],
+    );
     // rank[1]'s first start, released long ago.
     let gone = 1_000_000_000_000u64;
-    refused(&mut s, json!({"cmd":"match","event_id":gone,"source":0}), &[&gone.to_string(), "not held"]);
+    refused(
+        &mut s,
+        json!({"cmd":"match","event_id":gone,"source":0}),
+        &[&gone.to_string(), "not held"],
+    );
     s.send(json!({"cmd":"pause","thread":"rank[0]","on":true}));
     s.send(json!({"cmd":"continue","event_id":id}));
     let send = s.expect("the held send", |v| {
         v["event"] == "send" && v["thread"] == "rank[0]" && v["held"] == true
     });
     let id = send["event_id"].clone();
-    refused(&mut s, json!({"cmd":"edit","event_id":id,"content":[1, 2]}), &["2 values", "carries 1"]);
+    refused(
+        &mut s,
+        json!({"cmd":"edit","event_id":id,"content":[1, 2]}),
+        &["2 values", "carries 1"],
+    );
     refused(
         &mut s,
         json!({"cmd":"edit","event_id":id,"content":[9_223_372_036_854_775_808u64]}),
         &["does not fit 8 signed bytes"],
     );
-    refused(&mut s, json!({"cmd":"edit","event_id":id,"content":"x"}), &["array of 1"]);
+    refused(
+        &mut s,
+        json!({"cmd":"edit","event_id":id,"content":"x"}),
+        &["array of 1"],
+    );
     s.send(json!({"cmd":"break","op":"MPI_Send","thread":"rank[0]","on":false}));
     s.send(json!({"cmd":"pause","thread":"rank[0]","on":false}));
     s.send(json!({"cmd":"continue"}));
