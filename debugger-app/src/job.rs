@@ -9,7 +9,8 @@
 //!   rank's stay in order;
 //! - a command for a thread or a held event goes to the rank that has it; any other goes
 //!   to every rank, and its verdict (`ok` / `error` with its request number) is one: the
-//!   first error, else `ok` once every rank said so;
+//!   first error, else `ok` once every rank said so (a command without a request number
+//!   is numbered here, so that its refusal is one `error` too, without the number);
 //! - the connection closes when every rank's has.
 //!
 //! Event numbers are unique across the job: each rank numbers from its own range.
@@ -172,6 +173,10 @@ async fn handshake(stream: TcpStream, token: Option<&str>) -> Result<Ws, String>
         .map_err(|e| format!("handshake: {e}"))
 }
 
+/// Request numbers the merge gives commands for every rank that came without one (from
+/// here up: far above a scenario's line numbers).
+const INTERNAL_REQ: u64 = 1 << 62;
+
 /// What the merge knows of one rank's connection.
 #[derive(Default)]
 struct Rank {
@@ -202,6 +207,9 @@ struct Merge {
     verdicts: HashMap<u64, (Vec<usize>, Option<Event>)>,
     /// Why a connection failed, for the final `Closed`.
     failure: Option<String>,
+    /// The request numbers given here, and the next one.
+    internal: std::collections::HashSet<u64>,
+    next_internal: u64,
 }
 
 /// Where a command goes.
@@ -253,6 +261,8 @@ impl Merge {
             held: HashMap::new(),
             verdicts: HashMap::new(),
             failure: None,
+            internal: std::collections::HashSet::new(),
+            next_internal: INTERNAL_REQ,
         }
     }
 
@@ -474,6 +484,13 @@ impl Merge {
             return;
         }
         if let Some((_, first_error)) = self.verdicts.remove(&n) {
+            if self.internal.remove(&n) {
+                // Numbered here: only a refusal is told, as it would have been.
+                if let Some(Event::Error { message, .. }) = first_error {
+                    self.forward(ConnEvent::Event(Event::Error { message, req: None }));
+                }
+                return;
+            }
             let ok = || Event::Ok {
                 cmd: "?".into(),
                 target: None,
@@ -498,7 +515,7 @@ impl Merge {
         self.flush_snapshot(false);
     }
 
-    async fn command(&mut self, req: Request) {
+    async fn command(&mut self, mut req: Request) {
         let to: Vec<usize> = match target(&req.cmd) {
             Target::Event(id) => match self.held.get(&id) {
                 Some(i) => vec![*i],
@@ -517,6 +534,15 @@ impl Merge {
             },
             Target::All => (0..self.ranks.len()).filter(|i| !self.ranks[*i].closed).collect(),
         };
+        if matches!(target(&req.cmd), Target::All)
+            && req.req.is_none()
+            && to.len() > 1
+            && !matches!(req.cmd, Command::Detach)
+        {
+            req.req = Some(self.next_internal);
+            self.internal.insert(self.next_internal);
+            self.next_internal += 1;
+        }
         if let (Target::All, Some(n)) = (target(&req.cmd), req.req) {
             self.verdicts.insert(n, (to.clone(), None));
         }

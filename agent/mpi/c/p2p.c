@@ -81,7 +81,7 @@ int rtw_recv(void *caller, void *buf, int count, MPI_Datatype type, int source, 
     rt_start(&w.c);
     int rc = PMPI_Recv(buf, count, type, rt_forced_source(&w, source), rt_forced_tag(&w, tag),
                        comm, st);
-    if (rc == MPI_SUCCESS) wc_matched(&w, st);
+    wc_received(&w, rc, st);
     rt_stop(&w.c, rc);
     return rc;
 }
@@ -118,7 +118,7 @@ int rtw_sendrecv(void *caller, const void *sbuf, int scount, MPI_Datatype stype,
     const void *b = w.c.edited_buf ? w.c.edited_buf : sbuf;
     int rc = PMPI_Sendrecv(b, scount, stype, dest, stag, rbuf, rcount, rtype,
                            rt_forced_source(&w, source), rt_forced_tag(&w, rtag), comm, st);
-    if (rc == MPI_SUCCESS) wc_matched(&w, st);
+    wc_received(&w, rc, st);
     rt_stop(&w.c, rc);
     return rc;
 }
@@ -139,7 +139,7 @@ int rtw_sendrecv_replace(void *caller, void *buf, int count, MPI_Datatype type, 
         memcpy(buf, w.c.edited_buf, (size_t)w.c.bytes);
     int rc = PMPI_Sendrecv_replace(buf, count, type, dest, stag, rt_forced_source(&w, source),
                                    rt_forced_tag(&w, rtag), comm, st);
-    if (rc == MPI_SUCCESS) wc_matched(&w, st);
+    wc_received(&w, rc, st);
     rt_stop(&w.c, rc);
     return rc;
 }

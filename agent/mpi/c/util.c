@@ -227,6 +227,12 @@ void wc_matched(wcall *w, const MPI_Status *st) {
                status_bytes(st));
 }
 
+void wc_received(wcall *w, int rc, const MPI_Status *st) {
+    int cls = MPI_SUCCESS;
+    if (rc != MPI_SUCCESS) PMPI_Error_class(rc, &cls);
+    if (cls == MPI_SUCCESS || cls == MPI_ERR_TRUNCATE) wc_matched(w, st);
+}
+
 void wc_completed(wcall *w, int64_t id, const MPI_Status *st) {
     int cancelled = 0;
     PMPI_Test_cancelled(st, &cancelled);

@@ -55,6 +55,9 @@ RT_HIDDEN int rt_forced_tag(const wcall *w, int tag);
 
 /* Report the message a receive or probe matched (nothing for MPI_PROC_NULL). */
 RT_HIDDEN void wc_matched(wcall *w, const MPI_Status *st);
+/* After a receive returned `rc`: its match, when it has one (success, or a message
+ * truncated: MPI still fills the status with its source and tag). */
+RT_HIDDEN void wc_received(wcall *w, int rc, const MPI_Status *st);
 /* Report that request `id` completed with status `st`. */
 RT_HIDDEN void wc_completed(wcall *w, int64_t id, const MPI_Status *st);
 

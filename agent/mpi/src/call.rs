@@ -216,7 +216,12 @@ impl Elem {
                 })
             }
             ElemKind::Signed => {
-                let i = v.as_i64().ok_or("is not an integer")?;
+                // An integer above i64::MAX is out of range, not "not an integer".
+                let i = match (v.as_i64(), v.as_u64()) {
+                    (Some(i), _) => i,
+                    (None, Some(_)) => return Err(format!("does not fit {} signed bytes", self.size)),
+                    (None, None) => return Err("is not an integer".into()),
+                };
                 let (lo, hi) = if bits == 64 {
                     (i64::MIN, i64::MAX)
                 } else {

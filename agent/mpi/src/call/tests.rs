@@ -33,6 +33,11 @@ fn edits_that_do_not_fit_say_why() {
         err.contains("value 2") && err.contains("does not fit 4 signed bytes"),
         "{err}"
     );
+    let l = Elem::of(b'i', 8).expect("basic");
+    let err = l
+        .encode(&json!([9_223_372_036_854_775_808u64]), 1)
+        .expect_err("range");
+    assert!(err.contains("does not fit 8 signed bytes"), "{err}");
     let err = e.encode(&json!([1, "x", 3]), 3).expect_err("type");
     assert!(err.contains("is not an integer"), "{err}");
     let err = e.encode(&json!({"a": 1}), 3).expect_err("shape");

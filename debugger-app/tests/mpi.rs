@@ -1,0 +1,946 @@
+//! MPI jobs under the debugger, over real `mpiexec` runs on both implementations Debian
+//! ships (issue 20, "Show"): `racetrack mpirun --ctl` (and `racetrack listen`) drive the
+//! example programs of `examples/mpi/`, built here with each implementation's compiler
+//! wrappers, with the interposition library preloaded into every rank.
+//!
+//! Every scenario runs once per implementation: `free_run::mpich`, `free_run::openmpi`, …
+//!
+//! Needs:
+//! - MPICH (`mpich`, `libmpich-dev`), Open MPI (`openmpi-bin`, `libopenmpi-dev`) and
+//!   `gfortran`. Without them every test fails saying which packages are missing, unless
+//!   `RACETRACK_NO_MPI=1` is set: then each test prints that it was left out and passes.
+//! - The MPI library beside the `racetrack` binary (`libracetrack_mpi.so` and
+//!   `libracetrack_mpi_<impl>.so`): `cargo build -p racetrack-mpi` (which `cargo test
+//!   --workspace` does).
+//!
+//! Every wait has a deadline: a hung job fails its test, and the process group of
+//! `racetrack` (the launcher and the ranks with it) is killed when a test ends.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::{mpsc, Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+/// How long one job under the debugger may take, start to exit.
+const JOB_LIMIT: Duration = Duration::from_secs(40);
+/// The ranks of every job here.
+const RANKS: usize = 4;
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Impl {
+    Mpich,
+    OpenMpi,
+}
+
+impl Impl {
+    fn key(self) -> &'static str {
+        match self {
+            Impl::Mpich => "mpich",
+            Impl::OpenMpi => "openmpi",
+        }
+    }
+
+    fn other(self) -> Impl {
+        match self {
+            Impl::Mpich => Impl::OpenMpi,
+            Impl::OpenMpi => Impl::Mpich,
+        }
+    }
+
+    /// The tools the tests use, and the Debian packages that bring them.
+    fn tools(self) -> ([&'static str; 3], &'static str) {
+        match self {
+            Impl::Mpich => (
+                ["mpicc.mpich", "mpif90.mpich", "mpiexec.mpich"],
+                "mpich libmpich-dev gfortran",
+            ),
+            Impl::OpenMpi => (
+                ["mpicc.openmpi", "mpifort.openmpi", "mpiexec.openmpi"],
+                "openmpi-bin libopenmpi-dev gfortran",
+            ),
+        }
+    }
+
+    /// `mpiexec` with `n` ranks, the environment `env` given to the ranks only.
+    fn mpiexec(self, n: usize, env: &[(&str, String)]) -> Command {
+        let mut cmd;
+        match self {
+            Impl::Mpich => {
+                cmd = Command::new("mpiexec.mpich");
+                cmd.args(["-n", &n.to_string()]);
+                for (k, v) in env {
+                    cmd.arg("-genv").arg(k).arg(v);
+                }
+            }
+            Impl::OpenMpi => {
+                cmd = Command::new("mpiexec.openmpi");
+                cmd.args(["--allow-run-as-root", "--oversubscribe", "-n", &n.to_string()]);
+                for (k, v) in env {
+                    cmd.arg("-x").arg(format!("{k}={v}"));
+                }
+            }
+        }
+        cmd
+    }
+}
+
+fn on_path(tool: &str) -> bool {
+    std::env::var_os("PATH").is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(tool).is_file()))
+}
+
+/// Where `racetrack` and the MPI libraries are.
+fn bin_dir() -> PathBuf {
+    Path::new(env!("CARGO_BIN_EXE_racetrack"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+/// The example programs built for `imp`, or `None` when MPI is absent and
+/// `RACETRACK_NO_MPI=1` says to leave the tests out. Fails when MPI or the library is
+/// missing otherwise.
+fn setup(imp: Impl) -> Option<PathBuf> {
+    let (tools, packages) = imp.tools();
+    let missing: Vec<&str> = tools.into_iter().filter(|t| !on_path(t)).collect();
+    if !missing.is_empty() {
+        if std::env::var("RACETRACK_NO_MPI").is_ok_and(|v| v == "1") {
+            println!(
+                "left out: {} not installed (RACETRACK_NO_MPI=1)",
+                missing.join(", ")
+            );
+            return None;
+        }
+        panic!(
+            "{} not found: install {packages} (or set RACETRACK_NO_MPI=1 to leave the MPI tests out)",
+            missing.join(", ")
+        );
+    }
+    for lib in [
+        "libracetrack_mpi.so".to_owned(),
+        format!("libracetrack_mpi_{}.so", imp.key()),
+    ] {
+        let path = bin_dir().join(&lib);
+        assert!(
+            path.exists(),
+            "{} is missing: build the MPI library with `cargo build -p racetrack-mpi` (`cargo test --workspace` builds it)",
+            path.display()
+        );
+    }
+    Some(examples(imp))
+}
+
+/// Build the example programs once per test run, per implementation.
+fn examples(imp: Impl) -> PathBuf {
+    static BUILT: [OnceLock<Result<PathBuf, String>>; 2] = [OnceLock::new(), OnceLock::new()];
+    let slot = &BUILT[imp as usize];
+    slot.get_or_init(|| build_examples(imp))
+        .clone()
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn build_examples(imp: Impl) -> Result<PathBuf, String> {
+    let dir = bin_dir().join("mpi-examples").join(imp.key());
+    // Into a directory of this process's own, then moved into place file by file (a
+    // rename replaces atomically): another test binary running at once never sees a
+    // half-written program.
+    let tmp = dir.join(format!("tmp-{}", std::process::id()));
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/mpi/build.sh");
+    let out = Command::new("bash")
+        .arg(&script)
+        .arg(imp.key())
+        .arg(&tmp)
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", script.display()))?;
+    if !out.status.success() {
+        return Err(format!(
+            "building the MPI examples for {} failed:\n{}",
+            imp.key(),
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    for prog in ["ring", "mergesort", "heat", "master_worker", "ring_f"] {
+        std::fs::rename(tmp.join(prog), dir.join(prog)).map_err(|e| e.to_string())?;
+    }
+    let _ = std::fs::remove_dir_all(&tmp);
+    Ok(dir)
+}
+
+/// Kill a process group (the process started with `process_group(0)` and what it started).
+fn kill_group(pid: u32) {
+    let _ = Command::new("kill")
+        .args(["-KILL", "--", &format!("-{pid}")])
+        .stderr(Stdio::null())
+        .status();
+}
+
+/// A process in its own group, killed with its group when dropped.
+struct Group(Child);
+
+impl Group {
+    fn spawn(cmd: &mut Command) -> Group {
+        Group(cmd.process_group(0).spawn().expect("the process starts"))
+    }
+
+    /// Wait for the exit, at most until `deadline` (then kill the group and fail).
+    fn wait_until(&mut self, deadline: Instant, what: &str) -> std::process::ExitStatus {
+        loop {
+            if let Some(st) = self.0.try_wait().unwrap() {
+                return st;
+            }
+            if Instant::now() >= deadline {
+                kill_group(self.0.id());
+                panic!("{what} did not finish in time");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        kill_group(self.0.id());
+        let _ = self.0.wait();
+    }
+}
+
+/// The program's final line, run with plain `mpiexec`: (exit code, its JSON).
+fn plain_run(imp: Impl, prog: &Path, args: &[&str]) -> (Option<i32>, Value) {
+    let mut cmd = imp.mpiexec(RANKS, &[]);
+    cmd.arg(prog)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut g = Group::spawn(&mut cmd);
+    let mut stdout = g.0.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = stdout.read_to_string(&mut s);
+        s
+    });
+    let st = g.wait_until(Instant::now() + JOB_LIMIT, "the plain mpiexec run");
+    let out = reader.join().unwrap();
+    (st.code(), last_json(&out))
+}
+
+fn last_json(out: &str) -> Value {
+    let line = out.lines().last().unwrap_or_else(|| panic!("no output: {out:?}"));
+    serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"))
+}
+
+/// A `racetrack … --ctl` process, the events it printed and what it said on stderr.
+struct Ctl {
+    proc: Group,
+    stdin: Option<ChildStdin>,
+    rx: mpsc::Receiver<Value>,
+    seen: Vec<Value>,
+    cursor: usize,
+    deadline: Instant,
+    stderr: Arc<Mutex<Vec<String>>>,
+}
+
+impl Ctl {
+    /// `racetrack mpirun --ctl --impl IMP -n 4 -- PROG ARGS`.
+    fn mpirun(imp: Impl, prog: &Path, args: &[&str]) -> Ctl {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_racetrack"));
+        cmd.args(["mpirun", "--ctl", "--impl", imp.key(), "-n"])
+            .arg(RANKS.to_string())
+            .arg("--")
+            .arg(prog)
+            .args(args);
+        Ctl::spawn(cmd)
+    }
+
+    fn spawn(mut cmd: Command) -> Ctl {
+        cmd.stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut proc = Group::spawn(&mut cmd);
+        let stdout = proc.0.stdout.take().unwrap();
+        let stderr = proc.0.stderr.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                match serde_json::from_str::<Value>(&line) {
+                    Ok(v) => {
+                        if tx.send(v).is_err() {
+                            break;
+                        }
+                    }
+                    Err(e) => {
+                        eprintln!("ctl printed a non-JSON line ({e}): {line}");
+                        break;
+                    }
+                }
+            }
+        });
+        let said = Arc::new(Mutex::new(Vec::new()));
+        let s = said.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                s.lock().unwrap().push(line);
+            }
+        });
+        let stdin = proc.0.stdin.take();
+        Ctl {
+            proc,
+            stdin,
+            rx,
+            seen: Vec::new(),
+            cursor: 0,
+            deadline: Instant::now() + JOB_LIMIT,
+            stderr: said,
+        }
+    }
+
+    fn send(&mut self, cmd: Value) {
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        let _ = writeln!(stdin, "{cmd}").and_then(|()| stdin.flush());
+    }
+
+    fn pull(&mut self) -> bool {
+        let now = Instant::now();
+        if now >= self.deadline {
+            return false;
+        }
+        match self.rx.recv_timeout(self.deadline - now) {
+            Ok(v) => {
+                self.seen.push(v);
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    fn fail(&self, why: &str) -> ! {
+        let tail: Vec<String> = self
+            .seen
+            .iter()
+            .rev()
+            .take(20)
+            .rev()
+            .map(Value::to_string)
+            .collect();
+        kill_group(self.proc.0.id());
+        panic!(
+            "{why}; last events:\n{}\nstderr:\n{}",
+            tail.join("\n"),
+            self.stderr.lock().unwrap().join("\n")
+        );
+    }
+
+    /// The next event (in order) satisfying `pred`; earlier ones are skipped (kept in
+    /// `seen`).
+    fn expect(&mut self, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+        loop {
+            while self.cursor < self.seen.len() {
+                let v = &self.seen[self.cursor];
+                self.cursor += 1;
+                if pred(v) {
+                    return v.clone();
+                }
+            }
+            if !self.pull() {
+                self.fail(&format!("no {what} (timed out, or the controller ended)"));
+            }
+        }
+    }
+
+    /// The answer to a `wait` just sent: `waited`, else fail.
+    fn waited(&mut self, what: &str) {
+        let v = self.expect(what, |v| v["event"] == "waited" || v["event"] == "error");
+        if v["event"] != "waited" {
+            self.fail(&format!("{what}: {v}"));
+        }
+    }
+
+    /// The next `error` event (the answer to a refused command); its message.
+    fn error(&mut self, what: &str) -> String {
+        let v = self.expect(what, |v| v["event"] == "error");
+        v["message"].as_str().unwrap().to_owned()
+    }
+
+    /// Wait until every rank is held before its first call (`RACETRACK_WAIT`).
+    fn all_held_at_start(&mut self) {
+        self.expect("snapshot", |v| v["event"] == "snapshot");
+        for r in 0..RANKS {
+            self.send(json!({"cmd":"wait","until":"held","thread":format!("rank[{r}]")}));
+            self.waited(&format!("rank[{r}] held at its start"));
+        }
+    }
+
+    /// Wait for the exit; returns (the `exit` event's code, the program's last stdout line).
+    fn finish(&mut self) -> (Option<i64>, Value) {
+        let exit = self.expect("exit", |v| v["event"] == "exit");
+        let st = self.proc.wait_until(self.deadline, "racetrack");
+        let last = self
+            .seen
+            .iter()
+            .rev()
+            .find(|v| v["event"] == "output" && v["stream"] == "stdout")
+            .map(|v| serde_json::from_str(v["line"].as_str().unwrap()).unwrap())
+            .unwrap_or(Value::Null);
+        assert_eq!(
+            st.code().map(i64::from),
+            exit["code"].as_i64(),
+            "racetrack's exit code is the program's"
+        );
+        (exit["code"].as_i64(), last)
+    }
+
+    /// Finish with exit code 0 and a result matching the reference; the result.
+    fn finish_correctly(&mut self) -> Value {
+        let (code, last) = self.finish();
+        if code != Some(0) || last["matches_reference"] != true {
+            self.fail(&format!("expected a correct finish: exit {code:?}, {last}"));
+        }
+        last
+    }
+
+    fn errors(&self) -> Vec<&Value> {
+        self.seen.iter().filter(|v| v["event"] == "error").collect()
+    }
+}
+
+/// The events seen, with those the snapshot lists as held (the ranks' first `start`s, when
+/// they were held before the snapshot was taken) in its place.
+fn events(seen: &[Value]) -> Vec<Value> {
+    let mut out = Vec::new();
+    for v in seen {
+        if v["event"] == "snapshot" {
+            out.extend(v["held"].as_array().unwrap().iter().cloned());
+        } else {
+            out.push(v.clone());
+        }
+    }
+    out
+}
+
+/// Per thread, `start`s per call name.
+fn starts_per_rank(seen: &[Value]) -> BTreeMap<String, BTreeMap<String, usize>> {
+    let mut m: BTreeMap<String, BTreeMap<String, usize>> = BTreeMap::new();
+    for v in events(seen).iter().filter(|v| v["event"] == "start") {
+        *m.entry(v["thread"].as_str().unwrap().to_owned())
+            .or_default()
+            .entry(v["op"].as_str().unwrap().to_owned())
+            .or_default() += 1;
+    }
+    m
+}
+
+fn count(seen: &[Value], event: &str, thread: &str) -> usize {
+    events(seen)
+        .iter()
+        .filter(|v| v["event"] == event && v["thread"] == thread)
+        .count()
+}
+
+/// The calls ring (C or Fortran) makes on every rank with `rounds` rounds and more than
+/// one rank: each rank sends and receives once a round.
+fn ring_calls(rounds: usize) -> BTreeMap<String, usize> {
+    [
+        ("MPI_Init", 1),
+        ("MPI_Send", rounds),
+        ("MPI_Recv", rounds),
+        ("MPI_Allreduce", 1),
+        ("MPI_Bcast", 1),
+        ("MPI_Finalize", 1),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v))
+    .collect()
+}
+
+/// Every rank made exactly the calls ring makes, each reported once (a `start` and a
+/// `stop` per call).
+fn check_ring_calls(seen: &[Value], rounds: usize) {
+    let starts = starts_per_rank(seen);
+    for r in 0..RANKS {
+        let t = format!("rank[{r}]");
+        assert_eq!(starts.get(&t), Some(&ring_calls(rounds)), "{t}: starts per call");
+        assert_eq!(
+            count(seen, "start", &t),
+            count(seen, "stop", &t),
+            "{t}: starts and stops"
+        );
+    }
+}
+
+/// One test per implementation for each scenario: `scenario::mpich`, `scenario::openmpi`.
+macro_rules! on_both {
+    ($($name:ident),* $(,)?) => {$(
+        mod $name {
+            #[test]
+            fn mpich() {
+                super::$name(super::Impl::Mpich)
+            }
+            #[test]
+            fn openmpi() {
+                super::$name(super::Impl::OpenMpi)
+            }
+        }
+    )*};
+}
+
+on_both!(free_run);
+
+/// A free run has the result of a run without the debugger, and reports every call once.
+fn free_run(imp: Impl) {
+    let Some(dir) = setup(imp) else { return };
+    let ring = dir.join("ring");
+    let (plain_code, plain) = plain_run(imp, &ring, &[]);
+    assert_eq!((plain_code, &plain["matches_reference"]), (Some(0), &json!(true)));
+    let mut s = Ctl::mpirun(imp, &ring, &[]);
+    s.all_held_at_start();
+    s.send(json!({"cmd":"continue"}));
+    s.send(json!({"cmd":"wait","until":"exit","timeout_ms":30000}));
+    let last = s.finish_correctly();
+    assert_eq!(
+        last["result"], plain["result"],
+        "the same result as without the debugger"
+    );
+    assert_eq!(last["result"], 60);
+    check_ring_calls(&s.seen, 3);
+    assert!(s.errors().is_empty(), "{:?}", s.errors());
+}
+
+on_both!(
+    global_step,
+    process_breakpoint,
+    edited_send,
+    wildcard_sources,
+    fortran_once
+);
+
+/// Step mode holds every event; continuing all of them, again and again, reaches the end.
+fn global_step(imp: Impl) {
+    let Some(dir) = setup(imp) else { return };
+    let mut s = Ctl::mpirun(imp, &dir.join("ring"), &[]);
+    s.all_held_at_start();
+    s.send(json!({"cmd":"step_mode","on":true}));
+    s.send(json!({"cmd":"continue"}));
+    let mut steps = 0;
+    loop {
+        s.send(json!({"cmd":"wait","until":"held","timeout_ms":10000}));
+        let v = s.expect("held or the end", |v| {
+            v["event"] == "waited" || v["event"] == "error" || v["event"] == "exit"
+        });
+        if v["event"] != "waited" {
+            break;
+        }
+        s.send(json!({"cmd":"continue"}));
+        steps += 1;
+        assert!(steps < 400, "still holding after {steps} global steps");
+    }
+    s.finish_correctly();
+    check_ring_calls(&s.seen, 3);
+    for r in 0..RANKS {
+        let t = format!("rank[{r}]");
+        let stepped = s
+            .seen
+            .iter()
+            .filter(|v| v["thread"] == t.as_str() && v["held"] == true && v["reason"] == "step")
+            .count();
+        // Every start, stop and send after the first hold: 10 calls, 3 of them sends.
+        assert!(stepped >= 2 * 10 + 3 - 1, "{t}: {stepped} step holds");
+    }
+    assert!(steps >= 20, "{steps} global steps");
+}
+
+/// A paused rank stays held while the others run, and nothing of it is reported until it
+/// is unpaused and continued.
+fn process_breakpoint(imp: Impl) {
+    let Some(dir) = setup(imp) else { return };
+    let mut s = Ctl::mpirun(imp, &dir.join("ring"), &[]);
+    s.all_held_at_start();
+    // rank[2] is paused too, so that it runs only once rank[1] is seen held: its events
+    // then certainly come while rank[1] is held.
+    for t in ["rank[1]", "rank[2]"] {
+        s.send(json!({"cmd":"pause","thread":t,"on":true}));
+    }
+    s.send(json!({"cmd":"continue"}));
+    let held = s.expect("rank[1] held by its pause", |v| {
+        v["thread"] == "rank[1]" && v["held"] == true && v["reason"] == "pause"
+    });
+    s.send(json!({"cmd":"wait","until":"held","thread":"rank[2]"}));
+    s.waited("rank[2] held");
+    let mark = s.seen.len();
+    s.send(json!({"cmd":"pause","thread":"rank[2]","on":false}));
+    s.send(json!({"cmd":"continue","thread":"rank[2]"}));
+    // rank[2] goes on to its first receive (from rank[1]: it waits there).
+    s.expect("rank[2]'s next start", |v| {
+        v["event"] == "start" && v["thread"] == "rank[2]" && v["op"] == "MPI_Recv"
+    });
+    s.send(json!({"cmd":"wait","until":"quiet","ms":500}));
+    s.waited("quiet");
+    let of_rank1: Vec<&Value> = s.seen[mark..]
+        .iter()
+        .filter(|v| v["thread"] == "rank[1]")
+        .collect();
+    assert!(of_rank1.is_empty(), "rank[1] reported while paused: {of_rank1:?}");
+    s.send(json!({"cmd":"pause","thread":"rank[1]","on":false}));
+    s.send(json!({"cmd":"continue"}));
+    s.expect("rank[1]'s hold released", |v| {
+        v["event"] == "released" && v["event_id"] == held["event_id"]
+    });
+    s.send(json!({"cmd":"wait","until":"exit","timeout_ms":30000}));
+    s.finish_correctly();
+    check_ring_calls(&s.seen, 3);
+}
+
+/// The first token rank 0 sends, edited while held: everyone adds to the edited token,
+/// so the result is off by exactly the change (the all-reduced sum is not).
+fn edited_send(imp: Impl) {
+    let Some(dir) = setup(imp) else { return };
+    let mut s = Ctl::mpirun(imp, &dir.join("ring"), &[]);
+    s.all_held_at_start();
+    s.send(json!({"cmd":"break","op":"MPI_Send","thread":"rank[0]","on":true}));
+    s.send(json!({"cmd":"continue"}));
+    let start = s.expect("rank[0]'s MPI_Send held", |v| {
+        v["event"] == "start" && v["thread"] == "rank[0]" && v["held"] == true
+    });
+    assert_eq!(
+        (&start["op"], &start["reason"]),
+        (&json!("MPI_Send"), &json!("break"))
+    );
+    s.send(json!({"cmd":"pause","thread":"rank[0]","on":true}));
+    s.send(json!({"cmd":"continue","event_id":start["event_id"]}));
+    let send = s.expect("the held send", |v| {
+        v["event"] == "send" && v["thread"] == "rank[0]" && v["held"] == true
+    });
+    // Round 0: rank 0 adds (0 + 1) × (0 + 1) to a token of 0.
+    assert_eq!(send["content"], json!([1]), "{send}");
+    assert_eq!(send["call"]["datatype"], send["type"]);
+    let delta = 1000;
+    s.send(json!({"cmd":"edit","event_id":send["event_id"],"content":[1 + delta]}));
+    s.expect("the edit applied", |v| {
+        v["event"] == "ok" || v["event"] == "error"
+    });
+    assert!(s.errors().is_empty(), "{:?}", s.errors());
+    s.send(json!({"cmd":"break","op":"MPI_Send","thread":"rank[0]","on":false}));
+    s.send(json!({"cmd":"pause","thread":"rank[0]","on":false}));
+    s.send(json!({"cmd":"continue"}));
+    s.send(json!({"cmd":"wait","until":"exit","timeout_ms":30000}));
+    let (code, last) = s.finish();
+    assert_eq!(code, Some(1), "a mismatch: {last}");
+    assert_eq!(last["matches_reference"], false, "{last}");
+    assert_eq!(last["reference"], 60);
+    assert_eq!(last["result"], 60 + delta, "{last}");
+    assert_eq!(last["allreduce"], 60, "{last}");
+    // Rank 1 received the edited token.
+    let recv = s
+        .seen
+        .iter()
+        .find(|v| v["event"] == "recv" && v["thread"] == "rank[1]")
+        .unwrap();
+    assert_eq!(recv["call"]["matched"]["source"], 0, "{recv}");
+}
+
+/// master_worker's wildcard receives on rank 0 report the source each one matched.
+fn wildcard_sources(imp: Impl) {
+    let Some(dir) = setup(imp) else { return };
+    let tasks = 60;
+    let mut s = Ctl::mpirun(imp, &dir.join("master_worker"), &["--tasks", &tasks.to_string()]);
+    s.all_held_at_start();
+    s.send(json!({"cmd":"continue"}));
+    s.send(json!({"cmd":"wait","until":"exit","timeout_ms":30000}));
+    let last = s.finish_correctly();
+    let wild = |v: &&Value| {
+        v["thread"] == "rank[0]" && v["op"] == "MPI_Recv" && v["call"]["peer"] == "MPI_ANY_SOURCE"
+    };
+    for kind in ["recv", "stop"] {
+        let mut per_source = [0u64; RANKS];
+        for v in s.seen.iter().filter(|v| v["event"] == kind).filter(wild) {
+            assert_eq!(v["call"]["tag"], "MPI_ANY_TAG", "{v}");
+            let src = v["call"]["matched"]["source"]
+                .as_u64()
+                .unwrap_or_else(|| panic!("{v}"));
+            assert!((1..RANKS as u64).contains(&src), "{v}");
+            per_source[src as usize] += 1;
+        }
+        // One wildcard receive per task: each worker's count is its results'.
+        let per_worker: Vec<u64> = last["per_worker"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| n.as_u64().unwrap())
+            .collect();
+        assert_eq!(
+            per_source[1..],
+            per_worker[..],
+            "{kind} events per source: {last}"
+        );
+        assert_eq!(per_source.iter().sum::<u64>(), tasks, "{kind} events");
+    }
+}
+
+/// ring.f90: under Open MPI its calls go through the Fortran bindings; each is reported
+/// exactly once on both implementations.
+fn fortran_once(imp: Impl) {
+    let Some(dir) = setup(imp) else { return };
+    let mut s = Ctl::mpirun(imp, &dir.join("ring_f"), &["--rounds", "4"]);
+    s.all_held_at_start();
+    s.send(json!({"cmd":"continue"}));
+    s.send(json!({"cmd":"wait","until":"exit","timeout_ms":30000}));
+    let last = s.finish_correctly();
+    assert_eq!(last["language"], "fortran");
+    check_ring_calls(&s.seen, 4);
+    let sends = s
+        .seen
+        .iter()
+        .filter(|v| v["event"] == "send" && v["thread"] == "rank[2]")
+        .count();
+    assert_eq!(sends, 4, "rank[2]'s send events");
+}
+
+on_both!(
+    killed_debugger,
+    forced_wrong_match,
+    forced_expected_match,
+    bad_commands,
+    bad_launch
+);
+
+/// A job started by hand dials `racetrack listen`; the debugger is killed while a rank
+/// is held at a breakpoint: every rank runs on and the job finishes correctly.
+fn killed_debugger(imp: Impl) {
+    let Some(dir) = setup(imp) else { return };
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_racetrack"));
+    cmd.args(["listen", "--ctl", "-n"]).arg(RANKS.to_string());
+    let mut s = Ctl::spawn(cmd);
+    let prefix = format!("racetrack: waiting for {RANKS} ranks at ");
+    let url = loop {
+        let found = s
+            .stderr
+            .lock()
+            .unwrap()
+            .iter()
+            .find_map(|l| l.strip_prefix(&prefix).map(str::to_owned));
+        if let Some(u) = found {
+            break u;
+        }
+        if Instant::now() > s.deadline {
+            s.fail("racetrack listen did not say where it waits");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let preload = format!(
+        "{}:{}",
+        bin_dir().join("libracetrack_mpi.so").display(),
+        bin_dir()
+            .join(format!("libracetrack_mpi_{}.so", imp.key()))
+            .display()
+    );
+    let env = [
+        ("RACETRACK_CONNECT", url),
+        ("RACETRACK_WAIT", "1".to_owned()),
+        ("LD_PRELOAD", preload),
+    ];
+    let mut job = imp.mpiexec(RANKS, &env);
+    job.arg(dir.join("ring"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut job = Group::spawn(&mut job);
+    let mut stdout = job.0.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut out = String::new();
+        let _ = stdout.read_to_string(&mut out);
+        out
+    });
+    s.all_held_at_start();
+    s.send(json!({"cmd":"break","op":"MPI_Send","thread":"rank[0]","on":true}));
+    s.send(json!({"cmd":"continue"}));
+    s.expect("rank[0] held at MPI_Send", |v| {
+        v["event"] == "start" && v["thread"] == "rank[0]" && v["held"] == true && v["op"] == "MPI_Send"
+    });
+    kill_group(s.proc.0.id());
+    let st = job.wait_until(
+        Instant::now() + Duration::from_secs(20),
+        "the job after the debugger was killed",
+    );
+    let out = reader.join().unwrap();
+    assert_eq!(st.code(), Some(0), "the job's exit; it printed {out}");
+    let last = last_json(&out);
+    assert_eq!(last["matches_reference"], true, "{last}");
+    assert_eq!(last["result"], 60, "{last}");
+}
+
+/// mergesort's level-0 wildcard receive on rank 0, held at a breakpoint and forced to
+/// match `source`; the forced match is reported and the program's report returned.
+fn forced_match(imp: Impl, source: i64) -> (Ctl, Option<i64>, Value) {
+    let dir = setup(imp).unwrap();
+    let mut s = Ctl::mpirun(imp, &dir.join("mergesort"), &["--size", "4000"]);
+    s.all_held_at_start();
+    s.send(json!({"cmd":"break","op":"MPI_Recv","thread":"rank[0]","on":true}));
+    s.send(json!({"cmd":"continue"}));
+    let start = s.expect("rank[0]'s wildcard receive held", |v| {
+        v["event"] == "start" && v["thread"] == "rank[0]" && v["held"] == true
+    });
+    assert_eq!(start["op"], "MPI_Recv", "{start}");
+    assert_eq!(start["call"]["peer"], "MPI_ANY_SOURCE", "{start}");
+    s.send(json!({"cmd":"match","event_id":start["event_id"],"source":source}));
+    s.send(json!({"cmd":"break","op":"MPI_Recv","thread":"rank[0]","on":false}));
+    s.send(json!({"cmd":"continue"}));
+    s.send(json!({"cmd":"wait","until":"exit","timeout_ms":30000}));
+    let (code, last) = s.finish();
+    assert!(s.errors().is_empty(), "{:?}", s.errors());
+    let msg = start["msg"].clone();
+    let of_call = |kind: &str| {
+        s.seen
+            .iter()
+            .find(|v| v["event"] == kind && v["thread"] == "rank[0]" && v["msg"] == msg)
+            .unwrap_or_else(|| panic!("no {kind} of the forced receive"))
+            .clone()
+    };
+    let stop = of_call("stop");
+    assert_eq!(stop["call"]["forced"]["source"], source, "{stop}");
+    assert_eq!(stop["call"]["matched"]["source"], source, "{stop}");
+    let recv = of_call("recv");
+    assert_eq!(recv["call"]["matched"]["source"], source, "{recv}");
+    (s, code, last)
+}
+
+/// Forcing the other candidate (rank 2's level-1 send) provokes the thesis' race: the
+/// message is truncated and the program says so, without crashing or hanging.
+fn forced_wrong_match(imp: Impl) {
+    if setup(imp).is_none() {
+        return;
+    }
+    let (_s, code, last) = forced_match(imp, 2);
+    assert_eq!(code, Some(1), "{last}");
+    assert_eq!(last["matches_reference"], false, "{last}");
+    let error = last["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("matched rank 2's message") && error.contains("MPI_ERR_TRUNCATE"),
+        "{last}"
+    );
+}
+
+/// Forcing the expected source (rank 1) sorts correctly.
+fn forced_expected_match(imp: Impl) {
+    if setup(imp).is_none() {
+        return;
+    }
+    let (_s, code, last) = forced_match(imp, 1);
+    assert_eq!(
+        (code, &last["matches_reference"]),
+        (Some(0), &json!(true)),
+        "{last}"
+    );
+}
+
+/// Commands that cannot apply are refused with a clear error and change nothing.
+fn bad_commands(imp: Impl) {
+    let Some(dir) = setup(imp) else { return };
+    let mut s = Ctl::mpirun(imp, &dir.join("ring"), &[]);
+    s.all_held_at_start();
+    let refused = |s: &mut Ctl, cmd: Value, words: &[&str]| {
+        s.send(cmd.clone());
+        let e = s.error(&format!("the refusal of {cmd}"));
+        println!("{cmd} → {e}");
+        for w in words {
+            assert!(e.contains(w), "{cmd}: {e:?} does not say {w:?}");
+        }
+    };
+    refused(
+        &mut s,
+        json!({"cmd":"break","op":"MPI_Sned","on":true}),
+        &["MPI_Sned"],
+    );
+    refused(
+        &mut s,
+        json!({"cmd":"pause","thread":"rank[9]","on":true}),
+        &["rank[9]", "rank[3]"],
+    );
+    s.send(json!({"cmd":"break","op":"MPI_Send","thread":"rank[0]","on":true}));
+    s.send(json!({"cmd":"continue"}));
+    let start = s.expect("rank[0]'s MPI_Send held", |v| {
+        v["event"] == "start" && v["thread"] == "rank[0]" && v["held"] == true
+    });
+    let id = start["event_id"].clone();
+    refused(
+        &mut s,
+        json!({"cmd":"match","event_id":id,"source":1}),
+        &["MPI_Send", "not a wildcard"],
+    );
+    // rank[1]'s first start, released long ago.
+    let gone = 1_000_000_000_000u64;
+    refused(
+        &mut s,
+        json!({"cmd":"match","event_id":gone,"source":0}),
+        &[&gone.to_string(), "not held"],
+    );
+    s.send(json!({"cmd":"pause","thread":"rank[0]","on":true}));
+    s.send(json!({"cmd":"continue","event_id":id}));
+    let send = s.expect("the held send", |v| {
+        v["event"] == "send" && v["thread"] == "rank[0]" && v["held"] == true
+    });
+    let id = send["event_id"].clone();
+    refused(
+        &mut s,
+        json!({"cmd":"edit","event_id":id,"content":[1, 2]}),
+        &["2 values", "carries 1"],
+    );
+    refused(
+        &mut s,
+        json!({"cmd":"edit","event_id":id,"content":[9_223_372_036_854_775_808u64]}),
+        &["does not fit 8 signed bytes"],
+    );
+    refused(
+        &mut s,
+        json!({"cmd":"edit","event_id":id,"content":"x"}),
+        &["array of 1"],
+    );
+    s.send(json!({"cmd":"break","op":"MPI_Send","thread":"rank[0]","on":false}));
+    s.send(json!({"cmd":"pause","thread":"rank[0]","on":false}));
+    s.send(json!({"cmd":"continue"}));
+    s.send(json!({"cmd":"wait","until":"exit","timeout_ms":30000}));
+    let last = s.finish_correctly();
+    assert_eq!(last["result"], 60, "nothing was edited: {last}");
+    // One error per refused command (a command for every rank included).
+    assert_eq!(s.errors().len(), 7, "{:?}", s.errors());
+}
+
+/// `racetrack mpirun` refuses a missing program, and a program built for the other
+/// implementation, before launching anything.
+fn bad_launch(imp: Impl) {
+    let Some(dir) = setup(imp) else { return };
+    let run = |prog: &Path| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_racetrack"));
+        cmd.args(["mpirun", "--ctl", "--impl", imp.key(), "-n", "4", "--"])
+            .arg(prog)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut g = Group::spawn(&mut cmd);
+        let mut err = String::new();
+        g.0.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+        let st = g.wait_until(Instant::now() + Duration::from_secs(10), "racetrack mpirun");
+        (st.code(), err)
+    };
+    let missing = dir.join("no-such-program");
+    let (code, err) = run(&missing);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains(&missing.display().to_string()), "{err}");
+    println!("missing program → {err}");
+    let other = examples(imp.other()).join("ring");
+    let (code, err) = run(&other);
+    println!("wrong implementation → {err}");
+    assert_eq!(code, Some(2), "{err}");
+    let (linked, asked) = match imp {
+        Impl::Mpich => ("Open MPI", "MPICH"),
+        Impl::OpenMpi => ("MPICH", "Open MPI"),
+    };
+    assert!(
+        err.contains(&format!("linked against {linked}, not {asked}")),
+        "{err}"
+    );
+    assert!(!err.contains("ranks of"), "launched anyway: {err}");
+}
