@@ -189,7 +189,7 @@ fn listen(args: &[String]) -> i32 {
         "racetrack: waiting for {ranks} ranks at {url}\n  start the job with {var}={url} and LD_PRELOAD={core}:{dir}/libracetrack_mpi_<mpich|openmpi>.so in its ranks' environment",
         url = listener.url(),
         var = racetrack_protocol::launch::ENV_CONNECT,
-        core = dir.join("libracetrack_mpi.so").display(),
+        core = racetrack::mpirun::core_lib(&dir).display(),
         dir = dir.display(),
     );
     let ctl = opts.iter().any(|o| o == "--ctl");

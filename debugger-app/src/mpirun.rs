@@ -82,9 +82,22 @@ pub fn lib_dir() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("."))
 }
 
+/// The core library in `dir`, or in `dir/deps` where cargo leaves it when only `cargo
+/// test` built it (it copies a library beside the binaries only when asked to build
+/// that package); the newer of the two when both exist.
+pub fn core_lib(dir: &Path) -> PathBuf {
+    let name = "libracetrack_mpi.so";
+    let modified = |p: &PathBuf| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    [dir.join(name), dir.join("deps").join(name)]
+        .into_iter()
+        .filter(|p| p.exists())
+        .max_by_key(modified)
+        .unwrap_or_else(|| dir.join(name))
+}
+
 /// The two libraries to preload for `imp`, or why they are missing.
 pub fn libs(imp: Impl, dir: &Path) -> Result<[PathBuf; 2], String> {
-    let core = dir.join("libracetrack_mpi.so");
+    let core = core_lib(dir);
     let wrappers = dir.join(format!("libracetrack_mpi_{}.so", imp.key()));
     if !core.exists() {
         return Err(format!(

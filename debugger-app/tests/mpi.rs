@@ -93,6 +93,14 @@ fn on_path(tool: &str) -> bool {
     std::env::var_os("PATH").is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(tool).is_file()))
 }
 
+/// The debugger's name for the implementation.
+fn racetrack_impl(imp: Impl) -> racetrack::mpirun::Impl {
+    match imp {
+        Impl::Mpich => racetrack::mpirun::Impl::Mpich,
+        Impl::OpenMpi => racetrack::mpirun::Impl::OpenMpi,
+    }
+}
+
 /// Where `racetrack` and the MPI libraries are.
 fn bin_dir() -> PathBuf {
     Path::new(env!("CARGO_BIN_EXE_racetrack"))
@@ -120,16 +128,9 @@ fn setup(imp: Impl) -> Option<PathBuf> {
             missing.join(", ")
         );
     }
-    for lib in [
-        "libracetrack_mpi.so".to_owned(),
-        format!("libracetrack_mpi_{}.so", imp.key()),
-    ] {
-        let path = bin_dir().join(&lib);
-        assert!(
-            path.exists(),
-            "{} is missing: build the MPI library with `cargo build -p racetrack-mpi` (`cargo test --workspace` builds it)",
-            path.display()
-        );
+    // As `racetrack mpirun` finds them (the core may be in `deps/` after `cargo test`).
+    if let Err(e) = racetrack::mpirun::libs(racetrack_impl(imp), &bin_dir()) {
+        panic!("{e} (`cargo test --workspace` builds the MPI library)");
     }
     Some(examples(imp))
 }
@@ -730,13 +731,8 @@ fn killed_debugger(imp: Impl) {
         }
         std::thread::sleep(Duration::from_millis(20));
     };
-    let preload = format!(
-        "{}:{}",
-        bin_dir().join("libracetrack_mpi.so").display(),
-        bin_dir()
-            .join(format!("libracetrack_mpi_{}.so", imp.key()))
-            .display()
-    );
+    let [core, wrappers] = racetrack::mpirun::libs(racetrack_impl(imp), &bin_dir()).unwrap();
+    let preload = format!("{}:{}", core.display(), wrappers.display());
     let env = [
         ("RACETRACK_CONNECT", url),
         ("RACETRACK_WAIT", "1".to_owned()),
