@@ -17,6 +17,8 @@
 //! `racetrack` (the launcher and the ranks with it) is killed when a test ends.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod support;
+
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -264,23 +266,7 @@ impl Ctl {
         let mut proc = Group::spawn(&mut cmd);
         let stdout = proc.0.stdout.take().unwrap();
         let stderr = proc.0.stderr.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                match serde_json::from_str::<Value>(&line) {
-                    Ok(v) => {
-                        if tx.send(v).is_err() {
-                            break;
-                        }
-                    }
-                    Err(e) => {
-                        eprintln!("ctl printed a non-JSON line ({e}): {line}");
-                        break;
-                    }
-                }
-            }
-        });
+        let rx = support::json_lines(stdout);
         let said = Arc::new(Mutex::new(Vec::new()));
         let s = said.clone();
         std::thread::spawn(move || {

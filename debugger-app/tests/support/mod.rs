@@ -10,6 +10,30 @@ use std::time::{Duration, Instant};
 
 pub const TIMEOUT: Duration = Duration::from_secs(30);
 
+/// The JSON lines a controller prints on `stdout`, parsed, read on a thread of their own
+/// (a test waits on the receiver with a deadline).
+pub fn json_lines(stdout: std::process::ChildStdout) -> mpsc::Receiver<Value> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            match serde_json::from_str::<Value>(&line) {
+                Ok(v) => {
+                    if tx.send(v).is_err() {
+                        break;
+                    }
+                }
+                // Only a controller killed mid-line prints a partial line: it is the last.
+                Err(e) => {
+                    eprintln!("ctl printed a non-JSON line ({e}): {line}");
+                    break;
+                }
+            }
+        }
+    });
+    rx
+}
+
 /// Path of an example binary, built on demand (they live in another package).
 pub fn example_bin(name: &str) -> PathBuf {
     let dir = PathBuf::from(env!("CARGO_BIN_EXE_racetrack"))
@@ -70,25 +94,7 @@ impl Session {
             .stderr(Stdio::inherit())
             .spawn()
             .expect("racetrack starts");
-        let stdout = child.stdout.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                match serde_json::from_str::<Value>(&line) {
-                    Ok(v) => {
-                        if tx.send(v).is_err() {
-                            break;
-                        }
-                    }
-                    // Only a controller killed mid-line prints a partial line: it is the last.
-                    Err(e) => {
-                        eprintln!("ctl printed a non-JSON line ({e}): {line}");
-                        break;
-                    }
-                }
-            }
-        });
+        let rx = json_lines(child.stdout.take().unwrap());
         let stdin = child.stdin.take();
         Self {
             child,
