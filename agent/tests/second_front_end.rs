@@ -174,7 +174,7 @@ impl Rank {
         let reason = if wait {
             Some(HoldReason::Wait)
         } else {
-            agent.start_hold_reason(g, op, false).map(|(r, _trace)| r)
+            agent.start_hold_reason(g, op, false, None).map(|(r, _trace)| r)
         };
         match reason {
             None => self.record(Kind::Start, op, msg, 0),
@@ -191,7 +191,7 @@ impl Rank {
                     reason: Some(r),
                     call: None,
                 });
-                self.hold(ev, r, &|| agent.start_hold_reason(g, op, false).is_some());
+                self.hold(ev, r, &|| agent.still_holds_start(g, op, false, None));
             }
         }
     }

@@ -287,6 +287,47 @@ fn breakpoint_holds_only_its_operation_and_thread() {
 }
 
 #[test]
+fn a_hit_count_holds_from_the_threads_nth_start_on() {
+    let mut s = Session::run(
+        "mergesort",
+        &["--threads", "4", "--size", "200000", "--chunks", "16"],
+    );
+    attached_and_held(&mut s);
+    s.send(json!({"cmd":"break","op":"Sort","thread":"proc[2]","on":true,"when":{"tag":1}}));
+    let e = s.expect("the refusal", |v| v["event"] == "error");
+    assert_eq!(
+        e["message"],
+        "break: a condition on `tag` needs MPI calls: this program's steps carry no call parameters"
+    );
+    s.send(json!({"cmd":"break","op":"Sort","thread":"proc[2]","on":true,"hit":3}));
+    s.send(cont());
+    let mut held = Vec::new();
+    while let Some(h) = s.next_or_exit(is_held) {
+        assert_eq!(
+            (&h["event"], &h["op"], &h["thread"], &h["reason"]),
+            (
+                &json!("start"),
+                &json!("Sort"),
+                &json!("proc[2]"),
+                &json!("break")
+            ),
+            "{h}"
+        );
+        held.push(h["msg"].clone());
+        s.send(json!({"cmd":"continue","event_id":h["event_id"]}));
+    }
+    let sorts: Vec<Value> = s
+        .all("start")
+        .iter()
+        .filter(|v| v["op"] == "Sort" && v["thread"] == "proc[2]")
+        .map(|v| v["msg"].clone())
+        .collect();
+    assert_eq!(sorts.len(), 4, "chunks 2, 6, 10 and 14 are sorted on proc[2]");
+    assert_eq!(held, sorts[2..], "its 3rd and 4th sorts hold, not the first two");
+    s.finish_correctly();
+}
+
+#[test]
 fn tracing_from_the_first_split_holds_every_consumer() {
     let mut s = Session::run("mergesort", &["--threads", "2", "--size", "100", "--chunks", "3"]);
     attached_and_held(&mut s);

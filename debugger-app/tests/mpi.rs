@@ -502,6 +502,7 @@ on_both!(
     process_breakpoint,
     edited_send,
     wildcard_sources,
+    conditional_break,
     fortran_once
 );
 
@@ -665,6 +666,95 @@ fn wildcard_sources(imp: Impl) {
         );
         assert_eq!(per_source.iter().sum::<u64>(), tasks, "{kind} events");
     }
+}
+
+/// Conditional breakpoints with hit counts on master_worker: the 3rd task rank 0 sends to
+/// rank 2, then rank 0's 5th wildcard receive. Bad conditions are refused.
+fn conditional_break(imp: Impl) {
+    let Some(dir) = setup(imp) else { return };
+    let mut s = Ctl::mpirun(imp, &dir.join("master_worker"), &["--tasks", "60"]);
+    s.all_held_at_start();
+    for (cmd, words) in [
+        (
+            json!({"cmd":"break","op":"MPI_Send","on":true,"hit":0}),
+            &["`hit`", "from 1"][..],
+        ),
+        (
+            json!({"cmd":"break","op":"*","on":true,"when":{"min_bytes":9,"max_bytes":8}}),
+            &["min_bytes 9 is above max_bytes 8"],
+        ),
+        (
+            json!({"cmd":"break","op":"*","on":true,"when":{"source":1}}),
+            &["unknown field `source`"],
+        ),
+        (
+            json!({"cmd":"break","op":"*","thread":"rank[7]","on":true}),
+            &["rank[7]"],
+        ),
+    ] {
+        s.send(cmd.clone());
+        let e = s.error(&format!("the refusal of {cmd}"));
+        for w in words {
+            assert!(e.contains(w), "{cmd}: {e:?} does not say {w:?}");
+        }
+    }
+    // TAG_TASK is 1; a task is one MPI_LONG_LONG.
+    let when = json!({"peer":2,"tag":1,"datatype":"MPI_LONG_LONG","comm":"MPI_COMM_WORLD","bytes":8});
+    s.send(json!({"cmd":"break","op":"MPI_Send","thread":"rank[0]","on":true,"when":when,"hit":3}));
+    s.send(json!({"cmd":"continue"}));
+    let held = s.expect("rank[0]'s 3rd task for rank 2", |v| {
+        v["event"] == "start" && v["held"] == true
+    });
+    assert_eq!(
+        (&held["thread"], &held["op"], &held["reason"]),
+        (&json!("rank[0]"), &json!("MPI_Send"), &json!("break")),
+        "{held}"
+    );
+    assert_eq!(
+        (&held["call"]["peer"], &held["call"]["tag"]),
+        (&json!(2), &json!(1))
+    );
+    let sends: Vec<&Value> = s
+        .seen
+        .iter()
+        .filter(|v| v["event"] == "start" && v["thread"] == "rank[0]" && v["op"] == "MPI_Send")
+        .collect();
+    let to_2 = sends.iter().filter(|v| v["call"]["peer"] == 2).count();
+    assert_eq!(to_2, 3, "the held one is the 3rd send to rank 2");
+    assert!(sends.len() > to_2, "sends to other workers went by unheld");
+    assert!(sends[..sends.len() - 1].iter().all(|v| v["held"] == false));
+    // Rank 0 is held: count its wildcard receives from here.
+    let mark = s.seen.len();
+    s.send(json!({"cmd":"break","op":"MPI_Send","thread":"rank[0]","on":false}));
+    s.send(json!({"cmd":"break","op":"*","on":true,"when":{"peer":"MPI_ANY_SOURCE"},"hit":5}));
+    s.send(json!({"cmd":"continue"}));
+    let held = s.expect("rank[0]'s 5th wildcard receive", |v| {
+        v["event"] == "start" && v["held"] == true
+    });
+    assert_eq!(
+        (&held["thread"], &held["op"]),
+        (&json!("rank[0]"), &json!("MPI_Recv")),
+        "{held}"
+    );
+    let wild = s.seen[mark..]
+        .iter()
+        .filter(|v| v["event"] == "start" && v["call"]["peer"] == "MPI_ANY_SOURCE")
+        .count();
+    assert_eq!(
+        wild, 5,
+        "held at the 5th wildcard receive since the breakpoint was set"
+    );
+    // Cleared: nothing holds any more.
+    s.send(json!({"cmd":"break","op":"*","on":false}));
+    s.send(json!({"cmd":"continue"}));
+    s.send(json!({"cmd":"wait","until":"exit","timeout_ms":30000}));
+    s.finish_correctly();
+    let held_starts = s.seen[mark..]
+        .iter()
+        .filter(|v| v["event"] == "start" && v["held"] == true)
+        .count();
+    assert_eq!(held_starts, 1, "no hold after the clear");
+    assert_eq!(s.errors().len(), 4, "{:?}", s.errors());
 }
 
 /// ring.f90: under Open MPI its calls go through the Fortran bindings; each is reported

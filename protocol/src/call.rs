@@ -127,3 +127,177 @@ pub struct CallInfo {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rc: Option<i32>,
 }
+
+/// The condition of a conditional breakpoint (`break` with `when`): each field given must
+/// equal the call's (`min_bytes` / `max_bytes`: bound its size), so a condition holds only
+/// calls that carry every field it names. A call's fields are those of its `start`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct When {
+    /// The destination (sends) or source (receives, probes), as the call names it
+    /// (`MPI_ANY_SOURCE` for a wildcard).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer: Option<Peer>,
+    /// The tag, as the call names it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tag: Option<Tag>,
+    /// The datatype's name (`MPI_INT`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub datatype: Option<String>,
+    /// The communicator's name (`MPI_COMM_WORLD`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comm: Option<String>,
+    /// Exactly this many bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<i64>,
+    /// At least this many bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_bytes: Option<i64>,
+    /// At most this many bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_bytes: Option<i64>,
+}
+
+/// A datatype's name with MPI's synonyms merged: `MPI_LONG_LONG` is `MPI_LONG_LONG_INT`
+/// (one handle, which the library reports by the older name).
+fn datatype_name(name: &str) -> &str {
+    match name {
+        "MPI_LONG_LONG" => "MPI_LONG_LONG_INT",
+        other => other,
+    }
+}
+
+impl When {
+    /// Whether the call with these parameters meets the condition (`None`: the event
+    /// carries no call, which meets only the empty condition).
+    pub fn matches(&self, call: Option<&CallInfo>) -> bool {
+        let Some(c) = call else {
+            return self.is_empty();
+        };
+        let eq =
+            |want: Option<&str>, have: Option<&String>| want.is_none_or(|w| have.is_some_and(|h| h == w));
+        let bytes_ok = |bound: Option<i64>, ok: fn(i64, i64) -> bool| {
+            bound.is_none_or(|b| c.bytes.is_some_and(|have| ok(have, b)))
+        };
+        self.peer.is_none_or(|p| c.peer == Some(p))
+            && self.tag.is_none_or(|t| c.tag == Some(t))
+            && self.datatype.as_deref().is_none_or(|w| {
+                c.datatype
+                    .as_deref()
+                    .is_some_and(|h| datatype_name(h) == datatype_name(w))
+            })
+            && eq(self.comm.as_deref(), c.comm.as_ref())
+            && bytes_ok(self.bytes, |have, b| have == b)
+            && bytes_ok(self.min_bytes, |have, b| have >= b)
+            && bytes_ok(self.max_bytes, |have, b| have <= b)
+    }
+
+    /// Whether it names no field (it then holds every call).
+    pub fn is_empty(&self) -> bool {
+        self.fields().is_empty()
+    }
+
+    /// The names of the fields it sets, as the wire spells them.
+    pub fn fields(&self) -> Vec<&'static str> {
+        [
+            ("peer", self.peer.is_some()),
+            ("tag", self.tag.is_some()),
+            ("datatype", self.datatype.is_some()),
+            ("comm", self.comm.is_some()),
+            ("bytes", self.bytes.is_some()),
+            ("min_bytes", self.min_bytes.is_some()),
+            ("max_bytes", self.max_bytes.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(name, set)| set.then_some(name))
+        .collect()
+    }
+
+    /// Why the condition can never hold, if it cannot.
+    pub fn check(&self) -> Result<(), String> {
+        match (self.min_bytes, self.max_bytes) {
+            (Some(lo), Some(hi)) if lo > hi => Err(format!("min_bytes {lo} is above max_bytes {hi}")),
+            _ => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn send(peer: i32, tag: i32, bytes: i64) -> CallInfo {
+        CallInfo {
+            comm: Some("MPI_COMM_WORLD".into()),
+            peer: Some(Peer::Rank(peer)),
+            tag: Some(Tag::Tag(tag)),
+            datatype: Some("MPI_INT".into()),
+            bytes: Some(bytes),
+            ..CallInfo::default()
+        }
+    }
+
+    #[test]
+    fn a_condition_holds_calls_that_carry_every_field_it_names() {
+        let when: When =
+            serde_json::from_str(r#"{"peer":2,"tag":7,"datatype":"MPI_INT","min_bytes":8,"max_bytes":64}"#)
+                .expect("parses");
+        assert!(when.matches(Some(&send(2, 7, 8))));
+        assert!(when.matches(Some(&send(2, 7, 64))));
+        assert!(!when.matches(Some(&send(3, 7, 8))), "another peer");
+        assert!(!when.matches(Some(&send(2, 8, 8))), "another tag");
+        assert!(!when.matches(Some(&send(2, 7, 4))), "too small");
+        assert!(!when.matches(Some(&send(2, 7, 65))), "too big");
+        let barrier = CallInfo {
+            comm: Some("MPI_COMM_WORLD".into()),
+            ..CallInfo::default()
+        };
+        assert!(!when.matches(Some(&barrier)), "a call without those fields");
+        assert!(!when.matches(None), "an event without a call");
+        assert!(
+            When::default().matches(None),
+            "the empty condition holds everything"
+        );
+        let long: When = serde_json::from_str(r#"{"datatype":"MPI_LONG_LONG"}"#).expect("parses");
+        let mut ll = send(0, 0, 8);
+        ll.datatype = Some("MPI_LONG_LONG_INT".into());
+        assert!(long.matches(Some(&ll)), "a synonym");
+        assert!(!long.matches(Some(&send(0, 0, 8))), "MPI_INT");
+        let comm: When = serde_json::from_str(r#"{"comm":"MPI_COMM_WORLD","bytes":8}"#).expect("parses");
+        assert!(comm.matches(Some(&send(0, 0, 8))));
+        assert!(!comm.matches(Some(&send(0, 0, 9))));
+        assert!(!comm.matches(Some(&barrier)), "no size");
+    }
+
+    #[test]
+    fn a_wildcard_condition_names_the_wildcard() {
+        let when: When = serde_json::from_str(r#"{"peer":"MPI_ANY_SOURCE"}"#).expect("parses");
+        let mut recv = send(0, 1, 4);
+        assert!(!when.matches(Some(&recv)));
+        recv.peer = Some(Peer::Special(SpecialPeer::AnySource));
+        assert!(when.matches(Some(&recv)));
+    }
+
+    #[test]
+    fn bad_conditions_are_refused() {
+        let e = serde_json::from_str::<When>(r#"{"source":2}"#).expect_err("unknown field");
+        assert!(e.to_string().contains("unknown field `source`"), "{e}");
+        let e = When {
+            min_bytes: Some(10),
+            max_bytes: Some(5),
+            ..When::default()
+        }
+        .check()
+        .expect_err("empty range");
+        assert!(e.contains("min_bytes 10 is above max_bytes 5"), "{e}");
+        assert_eq!(
+            When {
+                tag: Some(Tag::Tag(1)),
+                max_bytes: Some(1),
+                ..When::default()
+            }
+            .fields(),
+            ["tag", "max_bytes"]
+        );
+    }
+}

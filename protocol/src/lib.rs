@@ -19,7 +19,7 @@ pub mod launch;
 mod packed;
 
 pub use binary::{BinaryWriter, BINARY_HEADER};
-pub use call::{AnyTag, CallInfo, Created, Forced, Matched, Peer, SpecialPeer, Tag};
+pub use call::{AnyTag, CallInfo, Created, Forced, Matched, Peer, SpecialPeer, Tag, When};
 pub use compact::{Compact, Kind, MsgPath, PackedEv, PackedTuple, Record, RecordText};
 pub use ctl::CtlEvent;
 pub use packed::{Decoded, Decoder, Names};
@@ -355,9 +355,11 @@ pub enum Command {
         on: bool,
     },
     /// Operation breakpoint on (op, thread) — every thread of the op when `thread` is
-    /// absent. `trace`: outputs of the step that resumes from it are traced.
+    /// absent. `trace`: outputs of the step that resumes from it are traced. With `when`
+    /// or `hit` (or `op` `*`) it is a conditional breakpoint: it holds a start of `op` on
+    /// `thread` whose call meets `when`, from the thread's `hit`-th such start on.
     Break {
-        /// The operation to break on.
+        /// The operation to break on (`*`: every operation).
         op: String,
         /// The thread to break on (absent: every thread of the operation).
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -367,6 +369,13 @@ pub enum Command {
         /// Trace from this breakpoint.
         #[serde(default)]
         trace: bool,
+        /// Only starts whose call meets this condition (MPI programs' calls).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        when: Option<When>,
+        /// Hold from the thread's `hit`-th matching start on (counted per thread from
+        /// when the breakpoint is set; absent: 1, the first).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        hit: Option<u64>,
     },
     /// Thread breakpoint: hold every event of the thread.
     Pause {

@@ -297,6 +297,41 @@ fn commands() {
             thread: Some("proc[1]".into()),
             on: true,
             trace: false,
+            when: None,
+            hit: None,
+        },
+    );
+    golden_cmd(
+        r#"{"cmd":"break","op":"MPI_Send","thread":"rank[0]","on":true,"trace":false,"when":{"peer":2,"tag":7,"datatype":"MPI_INT","comm":"MPI_COMM_WORLD","min_bytes":8},"hit":3}"#,
+        Command::Break {
+            op: "MPI_Send".into(),
+            thread: Some("rank[0]".into()),
+            on: true,
+            trace: false,
+            when: Some(When {
+                peer: Some(Peer::Rank(2)),
+                tag: Some(Tag::Tag(7)),
+                datatype: Some("MPI_INT".into()),
+                comm: Some("MPI_COMM_WORLD".into()),
+                min_bytes: Some(8),
+                ..When::default()
+            }),
+            hit: Some(3),
+        },
+    );
+    golden_cmd(
+        r#"{"cmd":"break","op":"*","on":true,"trace":false,"when":{"peer":"MPI_ANY_SOURCE","tag":"MPI_ANY_TAG"}}"#,
+        Command::Break {
+            op: "*".into(),
+            thread: None,
+            on: true,
+            trace: false,
+            when: Some(When {
+                peer: Some(Peer::Special(SpecialPeer::AnySource)),
+                tag: Some(Tag::Any(AnyTag::AnyTag)),
+                ..When::default()
+            }),
+            hit: None,
         },
     );
     golden_cmd(
@@ -436,6 +471,8 @@ fn requests_carry_an_optional_number() {
             thread: None,
             on: true,
             trace: false,
+            when: None,
+            hit: None,
         }
     );
     assert_eq!(

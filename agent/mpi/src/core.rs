@@ -230,13 +230,16 @@ impl Core {
         let reason = if wait {
             Some(HoldReason::Wait)
         } else {
-            agent.start_hold_reason(0, op, false).map(|(r, _)| r)
+            agent
+                .start_hold_reason(0, op, false, Some(&fl.info))
+                .map(|(r, _)| r)
         };
         let ev = Event::Start(self.step(fl, fl.info.clone(), reason));
         match reason {
             None => agent.emit(ev, true),
             Some(r) => {
-                let still = || agent.start_hold_reason(0, op, false).is_some();
+                let info = fl.info.clone();
+                let still = || agent.still_holds_start(0, op, false, Some(&info));
                 self.hold(ev, r, fl, false, &still);
             }
         }

@@ -79,6 +79,10 @@ impl Debuggee for RankView {
         vec![Thread::new(0, 0, self.thread.clone())]
     }
 
+    fn has_calls(&self) -> bool {
+        true
+    }
+
     fn queue(&self, _global: usize, _max: usize, _content: bool) -> (Vec<QueueEntry>, usize) {
         (Vec::new(), 0)
     }

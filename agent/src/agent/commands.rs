@@ -5,8 +5,9 @@
 
 use super::debuggee::Thread;
 use super::held::HeldCmd;
+use super::policy::CondBreak;
 use super::{lock, Agent, QUEUE_LIST_MAX};
-use racetrack_protocol::{self as proto, Command, Event};
+use racetrack_protocol::{self as proto, Command, Event, When};
 use serde_json::Value;
 
 /// Pending messages a `queue` reply lists when contents are asked for (contents can be
@@ -49,7 +50,16 @@ impl Agent {
                 thread,
                 on,
                 trace,
-            } => self.cmd_break(&op, thread, on, trace),
+                when,
+                hit,
+            } => self.cmd_break(BreakArgs {
+                op,
+                thread,
+                on,
+                trace,
+                when,
+                hit,
+            }),
             Command::Pause { thread, on } => self.cmd_pause(&thread, on),
             Command::Queue { thread, content } => self.cmd_queue(&thread, content),
             Command::Reorder { thread, order, rest } => self.cmd_reorder(&thread, order, rest, req),
@@ -110,31 +120,54 @@ impl Agent {
         Ok(Answer::Now)
     }
 
-    /// Set or clear a breakpoint on operation `op`, at one thread of its collection or at
-    /// all of them.
-    fn cmd_break(&self, op: &str, thread: Option<String>, on: bool, trace: bool) -> Result<Answer, String> {
-        let (op_id, coll, coll_threads) = {
+    /// Set or clear a breakpoint on operation `op` (`*`: every operation), at one thread
+    /// or at every thread: a plain one, or a conditional one (`when`, `hit`). A clear
+    /// without `when` clears every breakpoint there, conditional or not.
+    fn cmd_break(&self, b: BreakArgs) -> Result<Answer, String> {
+        let when = b.when.unwrap_or_default();
+        check_condition(&when, b.hit, self.debuggee.get().is_some_and(|d| d.has_calls()))?;
+        let (op_id, coll) = if b.op == "*" {
+            (None, None)
+        } else {
             let st = lock(&self.structure);
-            let (id, o) = st.op_named(op)?;
+            let (id, o) = st.op_named(&b.op)?;
             let c = st.collections.get(o.collection).ok_or("unknown collection")?;
-            let threads: Vec<usize> = c.threads.iter().map(|t| t.global).collect();
-            (id, (o.collection, c.name.clone()), threads)
+            (Some(id), Some((o.collection, c.name.clone())))
         };
-        let threads = match thread {
-            Some(t) => {
-                let t = self.thread_named(&t)?;
-                if t.collection != coll.0 {
-                    return Err(format!(
-                        "`{op}` runs on collection `{}`, not on {}",
-                        coll.1, t.name
-                    ));
-                }
-                vec![t.global]
+        let thread = b.thread.map(|t| self.thread_named(&t)).transpose()?;
+        if let (Some(t), Some((id, name))) = (&thread, &coll) {
+            if t.collection != *id {
+                return Err(format!(
+                    "`{}` runs on collection `{name}`, not on {}",
+                    b.op, t.name
+                ));
             }
-            None => coll_threads,
-        };
-        self.policy.set_breaks(op_id, threads, on, trace);
+        }
+        let thread = thread.map(|t| t.global);
+        let plain = op_id.is_some() && when.is_empty() && b.hit.unwrap_or(1) == 1;
+        match (op_id, b.on) {
+            (_, false) if when.is_empty() => self.policy.clear_breaks(op_id, thread),
+            (Some(op), true) if plain => {
+                let threads = match thread {
+                    Some(t) => vec![t],
+                    None => self.threads_running(op),
+                };
+                self.policy.set_breaks(op, threads, true, b.trace);
+            }
+            _ => {
+                let c = CondBreak::new(op_id, thread, when, b.hit.unwrap_or(1), b.trace);
+                self.policy.set_cond(c, b.on);
+            }
+        }
         Ok(Answer::Now)
+    }
+
+    /// The global indexes of the threads that run operation `op`.
+    fn threads_running(&self, op: usize) -> Vec<usize> {
+        let st = lock(&self.structure);
+        let coll = st.ops.get(op).and_then(|o| st.collections.get(o.collection));
+        coll.map(|c| c.threads.iter().map(|t| t.global).collect())
+            .unwrap_or_default()
     }
 
     fn cmd_pause(&self, thread: &str, on: bool) -> Result<Answer, String> {
@@ -253,4 +286,31 @@ impl Agent {
             }
         }
     }
+}
+
+/// A `break` command's fields (see [`Command::Break`]).
+struct BreakArgs {
+    op: String,
+    thread: Option<String>,
+    on: bool,
+    trace: bool,
+    when: Option<When>,
+    hit: Option<u64>,
+}
+
+/// Why a breakpoint's condition and hit count cannot be set, if they cannot; `has_calls`:
+/// the program's events carry MPI call parameters.
+fn check_condition(when: &When, hit: Option<u64>, has_calls: bool) -> Result<(), String> {
+    if hit == Some(0) {
+        return Err("`hit` counts matching starts from 1".into());
+    }
+    when.check()?;
+    let fields = when.fields();
+    if !fields.is_empty() && !has_calls {
+        return Err(format!(
+            "a condition on `{}` needs MPI calls: this program's steps carry no call parameters",
+            fields.join("`, `")
+        ));
+    }
+    Ok(())
 }

@@ -149,6 +149,12 @@ pub trait Debuggee: Send + Sync {
         self.threads().len()
     }
 
+    /// Whether its start events carry an MPI call's parameters (`call`), which
+    /// conditional breakpoints can test.
+    fn has_calls(&self) -> bool {
+        false
+    }
+
     /// The first `max` pending messages of thread `global` (with their contents if
     /// `content`), and how many more there are. Running or not: the debuggee locks the
     /// queue for the listing.

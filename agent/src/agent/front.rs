@@ -17,7 +17,7 @@
 //!    - nothing to do unless [`Agent::is_hot`] (one atomic read; [`Agent::hot_flag`]
 //!      shares the flag); the first start event asks [`Agent::take_start_hold`], every
 //!      other event also needs [`Agent::is_attached`];
-//!    - ask the policy: [`Agent::start_hold_reason`] for a start,
+//!    - ask the policy: [`Agent::start_hold_reason`] for a start (once: it counts hits),
 //!      [`Agent::hold_reason`] for a send or a stop;
 //!    - not held: [`Agent::record`] a compact [`Record`] (allocates nothing), or
 //!      [`Agent::emit`] a full [`Event`](racetrack_protocol::Event) (a send with its
@@ -44,7 +44,7 @@
 
 pub use super::debuggee::{Collection, Debuggee, Operation, Thread};
 pub use super::held::Site;
-pub use racetrack_protocol::{HoldReason, Kind, MsgPath, Record, RecordText};
+pub use racetrack_protocol::{CallInfo, HoldReason, Kind, MsgPath, Record, RecordText};
 
 use super::{lock, Agent};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
@@ -97,11 +97,27 @@ impl Agent {
 
     /// Why the policy holds the start of operation `op` (its index) on thread `thread`
     /// (its global index), with whether the breakpoint holding it traces the step's
-    /// outputs; `traced`: the consumed message is traced (a traced step is held). `None`:
-    /// record it, not held.
+    /// outputs; `traced`: the consumed message is traced (a traced step is held); `call`:
+    /// an MPI call's parameters, which conditional breakpoints test. `None`: record it,
+    /// not held. Ask once per start: it counts the start towards breakpoints' hit counts
+    /// (a held start asks [`Agent::still_holds_start`] instead).
     #[inline]
-    pub fn start_hold_reason(&self, thread: usize, op: usize, traced: bool) -> Option<(HoldReason, bool)> {
-        self.policy.start_reason_of(thread, op, traced)
+    pub fn start_hold_reason(
+        &self,
+        thread: usize,
+        op: usize,
+        traced: bool,
+        call: Option<&CallInfo>,
+    ) -> Option<(HoldReason, bool)> {
+        self.policy.start_reason_of(thread, op, traced, call, true)
+    }
+
+    /// Whether the policy still holds a held start (as [`Agent::start_hold_reason`]
+    /// without counting it again): a hold whose reason went away ends.
+    pub fn still_holds_start(&self, thread: usize, op: usize, traced: bool, call: Option<&CallInfo>) -> bool {
+        self.policy
+            .start_reason_of(thread, op, traced, call, false)
+            .is_some()
     }
 
     /// Why the policy holds a send or a stop on thread `thread` (its global index);

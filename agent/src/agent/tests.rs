@@ -159,6 +159,8 @@ fn a_breakpoint_checks_the_thread_against_the_operations_collection() {
             thread: Some("main[0]".into()),
             on: true,
             trace: false,
+            when: None,
+            hit: None,
         },
         Some(5),
     );
@@ -168,6 +170,8 @@ fn a_breakpoint_checks_the_thread_against_the_operations_collection() {
             thread: None,
             on: true,
             trace: false,
+            when: None,
+            hit: None,
         },
         Some(6),
     );
@@ -179,9 +183,9 @@ fn a_breakpoint_checks_the_thread_against_the_operations_collection() {
     );
     assert!(matches!(&evs[1], Event::Ok { req: Some(6), .. }), "{evs:?}");
     // Every thread of `proc` holds at `Work` (operation 0); `main` does not.
-    assert!(agent.policy.start_reason_of(1, 0, false).is_some());
-    assert!(agent.policy.start_reason_of(2, 0, false).is_some());
-    assert!(agent.policy.start_reason_of(0, 0, false).is_none());
+    assert!(agent.policy.start_reason_of(1, 0, false, None, true).is_some());
+    assert!(agent.policy.start_reason_of(2, 0, false, None, true).is_some());
+    assert!(agent.policy.start_reason_of(0, 0, false, None, true).is_none());
 }
 
 #[test]
@@ -217,4 +221,101 @@ fn a_graph_registered_during_attach_reaches_the_debugger() {
         names.last().map(|n| n.ops.clone()),
         Some(vec!["Split".to_owned()])
     );
+}
+
+fn brk(
+    op: &str,
+    thread: Option<&str>,
+    on: bool,
+    when: Option<racetrack_protocol::When>,
+    hit: Option<u64>,
+) -> Command {
+    Command::Break {
+        op: op.into(),
+        thread: thread.map(Into::into),
+        on,
+        trace: false,
+        when,
+        hit,
+    }
+}
+
+#[test]
+fn a_hit_count_holds_from_the_threads_nth_start_on() {
+    let agent = attached();
+    agent.apply(brk("Work", Some("proc[1]"), true, None, Some(3)), Some(1));
+    let held = |thread| {
+        agent
+            .policy
+            .start_reason_of(thread, 0, false, None, true)
+            .is_some()
+    };
+    // proc[0]'s starts neither hold nor count for proc[1].
+    assert!(!held(1) && !held(1) && !held(1));
+    assert!(!held(2) && !held(2), "the 1st and 2nd go by");
+    assert!(held(2), "the 3rd holds");
+    // A held start checked again is not counted again; later starts hold too.
+    assert!(agent.policy.start_reason_of(2, 0, false, None, false).is_some());
+    assert!(held(2));
+    // Setting it again restarts its count; clearing the op clears it.
+    agent.apply(brk("Work", Some("proc[1]"), true, None, Some(2)), Some(2));
+    assert!(!held(2) && held(2));
+    agent.apply(brk("Work", None, false, None, None), Some(3));
+    assert!(!held(2) && !held(1));
+    let evs = replies(&agent);
+    assert!(evs.iter().all(|e| matches!(e, Event::Ok { .. })), "{evs:?}");
+}
+
+#[test]
+fn a_breakpoint_on_every_operation_covers_every_thread() {
+    let agent = attached();
+    agent.apply(brk("*", None, true, None, Some(2)), Some(1));
+    let held = |thread, op| {
+        agent
+            .policy
+            .start_reason_of(thread, op, false, None, true)
+            .is_some()
+    };
+    assert!(!held(0, 0) && held(0, 0), "main[0]: its 2nd start");
+    assert!(!held(1, 0) && held(1, 0), "proc[0]: counted on its own");
+    agent.apply(brk("*", Some("proc[0]"), false, None, None), Some(2));
+    assert!(
+        held(0, 0),
+        "a clear of proc[0] leaves the breakpoint on every thread"
+    );
+    agent.apply(brk("*", None, false, None, None), Some(3));
+    assert!(!held(0, 0) && !held(1, 0) && !held(2, 0));
+    assert!(!agent.policy.may_hold(), "nothing left to hold");
+}
+
+#[test]
+fn call_conditions_are_refused_for_a_program_without_calls() {
+    let agent = attached();
+    let when = racetrack_protocol::When {
+        tag: Some(racetrack_protocol::Tag::Tag(1)),
+        min_bytes: Some(4),
+        ..Default::default()
+    };
+    agent.apply(brk("Work", None, true, Some(when), None), Some(1));
+    agent.apply(brk("Work", None, true, None, Some(0)), Some(2));
+    agent.apply(brk("Nope", None, true, None, Some(2)), Some(3));
+    let evs = replies(&agent);
+    let msgs: Vec<&str> = evs
+        .iter()
+        .map(|e| match e {
+            Event::Error { message, .. } => message.as_str(),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(
+        msgs[0],
+        "break: a condition on `tag`, `min_bytes` needs MPI calls: this program's steps carry no call parameters"
+    );
+    assert_eq!(msgs[1], "break: `hit` counts matching starts from 1");
+    assert!(
+        msgs[2].starts_with("break: unknown operation `Nope`"),
+        "{}",
+        msgs[2]
+    );
+    assert!(!agent.policy.may_hold(), "nothing was set");
 }

@@ -2,8 +2,8 @@
 //! policy the user set, thread states, the connection's state and the log.
 
 use crate::changes::Changes;
-use crate::ids::{FastMap, HeldId, NodeKey, OpId, ThreadKey};
-use racetrack_protocol::{Event, QueueEntry};
+use crate::ids::{FastMap, HeldId, NodeKey, OpId, ProcId, ThreadKey};
+use racetrack_protocol::{Event, QueueEntry, When};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
@@ -26,6 +26,24 @@ pub struct Held {
     pub event: Event,
 }
 
+/// A conditional breakpoint as the user set it (`break` with `when` or `hit`, or on
+/// every operation).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CondBreakpoint {
+    /// The process it was set in.
+    pub proc: ProcId,
+    /// The operation (`*`: every one).
+    pub op: String,
+    /// The thread (`None`: every thread).
+    pub thread: Option<String>,
+    /// The condition on the call's parameters.
+    pub when: When,
+    /// Held from the thread's `hit`-th matching start on.
+    pub hit: u64,
+    /// Outputs of a step resumed from it are traced.
+    pub trace: bool,
+}
+
 const LOG_MAX: usize = 10_000;
 
 /// The controller's part of the model (see the crate's documentation).
@@ -43,6 +61,8 @@ pub struct Control {
     pub held: BTreeMap<HeldId, Held>,
     /// Breakpoints set: (op, thread) → trace.
     pub breakpoints: BTreeMap<NodeKey, bool>,
+    /// Conditional breakpoints set, in the order they were set.
+    pub conditional: Vec<CondBreakpoint>,
     /// Threads the user paused (every event of theirs holds), as the agent was told.
     pub paused: BTreeSet<ThreadKey>,
     /// Global step mode.

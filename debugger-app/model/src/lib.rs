@@ -18,7 +18,7 @@ mod process;
 mod unfolded;
 
 pub use changes::Changes;
-pub use control::{Control, Held, LogLine};
+pub use control::{CondBreakpoint, Control, Held, LogLine};
 pub use ids::{EdgeId, FastMap, Fnv, HeldId, NodeId, NodeKey, OpId, ProcId, ThreadId, ThreadKey};
 pub use process::Process;
 pub use unfolded::{Edge, MsgInfo, Node, NodeStatus, Unfolded, HISTORY};
@@ -237,6 +237,57 @@ impl Model {
         }
     }
 
+    /// Record a `break` as the agent applies it: a plain breakpoint is one per (op,
+    /// thread); a clear without a condition clears every breakpoint there.
+    fn note_break(&mut self, b: CondBreakpoint, on: bool) {
+        let plain = b.op != "*" && b.when.is_empty() && b.hit == 1;
+        let threads = match &b.thread {
+            Some(t) => vec![t.clone()],
+            None => self.proc_mut(b.proc).threads_of(&b.op),
+        };
+        if !on && b.when.is_empty() {
+            let keys: Vec<NodeKey> = if b.op == "*" {
+                let mine = |k: &&NodeKey| {
+                    k.proc == b.proc && b.thread.as_ref().is_none_or(|t| self.thread_name_is(k, t))
+                };
+                self.control.breakpoints.keys().filter(mine).copied().collect()
+            } else {
+                threads
+                    .iter()
+                    .map(|t| self.node_key_in(b.proc, &b.op, t))
+                    .collect()
+            };
+            for k in keys {
+                self.control.breakpoints.remove(&k);
+            }
+            self.control.conditional.retain(|c| {
+                !(c.proc == b.proc
+                    && (b.op == "*" || c.op == b.op)
+                    && (b.thread.is_none() || c.thread == b.thread))
+            });
+        } else if plain {
+            for t in threads {
+                let key = self.node_key_in(b.proc, &b.op, &t);
+                self.control.breakpoints.insert(key, b.trace);
+            }
+        } else {
+            let same = |c: &CondBreakpoint| {
+                (c.proc, &c.op, &c.thread, &c.when) == (b.proc, &b.op, &b.thread, &b.when)
+            };
+            self.control.conditional.retain(|c| !same(c));
+            if on {
+                self.control.conditional.push(b);
+            }
+        }
+    }
+
+    /// Whether breakpoint slot `k` is on the thread named `name`.
+    fn thread_name_is(&self, k: &NodeKey, name: &str) -> bool {
+        self.procs
+            .get(k.proc.index())
+            .is_some_and(|p| p.thread_name(k.thread) == name)
+    }
+
     /// Record a command the user sent to the first process (the policy the model mirrors).
     pub fn note_command(&mut self, cmd: &Command) {
         self.note_command_in(ProcId::FIRST, cmd);
@@ -263,19 +314,18 @@ impl Model {
                 thread,
                 on,
                 trace,
+                when,
+                hit,
             } => {
-                let threads = match thread {
-                    Some(t) => vec![t.clone()],
-                    None => self.proc_mut(p).threads_of(op),
+                let b = CondBreakpoint {
+                    proc: p,
+                    op: op.clone(),
+                    thread: thread.clone(),
+                    when: when.clone().unwrap_or_default(),
+                    hit: hit.unwrap_or(1),
+                    trace: *trace,
                 };
-                for t in threads {
-                    let key = self.node_key_in(p, op, &t);
-                    if *on {
-                        self.control.breakpoints.insert(key, *trace);
-                    } else {
-                        self.control.breakpoints.remove(&key);
-                    }
-                }
+                self.note_break(b, *on);
                 self.changes.policy = true;
             }
             Command::Detach => {
@@ -283,6 +333,7 @@ impl Model {
                 c.step_mode = false;
                 c.paused.clear();
                 c.breakpoints.clear();
+                c.conditional.clear();
                 c.held.clear();
                 self.changes.policy = true;
                 self.changes.held = true;

@@ -175,7 +175,7 @@ impl Hook for Agent {
                 }
                 let thread = ev.thread.clone();
                 let (op, traced) = (ev.op.id, ev.input_traced && ev.step != StepKind::Final);
-                let still = || self.start_hold_reason(thread.global, op, traced).is_some();
+                let still = || self.still_holds_start(thread.global, op, traced, None);
                 match self.hold(Event::Start(sev), (thread.global, &thread.name), r, ev, &still) {
                     Some(t) => ev.trace_outputs = t,
                     // A trace box checked while the step was held (or before the start
@@ -258,6 +258,7 @@ impl Agent {
             ev.thread.global,
             ev.op.id,
             ev.input_traced && ev.step != StepKind::Final,
+            None,
         )
     }
 }

@@ -31,6 +31,8 @@ impl App {
                     thread: Some(t.to_owned()),
                     on,
                     trace,
+                    when: None,
+                    hit: None,
                 },
             );
         }
@@ -43,6 +45,8 @@ impl App {
                     thread: Some(t.to_owned()),
                     on: true,
                     trace,
+                    when: None,
+                    hit: None,
                 },
             );
         }
