@@ -160,6 +160,60 @@ fn breakpoint_box_holds_the_node_and_its_continue_resumes() {
 }
 
 #[test]
+fn a_conditional_breakpoint_from_the_form_holds_from_its_hit_and_is_removed() {
+    let mut h = harness("farm", &["--threads", "2", "--tasks", "6"]);
+    pump(&mut h, "the start hold", |a| !a.model.control.held.is_empty());
+    h.get_by_label("Add a conditional breakpoint").click();
+    h.step();
+    for (field, text) in [("operation", "Work"), ("thread", "proc[1]"), ("hit", "2")] {
+        h.get_by_role_and_label(Role::TextInput, field).focus();
+        h.step();
+        h.get_by_role_and_label(Role::TextInput, field).type_text(text);
+        h.step();
+    }
+    h.get_by_label("Add breakpoint").click();
+    pump(&mut h, "the breakpoint listed", |a| {
+        a.model.control.conditional.len() == 1
+    });
+    h.step();
+    assert!(h.query_by_label("Work @ proc[1] · from hit 2").is_some());
+    assert!(continue_button(&h, 0));
+    pump(&mut h, "the hit", |a| {
+        a.model.control.exited.is_some() || a.model.held_of_named("proc[1]").is_some()
+    });
+    let held: Vec<_> = h
+        .state()
+        .model
+        .control
+        .held
+        .values()
+        .map(|h| h.event.clone())
+        .collect();
+    let [Event::Start(s)] = &held[..] else {
+        panic!("one held start: {held:?}")
+    };
+    // Tasks 1, 3 and 5 run on proc[1]: its 2nd Work start is task 3's.
+    assert_eq!(
+        (s.op.as_str(), s.thread.as_str(), s.msg.as_str()),
+        ("Work", "proc[1]", "0.3")
+    );
+    h.get_by_label("Remove").click();
+    pump(&mut h, "the breakpoint removed", |a| {
+        a.model.control.conditional.is_empty()
+    });
+    assert!(continue_button(&h, 0));
+    pump(&mut h, "exit", |a| a.model.control.exited.is_some());
+    pump(&mut h, "the last output", |a| !last_output(a).is_null());
+    assert_eq!(last_output(h.state())["matches_reference"], true);
+    let starts = h
+        .state()
+        .model
+        .node_named("Work", "proc[1]")
+        .map(|n| n.processed.len());
+    assert_eq!(starts, Some(3), "task 5 ran without a hold");
+}
+
+#[test]
 fn reorder_with_the_buttons_is_applied_by_the_agent() {
     let mut h = harness("farm", &["--threads", "2", "--tasks", "10"]);
     pump(&mut h, "the start hold", |a| !a.model.control.held.is_empty());

@@ -122,9 +122,10 @@ impl Agent {
 
     /// Set or clear a breakpoint on operation `op` (`*`: every operation), at one thread
     /// or at every thread: a plain one, or a conditional one (`when`, `hit`). A clear
-    /// without `when` clears every breakpoint there, conditional or not.
+    /// without `when` and `hit` clears every breakpoint there, conditional or not; with
+    /// either, only the conditional one with that condition.
     fn cmd_break(&self, b: BreakArgs) -> Result<Answer, String> {
-        let when = b.when.unwrap_or_default();
+        let when = b.when.clone().unwrap_or_default();
         check_condition(&when, b.hit, self.debuggee.get().is_some_and(|d| d.has_calls()))?;
         let (op_id, coll) = if b.op == "*" {
             (None, None)
@@ -146,7 +147,7 @@ impl Agent {
         let thread = thread.map(|t| t.global);
         let plain = op_id.is_some() && when.is_empty() && b.hit.unwrap_or(1) == 1;
         match (op_id, b.on) {
-            (_, false) if when.is_empty() => self.policy.clear_breaks(op_id, thread),
+            (_, false) if b.when.is_none() && b.hit.is_none() => self.policy.clear_breaks(op_id, thread),
             (Some(op), true) if plain => {
                 let threads = match thread {
                     Some(t) => vec![t],

@@ -238,14 +238,15 @@ impl Model {
     }
 
     /// Record a `break` as the agent applies it: a plain breakpoint is one per (op,
-    /// thread); a clear without a condition clears every breakpoint there.
-    fn note_break(&mut self, b: CondBreakpoint, on: bool) {
+    /// thread); a clear that names no condition (`targeted` false: no `when`, no `hit`)
+    /// clears every breakpoint there.
+    fn note_break(&mut self, b: CondBreakpoint, on: bool, targeted: bool) {
         let plain = b.op != "*" && b.when.is_empty() && b.hit == 1;
         let threads = match &b.thread {
             Some(t) => vec![t.clone()],
             None => self.proc_mut(b.proc).threads_of(&b.op),
         };
-        if !on && b.when.is_empty() {
+        if !on && !targeted {
             let keys: Vec<NodeKey> = if b.op == "*" {
                 let mine = |k: &&NodeKey| {
                     k.proc == b.proc && b.thread.as_ref().is_none_or(|t| self.thread_name_is(k, t))
@@ -325,7 +326,7 @@ impl Model {
                     hit: hit.unwrap_or(1),
                     trace: *trace,
                 };
-                self.note_break(b, *on);
+                self.note_break(b, *on, when.is_some() || hit.is_some());
                 self.changes.policy = true;
             }
             Command::Detach => {

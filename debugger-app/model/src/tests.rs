@@ -272,3 +272,40 @@ fn two_processes_threads_of_one_name_stay_apart() {
     );
     assert_eq!(m.control.paused.iter().copied().collect::<Vec<_>>(), [second_t]);
 }
+
+#[test]
+fn conditional_breakpoints_are_listed_replaced_and_cleared_as_the_agent_does() {
+    let mut m = graph();
+    let brk = |op: &str, thread: Option<&str>, on: bool, tag: Option<i32>, hit: Option<u64>| Command::Break {
+        op: op.into(),
+        thread: thread.map(Into::into),
+        on,
+        trace: false,
+        when: tag.map(|t| racetrack_protocol::When {
+            tag: Some(racetrack_protocol::Tag::Tag(t)),
+            ..Default::default()
+        }),
+        hit,
+    };
+    m.note_command(&brk("Sort", Some("proc[1]"), true, None, None));
+    m.note_command(&brk("Sort", Some("proc[1]"), true, Some(1), Some(2)));
+    m.note_command(&brk("Sort", Some("proc[1]"), true, Some(1), Some(5)));
+    m.note_command(&brk("*", None, true, None, Some(3)));
+    assert_eq!(m.control.breakpoints.len(), 1, "the plain one");
+    let listed: Vec<(&str, u64)> = m
+        .control
+        .conditional
+        .iter()
+        .map(|c| (c.op.as_str(), c.hit))
+        .collect();
+    assert_eq!(
+        listed,
+        [("Sort", 5), ("*", 3)],
+        "the same condition again replaced the first"
+    );
+    // A targeted clear removes that one only; a plain clear of Sort@proc[1] the rest there.
+    m.note_command(&brk("*", None, false, None, Some(3)));
+    assert_eq!(m.control.conditional.len(), 1);
+    m.note_command(&brk("Sort", Some("proc[1]"), false, None, None));
+    assert!(m.control.conditional.is_empty() && m.control.breakpoints.is_empty());
+}

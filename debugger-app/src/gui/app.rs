@@ -52,6 +52,8 @@ pub struct UiState {
     pub fit: bool,
     /// Operations whose breakpoint rows are folded.
     pub collapsed: std::collections::BTreeSet<String>,
+    /// The conditional breakpoint being written.
+    pub cond_form: super::panels::CondForm,
     /// The last user action and the error the agent answered, shown where the user acted.
     pub action_error: Option<(&'static str, String)>,
     last_action: Option<(&'static str, Instant)>,

@@ -111,6 +111,8 @@ impl App {
                 }
             });
         ui.separator();
+        self.conditions_ui(ui);
+        ui.separator();
         ui.strong("Threads");
         let colls = self.model.first().collections.clone();
         egui::ScrollArea::vertical()

@@ -2,6 +2,7 @@
 //! and push commands (applied in one place, [`App::apply`](super::app::App::apply)).
 
 mod breakpoints;
+mod conditions;
 mod graph_view;
 mod inspector;
 mod json;
@@ -9,4 +10,5 @@ mod log;
 mod queues;
 mod toolbar;
 
+pub use conditions::CondForm;
 pub(crate) use json::json_tree_ui;
