@@ -974,3 +974,42 @@ fn forced_wrong_irecv(imp: Impl) {
         .clone();
     println!("{recv}\n{wait}");
 }
+
+on_both!(wrapper_reports);
+
+/// The wrappers alone, under a stub core that prints each report (`agent/mpi/c/test/
+/// run.sh`): every call reported once with its fields, a forced match, the Fortran
+/// bindings, and a new communicator named `comm 1` in the `Comm_split` that made it and
+/// in the calls on it.
+fn wrapper_reports(imp: Impl) {
+    if setup(imp).is_none() {
+        return;
+    }
+    let [_, wrappers] = racetrack::mpirun::libs(racetrack_impl(imp), &bin_dir()).unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../agent/mpi/c/test/run.sh");
+    let mut cmd = Command::new("sh");
+    cmd.arg(&script)
+        .arg(imp.key())
+        .env("RACETRACK_MPI_LIB", &wrappers)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut g = Group::spawn(&mut cmd);
+    let read = |mut r: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = r.read_to_string(&mut s);
+            s
+        })
+    };
+    let out = read(Box::new(g.0.stdout.take().unwrap()));
+    let err = read(Box::new(g.0.stderr.take().unwrap()));
+    // Deadline first: a hung run.sh is killed with its group, which ends the readers.
+    let st = g.wait_until(Instant::now() + JOB_LIMIT, "run.sh");
+    let (out, err) = (out.join().unwrap(), err.join().unwrap());
+    assert!(
+        st.success() && out.contains("all checks passed"),
+        "run.sh {}: {st}\n{out}\n{err}",
+        imp.key()
+    );
+}

@@ -82,10 +82,12 @@ for s in 1 2 3; do
     expect calls.err 1 "^RT $s start MPI_Send peer=0 peer_world=0 tag=10$s count=1 .*datatype=MPI_INT comm=MPI_COMM_WORLD bytes=4 kind=i size=4 send=1"
 done
 # Split by parity, key -rank: world rank 2 leads the evens, 3 the odds.
-expect calls.err 2 '^RT [02] stop MPI_Comm_split rc=0 new_comm=comm -?[0-9]+ new_rank=[01] new_leader=2$'
-expect calls.err 2 '^RT [13] stop MPI_Comm_split rc=0 new_comm=comm -?[0-9]+ new_rank=[01] new_leader=3$'
-expect calls.err 1 '^RT 0 start MPI_Recv peer=0 peer_world=2 tag=5 .*comm=comm '
-expect calls.err 1 '^RT 1 start MPI_Recv peer=0 peer_world=3 tag=5 .*comm=comm '
+# The new communicator is each rank's first: `comm 1`, in its creation and its uses.
+expect calls.err 2 '^RT [02] stop MPI_Comm_split rc=0 new_comm=comm 1 new_rank=[01] new_leader=2$'
+expect calls.err 2 '^RT [13] stop MPI_Comm_split rc=0 new_comm=comm 1 new_rank=[01] new_leader=3$'
+expect calls.err 1 '^RT 0 start MPI_Recv peer=0 peer_world=2 tag=5 .*comm=comm 1 '
+expect calls.err 1 '^RT 1 start MPI_Recv peer=0 peer_world=3 tag=5 .*comm=comm 1 '
+expect calls.err 4 '^RT [0-3] start MPI_Comm_free .*comm=comm 1 '
 expect calls.err 1 '^RT 0 matched MPI_Iprobe source=1 tag=9 bytes=6$'
 expect calls.err 1 '^RT 0 start MPI_Recv peer=1 peer_world=1 tag=9 count=3 .*datatype=MPI_SHORT .*bytes=6 kind=i size=2'
 expect calls.err 0 ' start .* site=([^c]|c[^a])'
