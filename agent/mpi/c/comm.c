@@ -96,7 +96,10 @@ int rtw_finalize(void *caller) {
     }
     /* Always: events batched before reporting was switched off still go out. */
     rt_finalize();
-    return PMPI_Finalize();
+    int rc = PMPI_Finalize();
+    /* Every send is over now, those whose completion was never seen included. */
+    rt_release_all_edits();
+    return rc;
 }
 
 int rtw_abort(void *caller, MPI_Comm comm, int code) {

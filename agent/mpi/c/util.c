@@ -321,6 +321,24 @@ void rt_own_edit(const void *copy, int64_t request) {
     pthread_mutex_unlock(&edit_lock);
 }
 
+void wc_request(wcall *w, int64_t id) {
+    rt_release_edit(id);
+    rt_request(&w->c, id);
+}
+
+void rt_release_all_edits(void) {
+    pthread_mutex_lock(&edit_lock);
+    struct edit *e = edits;
+    __atomic_store_n(&edits, NULL, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&edit_lock);
+    while (e) {
+        struct edit *next = e->next;
+        free(e->copy);
+        free(e);
+        e = next;
+    }
+}
+
 void rt_release_edit(int64_t request) {
     /* Unlocked peek: nearly always empty, and only this rank's own calls add to it. */
     if (!__atomic_load_n(&edits, __ATOMIC_ACQUIRE)) return;

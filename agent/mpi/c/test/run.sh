@@ -21,7 +21,7 @@ if [ -z "${RACETRACK_MPI_LIB:-}" ]; then
         "$HERE"/../*.c -o "$LIB"
 fi
 gcc -shared -fPIC -O2 -Wall -Wextra "$HERE/stub_core.c" -o "$WORK/stub.so" -ldl
-for p in calls forced; do
+for p in calls forced edits; do
     # MPICH's header marks MPI_STATUSES_IGNORE's array as too small for -Wstringop-overflow.
     $CC -g -O1 -Wall -Wno-stringop-overflow "$HERE/$p.c" -o "$WORK/$p"
 done
@@ -100,6 +100,11 @@ expect forced.err 1 '^RT 0 forced MPI_Recv source=2 '
 expect forced.err 1 '^RT 0 matched MPI_Recv source=2 tag=2 bytes=4$'
 expect forced.err 1 '^RT 0 matched MPI_Recv source=1 tag=1 bytes=4$'
 expect forced.err 2 '^RT [12] completed MPI_Wait '
+
+# ---- edited nonblocking sends: one freed with MPI_Request_free, one waited for ----
+run 2 edits RT_STUB_EDIT=1
+expect edits.out 1 '^edits: received 1001 1002$'
+expect edits.err 2 '^RT 1 edited MPI_Isend to 100[12]$'
 
 # ---- Fortran: each call once, with the program's call site ----
 run 4 calls_f
