@@ -153,11 +153,17 @@ async fn handshake(stream: TcpStream, token: Option<&str>) -> Result<Ws, String>
     let config = WebSocketConfig::default()
         .max_message_size(Some(MAX_FRAME_BYTES))
         .max_frame_size(Some(MAX_FRAME_BYTES));
+    // Why the check refused, for the user: tungstenite's own error says only "403".
+    let refusal = std::cell::Cell::new(None);
     #[allow(clippy::result_large_err)]
     let check = |req: &HttpRequest, mut resp: Response| -> Result<Response, ErrorResponse> {
         if let Some(t) = token {
             let auth = req.headers().get("authorization").and_then(|v| v.to_str().ok());
             if auth != Some(&format!("Bearer {t}")) {
+                refusal.set(Some(match auth {
+                    None => "it sent no token (RACETRACK_TOKEN in the ranks' environment)",
+                    Some(_) => "it sent a wrong token (RACETRACK_TOKEN differs from this listener's)",
+                }));
                 let mut r = ErrorResponse::new(Some("a valid token is required (RACETRACK_TOKEN)".into()));
                 *r.status_mut() = StatusCode::FORBIDDEN;
                 return Err(r);
@@ -168,9 +174,11 @@ async fn handshake(stream: TcpStream, token: Option<&str>) -> Result<Ws, String>
             .insert(BINARY_HEADER, HeaderValue::from_static("binary"));
         Ok(resp)
     };
-    tokio_tungstenite::accept_hdr_async_with_config(stream, check, Some(config))
-        .await
-        .map_err(|e| format!("handshake: {e}"))
+    let accepted = tokio_tungstenite::accept_hdr_async_with_config(stream, check, Some(config)).await;
+    accepted.map_err(|e| match refusal.take() {
+        Some(why) => why.to_owned(),
+        None => format!("handshake: {e}"),
+    })
 }
 
 /// Request numbers the merge gives commands for every rank that came without one (from

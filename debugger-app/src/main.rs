@@ -31,7 +31,9 @@ usage:
   racetrack listen [--ctl [--script FILE]] [--addr HOST:PORT] -n N
                                           wait for the N ranks of a job started by hand
                                           (RACETRACK_CONNECT and LD_PRELOAD in its
-                                          environment, as printed) and debug it
+                                          environment, as printed) and debug it; beyond
+                                          loopback the ranks need RACETRACK_TOKEN too
+                                          (as set here, or a random one, printed)
   racetrack attach <ws-url> [--script FILE]
                                           the GUI on a running program's agent
   racetrack ctl <ws-url>                  headless controller (see docs/PROTOCOL.md)
@@ -180,13 +182,10 @@ fn listen(args: &[String]) -> i32 {
         .parse()
         .unwrap_or_else(|_| fail(&format!("-n {ranks}: expected a number of ranks")));
     let addr = take_value(&mut opts, "--addr").unwrap_or_else(|| "127.0.0.1:0".into());
-    let token = std::env::var(racetrack_protocol::launch::ENV_TOKEN)
-        .ok()
-        .filter(|t| !t.is_empty());
-    let listener = JobListener::bind(&addr, token).unwrap_or_else(|e| fail(&e));
+    let (listener, token_line) = bind_job_listener(&addr);
     let dir = racetrack::mpirun::lib_dir();
     eprintln!(
-        "racetrack: waiting for {ranks} ranks at {url}\n  start the job with {var}={url} and LD_PRELOAD={core}:{dir}/libracetrack_mpi_<mpich|openmpi>.so in its ranks' environment",
+        "racetrack: waiting for {ranks} ranks at {url}\n  start the job with {var}={url} and LD_PRELOAD={core}:{dir}/libracetrack_mpi_<mpich|openmpi>.so in its ranks' environment{token_line}",
         url = listener.url(),
         var = racetrack_protocol::launch::ENV_CONNECT,
         core = racetrack::mpirun::core_lib(&dir).display(),
@@ -210,6 +209,38 @@ fn listen(args: &[String]) -> i32 {
             gui::run(session, waker, script, &format!("Racetrack — {ranks} ranks"))
         }
     }
+}
+
+/// The listener of `racetrack listen` on `addr`, and what its banner says of the token.
+/// Beyond loopback every rank must present a token (SECURITY.md): `RACETRACK_TOKEN` if
+/// set, else a fresh random one, printed for the user to give the ranks.
+fn bind_job_listener(addr: &str) -> (JobListener, String) {
+    let var = racetrack_protocol::launch::ENV_TOKEN;
+    let given = std::env::var(var).ok().filter(|t| !t.is_empty());
+    let loopback = addr
+        .parse::<std::net::SocketAddr>()
+        .is_ok_and(|sa| sa.ip().is_loopback());
+    let (token, line) = match given {
+        Some(t) => (
+            Some(t),
+            format!("\n  and {var} as set here (ranks without it are refused)"),
+        ),
+        None if loopback => (None, String::new()),
+        None => {
+            let t = random_token().unwrap_or_else(|e| fail(&format!("cannot make a token: {e}")));
+            let line = format!("\n  and {var}={t} (ranks without it are refused)");
+            (Some(t), line)
+        }
+    };
+    (JobListener::bind(addr, token).unwrap_or_else(|e| fail(&e)), line)
+}
+
+/// 128 random bits, in hex.
+fn random_token() -> std::io::Result<String> {
+    use std::io::Read;
+    let mut bytes = [0u8; 16];
+    std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
 fn mpi_plan(imp: Option<Impl>, ranks: usize, program: &str, args: &[String]) -> Plan {

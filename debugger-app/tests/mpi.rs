@@ -1016,3 +1016,90 @@ fn bad_launch(imp: Impl) {
     );
     assert!(!err.contains("ranks of"), "launched anyway: {err}");
 }
+
+on_both!(forced_wrong_irecv);
+
+/// mergesort --irecv: rank 0's level-0 wildcard `MPI_Irecv`, forced onto rank 2, is
+/// truncated; the `MPI_Wait` that completes it fails with `MPI_ERR_TRUNCATE` yet still
+/// reports what the receive matched, in a `recv` naming the `MPI_Irecv`.
+fn forced_wrong_irecv(imp: Impl) {
+    let Some(dir) = setup(imp) else { return };
+    let mut s = Ctl::mpirun(imp, &dir.join("mergesort"), &["--size", "4000", "--irecv"]);
+    s.all_held_at_start();
+    s.send(json!({"cmd":"break","op":"MPI_Irecv","thread":"rank[0]","on":true}));
+    s.send(json!({"cmd":"continue"}));
+    let start = s.expect("rank[0]'s wildcard MPI_Irecv held", |v| {
+        v["event"] == "start" && v["thread"] == "rank[0]" && v["held"] == true
+    });
+    assert_eq!(start["op"], "MPI_Irecv", "{start}");
+    assert_eq!(start["call"]["peer"], "MPI_ANY_SOURCE", "{start}");
+    s.send(json!({"cmd":"match","event_id":start["event_id"],"source":2}));
+    s.send(json!({"cmd":"break","op":"MPI_Irecv","thread":"rank[0]","on":false}));
+    s.send(json!({"cmd":"continue"}));
+    s.send(json!({"cmd":"wait","until":"exit","timeout_ms":30000}));
+    let (code, last) = s.finish();
+    assert_eq!(code, Some(1), "{last}");
+    let error = last["error"].as_str().unwrap_or_default();
+    assert!(error.contains("MPI_ERR_TRUNCATE"), "{last}");
+    let msg = start["msg"].clone();
+    let recv = s
+        .seen
+        .iter()
+        .find(|v| v["event"] == "recv" && v["thread"] == "rank[0]" && v["msg"] == msg)
+        .unwrap_or_else(|| panic!("no recv of the truncated MPI_Irecv"))
+        .clone();
+    assert_eq!(recv["op"], "MPI_Irecv", "{recv}");
+    assert_eq!(recv["call"]["matched"]["source"], 2, "{recv}");
+    // The Wait that completed it reports the truncation.
+    let wait = s
+        .seen
+        .iter()
+        .find(|v| {
+            v["event"] == "stop"
+                && v["thread"] == "rank[0]"
+                && v["op"] == "MPI_Wait"
+                && !v["call"]["rc"].is_null()
+        })
+        .unwrap_or_else(|| panic!("no MPI_Wait stop with an error rc"))
+        .clone();
+    println!("{recv}\n{wait}");
+}
+
+on_both!(wrapper_reports);
+
+/// The wrappers alone, under a stub core that prints each report (`agent/mpi/c/test/
+/// run.sh`): every call reported once with its fields, a forced match, the Fortran
+/// bindings, and a new communicator named `comm 1` in the `Comm_split` that made it and
+/// in the calls on it.
+fn wrapper_reports(imp: Impl) {
+    if setup(imp).is_none() {
+        return;
+    }
+    let [_, wrappers] = racetrack::mpirun::libs(racetrack_impl(imp), &bin_dir()).unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../agent/mpi/c/test/run.sh");
+    let mut cmd = Command::new("sh");
+    cmd.arg(&script)
+        .arg(imp.key())
+        .env("RACETRACK_MPI_LIB", &wrappers)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut g = Group::spawn(&mut cmd);
+    let read = |mut r: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = r.read_to_string(&mut s);
+            s
+        })
+    };
+    let out = read(Box::new(g.0.stdout.take().unwrap()));
+    let err = read(Box::new(g.0.stderr.take().unwrap()));
+    // Deadline first: a hung run.sh is killed with its group, which ends the readers.
+    let st = g.wait_until(Instant::now() + JOB_LIMIT, "run.sh");
+    let (out, err) = (out.join().unwrap(), err.join().unwrap());
+    assert!(
+        st.success() && out.contains("all checks passed"),
+        "run.sh {}: {st}\n{out}\n{err}",
+        imp.key()
+    );
+}

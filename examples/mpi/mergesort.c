@@ -23,11 +23,14 @@
  * report says `"matches_reference":false` with an `"error"` field.
  *
  * MERGESORT_FORCE_WRONG=1 (4 ranks or more) makes rank 0's level-0 receive name rank 2 as
- * its source instead of MPI_ANY_SOURCE: the failing match, without a debugger. */
+ * its source instead of MPI_ANY_SOURCE: the failing match, without a debugger.
+ *
+ * --irecv posts each receive with MPI_Irecv and completes it with MPI_Wait: the same race
+ * through the nonblocking path, where a truncation is reported by the completion. */
 #include "common.h"
 
 static const char *const USAGE =
-    "usage: mergesort [--size N]   (ranks: a power of two; "
+    "usage: mergesort [--size N] [--irecv]   (ranks: a power of two; "
     "MERGESORT_FORCE_WRONG=1 needs 4 or more)";
 
 enum { TAG = 0 };
@@ -38,6 +41,7 @@ enum { E_FLAG, E_LEVEL, E_WANT_SRC, E_WANT_COUNT, E_GOT_SRC, E_GOT_COUNT, E_CLAS
 typedef struct {
     int rank, size, n;
     int force_wrong;
+    int irecv; /* receive with MPI_Irecv + MPI_Wait */
     int *run;     /* this rank's sorted run (grows as children are merged in) */
     int run_len;
     int err[E_LEN];
@@ -119,7 +123,15 @@ static void receive_child(sorter *s, int level, int child, int step)
     if (s->force_wrong && s->rank == 0 && level == 0)
         source = 2; /* the child one level up: its send is the other candidate */
     MPI_Status st;
-    int rc = MPI_Recv(buf, want, MPI_INT, source, TAG, MPI_COMM_WORLD, &st);
+    int rc;
+    if (s->irecv) {
+        MPI_Request req;
+        rc = MPI_Irecv(buf, want, MPI_INT, source, TAG, MPI_COMM_WORLD, &req);
+        if (rc == MPI_SUCCESS)
+            rc = MPI_Wait(&req, &st);
+    } else {
+        rc = MPI_Recv(buf, want, MPI_INT, source, TAG, MPI_COMM_WORLD, &st);
+    }
     int got = -1, cls = MPI_SUCCESS;
     if (rc != MPI_SUCCESS)
         MPI_Error_class(rc, &cls);
@@ -206,8 +218,10 @@ static void parse_args(sorter *s, int argc, char **argv)
 {
     long n = 100000;
     for (int i = 1; i < argc; i++) {
-        if (ex_long_opt(argc, argv, &i, "--size", &n) != 1)
-            ex_usage_exit(s->rank, "bad argument (expected --size N)", USAGE);
+        if (strcmp(argv[i], "--irecv") == 0)
+            s->irecv = 1;
+        else if (ex_long_opt(argc, argv, &i, "--size", &n) != 1)
+            ex_usage_exit(s->rank, "bad argument (expected --size N or --irecv)", USAGE);
     }
     if (n > 100000000)
         ex_usage_exit(s->rank, "--size is at most 100000000", USAGE);

@@ -44,12 +44,16 @@ int rtw_comm_create(void *caller, MPI_Comm comm, MPI_Group group, MPI_Comm *out)
 }
 
 int rtw_comm_free(void *caller, MPI_Comm *comm) {
-    /* Even unreported: a freed handle may be reused by the next new communicator. */
-    rt_forget_comm(*comm);
-    if (!rt_active()) return PMPI_Comm_free(comm);
+    if (!rt_active()) {
+        /* Even unreported: a freed handle may be reused by the next new communicator. */
+        rt_forget_comm(*comm);
+        return PMPI_Comm_free(comm);
+    }
     wcall w;
     wc_begin(&w, "MPI_Comm_free", caller);
+    /* Named (into w's buffer) before its number is forgotten. */
     wc_comm(&w, *comm);
+    rt_forget_comm(*comm);
     rt_start(&w.c);
     int rc = PMPI_Comm_free(comm);
     rt_stop(&w.c, rc);
@@ -92,7 +96,10 @@ int rtw_finalize(void *caller) {
     }
     /* Always: events batched before reporting was switched off still go out. */
     rt_finalize();
-    return PMPI_Finalize();
+    int rc = PMPI_Finalize();
+    /* Every send is over now, those whose completion was never seen included. */
+    rt_release_all_edits();
+    return rc;
 }
 
 int rtw_abort(void *caller, MPI_Comm comm, int code) {

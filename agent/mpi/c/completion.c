@@ -57,6 +57,16 @@ static int completed_in(int rc, const MPI_Status *st) {
     return rc == MPI_SUCCESS || (rc == MPI_ERR_IN_STATUS && st->MPI_ERROR != MPI_ERR_PENDING);
 }
 
+/* A single completion's `rc`: the request completed, successfully or with its message
+ * truncated (MPI then still fills the status with its source and tag, and frees the
+ * request, as a truncated MPI_Recv does). Multiple completions say it per status:
+ * MPI_ERR_IN_STATUS, and the status's error (not MPI_ERR_PENDING), above. */
+static int completed_rc(int rc) {
+    int cls = MPI_SUCCESS;
+    if (rc != MPI_SUCCESS) PMPI_Error_class(rc, &cls);
+    return cls == MPI_SUCCESS || cls == MPI_ERR_TRUNCATE;
+}
+
 int rtw_wait(void *caller, MPI_Request *req, MPI_Status *st) {
     if (!rt_active()) return PMPI_Wait(req, st);
     wcall w;
@@ -67,7 +77,7 @@ int rtw_wait(void *caller, MPI_Request *req, MPI_Status *st) {
     wc_begin(&w, "MPI_Wait", caller);
     rt_start(&w.c);
     int rc = PMPI_Wait(req, st);
-    if (rc == MPI_SUCCESS && live) wc_completed(&w, id, st);
+    if (completed_rc(rc) && live) wc_completed(&w, id, st);
     rt_stop(&w.c, rc);
     return rc;
 }
@@ -82,7 +92,7 @@ int rtw_test(void *caller, MPI_Request *req, int *flag, MPI_Status *st) {
     wc_begin(&w, "MPI_Test", caller);
     rt_start(&w.c);
     int rc = PMPI_Test(req, flag, st);
-    if (rc == MPI_SUCCESS && live && *flag) wc_completed(&w, id, st);
+    if (completed_rc(rc) && live && *flag) wc_completed(&w, id, st);
     rt_stop(&w.c, rc);
     return rc;
 }
@@ -126,7 +136,7 @@ static int any(void *caller, int test, int n, MPI_Request reqs[], int *index, in
     wc_begin(&w, test ? "MPI_Testany" : "MPI_Waitany", caller);
     rt_start(&w.c);
     int rc = test ? PMPI_Testany(n, reqs, index, flag, st) : PMPI_Waitany(n, reqs, index, st);
-    if (ok && rc == MPI_SUCCESS && (!test || *flag) && *index != MPI_UNDEFINED)
+    if (ok && completed_rc(rc) && (!test || *flag) && *index != MPI_UNDEFINED)
         done(&w, &r, *index, st);
     rt_stop(&w.c, rc);
     reqset_free(&r, NULL);

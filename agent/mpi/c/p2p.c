@@ -55,7 +55,7 @@ int rtw_isend(void *caller, int sync, const void *buf, int count, MPI_Datatype t
                   : PMPI_Isend(b, count, type, dest, tag, comm, req);
     if (rc == MPI_SUCCESS) {
         int64_t id = MPI_Request_c2f(*req);
-        rt_request(&w.c, id);
+        wc_request(&w, id);
         if (edit) rt_own_edit(edit, id);
     }
     rt_stop(&w.c, rc);
@@ -96,7 +96,7 @@ int rtw_irecv(void *caller, void *buf, int count, MPI_Datatype type, int source,
     rt_start(&w.c);
     int rc = PMPI_Irecv(buf, count, type, rt_forced_source(&w, source),
                         rt_forced_tag(&w, tag), comm, req);
-    if (rc == MPI_SUCCESS) rt_request(&w.c, MPI_Request_c2f(*req));
+    if (rc == MPI_SUCCESS) wc_request(&w, MPI_Request_c2f(*req));
     rt_stop(&w.c, rc);
     return rc;
 }

@@ -38,8 +38,9 @@ typedef struct rt_call {
     const char *datatype;   /* "MPI_INT", "MPI_DOUBLE_PRECISION", or "datatype 12" for a
                                derived one (its MPI_Type_c2f); NULL if none. Valid until
                                rt_stop returns. */
-    const char *comm;       /* "MPI_COMM_WORLD", "MPI_COMM_SELF", "comm 5" (its
-                               MPI_Comm_c2f); NULL if none. Valid until rt_stop returns. */
+    const char *comm;       /* "MPI_COMM_WORLD", "MPI_COMM_SELF", "comm 5" (the 5th
+                               other communicator this rank's reports named); NULL if
+                               none. Valid until rt_stop returns. */
     const void *send_buf;   /* a send's buffer (`count` elements), or NULL */
     char elem_kind;         /* the send's element type when it is a basic one: 'i' signed
                                integer, 'u' unsigned, 'f' floating point, 'c' character,
@@ -58,7 +59,8 @@ typedef struct rt_call {
     int32_t new_rank;       /* Comm_split/dup/create: this rank in the new communicator,
                                or RT_NONE (MPI_COMM_NULL) */
     int32_t new_leader;     /* its rank 0's rank in MPI_COMM_WORLD, or RT_NONE */
-    const char *new_comm;   /* the new communicator's name ("comm 7"), or NULL */
+    const char *new_comm;   /* the new communicator's name ("comm 7", as `comm` will name
+                               it), or NULL */
 
     /* ---- the core's own ---- */
     uint64_t core;          /* set by rt_start, read by the other calls; 0 = not reported */

@@ -1,4 +1,5 @@
-/* util.c: what every wrapper shares: readable names for datatypes and communicators,
+/* util.c: what every wrapper shares: readable names for datatypes and communicators
+ * (numbered in the order they appear),
  * normalised ranks and tags, world ranks of communicator ranks (cached), the reports of
  * matches and completions, and the copies that keep a nonblocking send's edited content
  * alive until its request completes. */
@@ -71,11 +72,60 @@ void wc_begin(wcall *w, const char *name, void *caller) {
     w->c.new_rank = w->c.new_leader = RT_NONE;
 }
 
+/* ---- communicator names: "comm N", N counting the communicators this rank's reports
+ * named, in the order they first did (a Comm_split/dup/create's `created` first). The
+ * handles themselves are no names: MPICH's are large negative ints, Open MPI's indexes
+ * are reused after a free. A freed communicator's number is forgotten with it. ---- */
+
+struct comm_num {
+    MPI_Comm comm;
+    int n;
+};
+static struct comm_num *comm_nums;
+static size_t comm_nums_len, comm_nums_cap;
+static int comm_next = 1;
+/* Comm_free may run on any thread, reports on the MPI_Init thread. */
+static pthread_mutex_t comm_nums_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* `comm`'s number, given one if it has none yet; 0 when out of memory. */
+static int comm_number(MPI_Comm comm) {
+    int n = 0;
+    pthread_mutex_lock(&comm_nums_lock);
+    for (size_t i = 0; i < comm_nums_len && !n; i++)
+        if (comm_nums[i].comm == comm) n = comm_nums[i].n;
+    if (!n && comm_nums_len == comm_nums_cap) {
+        size_t cap = comm_nums_cap ? 2 * comm_nums_cap : 16;
+        struct comm_num *grown = realloc(comm_nums, cap * sizeof *grown);
+        if (grown) {
+            comm_nums = grown;
+            comm_nums_cap = cap;
+        }
+    }
+    if (!n && comm_nums_len < comm_nums_cap) {
+        n = comm_next++;
+        comm_nums[comm_nums_len++] = (struct comm_num){comm, n};
+    }
+    pthread_mutex_unlock(&comm_nums_lock);
+    return n;
+}
+
+static void forget_comm_number(MPI_Comm comm) {
+    pthread_mutex_lock(&comm_nums_lock);
+    for (size_t i = 0; i < comm_nums_len; i++)
+        if (comm_nums[i].comm == comm) {
+            comm_nums[i] = comm_nums[--comm_nums_len];
+            break;
+        }
+    pthread_mutex_unlock(&comm_nums_lock);
+}
+
 static const char *comm_name(MPI_Comm comm, char *buf, size_t len) {
     if (comm == MPI_COMM_WORLD) return "MPI_COMM_WORLD";
     if (comm == MPI_COMM_SELF) return "MPI_COMM_SELF";
     if (comm == MPI_COMM_NULL) return "MPI_COMM_NULL";
-    snprintf(buf, len, "comm %d", (int)MPI_Comm_c2f(comm));
+    int n = comm_number(comm);
+    if (!n) return "comm ?";
+    snprintf(buf, len, "comm %d", n);
     return buf;
 }
 
@@ -184,6 +234,7 @@ static int32_t world_rank(MPI_Comm comm, int rank) {
 }
 
 void rt_forget_comm(MPI_Comm comm) {
+    forget_comm_number(comm);
     MPI_Fint id = MPI_Comm_c2f(comm);
     pthread_mutex_lock(&cache_lock);
     for (int i = 0; i < RT_COMM_CACHE; i++)
@@ -268,6 +319,24 @@ void rt_own_edit(const void *copy, int64_t request) {
     e->next = edits;
     __atomic_store_n(&edits, e, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&edit_lock);
+}
+
+void wc_request(wcall *w, int64_t id) {
+    rt_release_edit(id);
+    rt_request(&w->c, id);
+}
+
+void rt_release_all_edits(void) {
+    pthread_mutex_lock(&edit_lock);
+    struct edit *e = edits;
+    __atomic_store_n(&edits, NULL, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&edit_lock);
+    while (e) {
+        struct edit *next = e->next;
+        free(e->copy);
+        free(e);
+        e = next;
+    }
 }
 
 void rt_release_edit(int64_t request) {

@@ -65,10 +65,17 @@ RT_HIDDEN void wc_completed(wcall *w, int64_t id, const MPI_Status *st);
 RT_HIDDEN void rt_forget_comm(MPI_Comm comm);
 
 /* Edited content of a nonblocking send must outlive rt_stop: the wrappers copy it and
- * free the copy when its request completes. */
+ * free the copy when its request completes, or, when that completion is never seen (the
+ * request was given to MPI_Request_free, or completed in a call not wrapped), when its
+ * handle is reused or after MPI_Finalize. */
 RT_HIDDEN const void *rt_keep_edit(const wcall *w);
 RT_HIDDEN void rt_own_edit(const void *copy, int64_t request);
 RT_HIDDEN void rt_release_edit(int64_t request);
+RT_HIDDEN void rt_release_all_edits(void);
+/* A nonblocking call created request `id`: rt_request, after dropping what was kept for
+ * an earlier request with the same handle (MPI reuses a handle only once its request
+ * completed and was freed, so that one's send is over). */
+RT_HIDDEN void wc_request(wcall *w, int64_t id);
 
 /* ---- internal entry points: one per covered call, taking the call site ---- */
 enum rt_send_mode { RT_SEND, RT_SSEND, RT_BSEND, RT_RSEND };

@@ -21,7 +21,7 @@ if [ -z "${RACETRACK_MPI_LIB:-}" ]; then
         "$HERE"/../*.c -o "$LIB"
 fi
 gcc -shared -fPIC -O2 -Wall -Wextra "$HERE/stub_core.c" -o "$WORK/stub.so" -ldl
-for p in calls forced; do
+for p in calls forced edits; do
     # MPICH's header marks MPI_STATUSES_IGNORE's array as too small for -Wstringop-overflow.
     $CC -g -O1 -Wall -Wno-stringop-overflow "$HERE/$p.c" -o "$WORK/$p"
 done
@@ -82,10 +82,12 @@ for s in 1 2 3; do
     expect calls.err 1 "^RT $s start MPI_Send peer=0 peer_world=0 tag=10$s count=1 .*datatype=MPI_INT comm=MPI_COMM_WORLD bytes=4 kind=i size=4 send=1"
 done
 # Split by parity, key -rank: world rank 2 leads the evens, 3 the odds.
-expect calls.err 2 '^RT [02] stop MPI_Comm_split rc=0 new_comm=comm -?[0-9]+ new_rank=[01] new_leader=2$'
-expect calls.err 2 '^RT [13] stop MPI_Comm_split rc=0 new_comm=comm -?[0-9]+ new_rank=[01] new_leader=3$'
-expect calls.err 1 '^RT 0 start MPI_Recv peer=0 peer_world=2 tag=5 .*comm=comm '
-expect calls.err 1 '^RT 1 start MPI_Recv peer=0 peer_world=3 tag=5 .*comm=comm '
+# The new communicator is each rank's first: `comm 1`, in its creation and its uses.
+expect calls.err 2 '^RT [02] stop MPI_Comm_split rc=0 new_comm=comm 1 new_rank=[01] new_leader=2$'
+expect calls.err 2 '^RT [13] stop MPI_Comm_split rc=0 new_comm=comm 1 new_rank=[01] new_leader=3$'
+expect calls.err 1 '^RT 0 start MPI_Recv peer=0 peer_world=2 tag=5 .*comm=comm 1 '
+expect calls.err 1 '^RT 1 start MPI_Recv peer=0 peer_world=3 tag=5 .*comm=comm 1 '
+expect calls.err 4 '^RT [0-3] start MPI_Comm_free .*comm=comm 1 '
 expect calls.err 1 '^RT 0 matched MPI_Iprobe source=1 tag=9 bytes=6$'
 expect calls.err 1 '^RT 0 start MPI_Recv peer=1 peer_world=1 tag=9 count=3 .*datatype=MPI_SHORT .*bytes=6 kind=i size=2'
 expect calls.err 0 ' start .* site=([^c]|c[^a])'
@@ -98,6 +100,11 @@ expect forced.err 1 '^RT 0 forced MPI_Recv source=2 '
 expect forced.err 1 '^RT 0 matched MPI_Recv source=2 tag=2 bytes=4$'
 expect forced.err 1 '^RT 0 matched MPI_Recv source=1 tag=1 bytes=4$'
 expect forced.err 2 '^RT [12] completed MPI_Wait '
+
+# ---- edited nonblocking sends: one freed with MPI_Request_free, one waited for ----
+run 2 edits RT_STUB_EDIT=1
+expect edits.out 1 '^edits: received 1001 1002$'
+expect edits.err 2 '^RT 1 edited MPI_Isend to 100[12]$'
 
 # ---- Fortran: each call once, with the program's call site ----
 run 4 calls_f

@@ -69,6 +69,16 @@ void rt_start(rt_call *c) {
          c->name, c->peer, c->peer_world, c->tag, c->count, c->root, s(c->datatype),
             s(c->comm), (long long)c->bytes, c->elem_kind ? c->elem_kind : '-', c->elem_size,
             c->send_buf != NULL, site(c->caller));
+    /* RT_STUB_EDIT=1: an MPI_Isend of one 4-byte integer sends it plus 1000. */
+    static int32_t edited;
+    const char *ed = getenv("RT_STUB_EDIT");
+    if (ed && strcmp(c->name, "MPI_Isend") == 0 && c->elem_kind == 'i' && c->elem_size == 4 &&
+        c->count == 1) {
+        memcpy(&edited, c->send_buf, sizeof edited);
+        edited += 1000;
+        c->edited_buf = &edited;
+        emit("edited %s to %d", c->name, (int)edited);
+    }
     const char *fs = getenv("RT_STUB_FORCE_SOURCE");
     if (fs && !forced && strcmp(c->name, "MPI_Recv") == 0 && c->peer == RT_ANY) {
         forced = 1;
