@@ -1,4 +1,5 @@
-//! A message's or a thread state's content as a tree, editable while held.
+//! A message's or a thread state's content as a tree, editable while held; a held MPI
+//! call's parameters.
 
 use super::json_tree_ui;
 use crate::gui::app::App;
@@ -7,6 +8,19 @@ use egui::{Color32, RichText};
 use racetrack_protocol::{Command, Event, SendEv};
 use serde_json::Value;
 
+/// An MPI call's parameters, when the held event is one's (runtime events carry none).
+fn held_call_ui(ui: &mut egui::Ui, ev: &Event) {
+    let (what, op, call) = match ev {
+        Event::Start(s) => ("start", s.op.as_str(), &s.call),
+        Event::Stop(s) => ("stop", s.op.as_str(), &s.call),
+        Event::Send(s) => ("send", s.op.as_deref().unwrap_or(""), &s.call),
+        _ => return,
+    };
+    let Some(call) = call else { return };
+    ui.strong(format!("Held {what} of {op}"));
+    json_tree_ui(ui, "held-call", &serde_json::to_value(call).unwrap_or_default());
+}
+
 impl App {
     pub(crate) fn inspector_ui(&mut self, ui: &mut egui::Ui, t: ThreadKey) {
         let held = self
@@ -14,6 +28,9 @@ impl App {
             .control
             .held_of(t)
             .map(|(id, h)| (id.event_id, h.event.clone()));
+        if let Some((_, ev)) = &held {
+            held_call_ui(ui, ev);
+        }
         match &held {
             Some((id, Event::Send(s))) => self.held_send_ui(ui, *id, s),
             _ => self.ui.edit = None,
