@@ -166,7 +166,7 @@ fn build_examples(imp: Impl) -> Result<PathBuf, String> {
             String::from_utf8_lossy(&out.stderr)
         ));
     }
-    for prog in ["ring", "mergesort", "heat", "master_worker", "ring_f"] {
+    for prog in ["ring", "mergesort", "heat", "master_worker", "threads", "ring_f"] {
         std::fs::rename(tmp.join(prog), dir.join(prog)).map_err(|e| e.to_string())?;
     }
     let _ = std::fs::remove_dir_all(&tmp);
@@ -503,6 +503,7 @@ on_both!(
     edited_send,
     wildcard_sources,
     conditional_break,
+    thread_multiple,
     fortran_once
 );
 
@@ -755,6 +756,40 @@ fn conditional_break(imp: Impl) {
         .count();
     assert_eq!(held_starts, 1, "no hold after the clear");
     assert_eq!(s.errors().len(), 4, "{:?}", s.errors());
+}
+
+/// `threads`: four rings at once per rank under MPI_THREAD_MULTIPLE keep working under the
+/// debugger. Only the MPI_Init thread's calls are reported; the rings' threads pass
+/// through (80 sends and 80 receives per rank, none reported).
+fn thread_multiple(imp: Impl) {
+    let Some(dir) = setup(imp) else { return };
+    let args = ["--threads", "4", "--rounds", "20"];
+    let (code, plain) = plain_run(imp, &dir.join("threads"), &args);
+    assert_eq!(
+        (code, &plain["thread_multiple"]),
+        (Some(0), &json!(true)),
+        "{plain}"
+    );
+    let mut s = Ctl::mpirun(imp, &dir.join("threads"), &args);
+    s.all_held_at_start();
+    s.send(json!({"cmd":"continue"}));
+    s.send(json!({"cmd":"wait","until":"exit","timeout_ms":30000}));
+    let last = s.finish_correctly();
+    assert_eq!(
+        (&last["result"], &last["thread_multiple"]),
+        (&plain["result"], &json!(true))
+    );
+    let calls: BTreeMap<String, usize> = ["MPI_Init_thread", "MPI_Allreduce", "MPI_Bcast", "MPI_Finalize"]
+        .into_iter()
+        .map(|c| (c.to_owned(), 1))
+        .collect();
+    let starts = starts_per_rank(&s.seen);
+    for r in 0..RANKS {
+        let t = format!("rank[{r}]");
+        assert_eq!(starts.get(&t), Some(&calls), "{t}: the MPI_Init thread's calls");
+        assert_eq!(count(&s.seen, "start", &t), count(&s.seen, "stop", &t), "{t}");
+    }
+    assert!(s.errors().is_empty(), "{:?}", s.errors());
 }
 
 /// ring.f90: under Open MPI its calls go through the Fortran bindings; each is reported

@@ -4,7 +4,7 @@
 #   examples/mpi/build.sh [mpich|openmpi] [OUTDIR]
 #
 # Default: mpich, into examples/mpi/build/<impl>. Binaries: ring, mergesort, heat,
-# master_worker, ring_f (Fortran). With RUST=1, also ring-rs (the `mpi` crate; needs
+# master_worker, threads, ring_f (Fortran). With RUST=1, also ring-rs (the `mpi` crate; needs
 # libclang-dev) from examples/mpi/rust, built against the same implementation.
 set -euo pipefail
 
@@ -34,6 +34,7 @@ fflags=(-O2 -g -Wall -Wextra)
 for prog in ring mergesort heat master_worker; do
     "$cc" "${cflags[@]}" -o "$out/$prog" "$here/$prog.c"
 done
+"$cc" "${cflags[@]}" -pthread -o "$out/threads" "$here/threads.c"
 # -J: gfortran writes module files there, not into the source tree.
 "$fc" "${fflags[@]}" -J "$out" -o "$out/ring_f" "$here/ring.f90"
 

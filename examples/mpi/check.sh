@@ -39,7 +39,7 @@ run() {
     fi
 }
 
-progs=(ring mergesort heat master_worker ring_f)
+progs=(ring mergesort heat master_worker threads ring_f)
 [ -x "$bin/ring-rs" ] && progs+=(ring-rs)
 for prog in "${progs[@]}"; do
     for n in 1 2 4 8; do
