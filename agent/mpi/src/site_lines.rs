@@ -87,10 +87,11 @@ impl Module {
     /// Read the file `path` (`None`: the executable's).
     fn load(path: Option<&str>) -> Option<Module> {
         let file = File::open(path.unwrap_or("/proc/self/exe")).ok()?;
-        let name = match path {
-            Some(p) => p.to_owned(),
-            None => std::env::current_exe().ok()?.to_string_lossy().into_owned(),
-        };
+        let exe = || Some(std::env::current_exe().ok()?.to_string_lossy().into_owned());
+        let name = path
+            .map(str::to_owned)
+            .or_else(exe)
+            .unwrap_or_else(|| "?".to_owned());
         let name = name.rsplit('/').next().unwrap_or(&name).to_owned();
         let cache = ReadCache::new(file);
         let object = object::File::parse(&cache).ok()?;
