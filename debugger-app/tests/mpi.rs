@@ -1138,3 +1138,86 @@ fn wrapper_reports(imp: Impl) {
         imp.key()
     );
 }
+
+on_both!(call_sites);
+
+/// Each call's `site` is the file, line and function of the call in the program's
+/// source, from its DWARF: for C (a PIE as `build.sh` builds it, and a `-no-pie` build
+/// of the same source, whose DWARF addresses are absolute) and for Fortran.
+fn call_sites(imp: Impl) {
+    let Some(dir) = setup(imp) else { return };
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/mpi");
+    let (ring_c, ring_f90) = (src.join("ring.c"), src.join("ring.f90"));
+    let no_pie = build_no_pie(imp, &ring_c, &dir);
+    let c_calls = [
+        ("MPI_Send", "MPI_Send(&token", "pass_token"),
+        ("MPI_Allreduce", "MPI_Allreduce(", "main"),
+    ];
+    for prog in [dir.join("ring"), no_pie.clone()] {
+        check_sites(imp, &prog, &ring_c, &c_calls);
+    }
+    let f_calls = [
+        ("MPI_Send", "call MPI_Send(", "pass_token"),
+        ("MPI_Allreduce", "call MPI_Allreduce(", "ring"),
+    ];
+    check_sites(imp, &dir.join("ring_f"), &ring_f90, &f_calls);
+    let _ = std::fs::remove_file(no_pie);
+}
+
+/// ring.c built as a non-PIE executable (checked: ELF type `ET_EXEC`), into `dir`.
+fn build_no_pie(imp: Impl, ring_c: &Path, dir: &Path) -> PathBuf {
+    let out = dir.join(format!("ring-no-pie-{}", std::process::id()));
+    let cc = imp.tools().0[0];
+    let st = Command::new(cc)
+        .args(["-std=c11", "-O2", "-g", "-no-pie", "-o"])
+        .arg(&out)
+        .arg(ring_c)
+        .status()
+        .unwrap();
+    assert!(st.success(), "{cc} -no-pie failed");
+    let elf = std::fs::read(&out).unwrap();
+    assert_eq!(elf[16..18], [2, 0], "ET_EXEC: not a PIE");
+    out
+}
+
+/// Run `prog` freely; every rank's `start` of each call (`op`, `text`, `function`) has
+/// the site `SRC:LINE (function)`, LINE being the one line of `src` that contains `text`.
+fn check_sites(imp: Impl, prog: &Path, src: &Path, calls: &[(&str, &str, &str)]) {
+    let source = std::fs::read_to_string(src).unwrap();
+    let mut s = Ctl::mpirun(imp, prog, &[]);
+    s.all_held_at_start();
+    s.send(json!({"cmd":"continue"}));
+    s.send(json!({"cmd":"wait","until":"exit","timeout_ms":30000}));
+    s.finish_correctly();
+    let starts: Vec<Value> = events(&s.seen)
+        .into_iter()
+        .filter(|v| v["event"] == "start")
+        .collect();
+    for &(op, text, function) in calls {
+        let lines: Vec<usize> = (source.lines().enumerate())
+            .filter(|(_, l)| l.contains(text))
+            .map(|(i, _)| i + 1)
+            .collect();
+        assert_eq!(lines.len(), 1, "{text:?} in {}: lines {lines:?}", src.display());
+        let sites: BTreeMap<&str, &str> = (starts.iter())
+            .filter(|v| v["op"] == op)
+            .map(|v| (v["thread"].as_str().unwrap(), v["call"]["site"].as_str().unwrap()))
+            .collect();
+        assert_eq!(sites.len(), RANKS, "ranks calling {op} in {}", prog.display());
+        for site in (starts.iter())
+            .filter(|v| v["op"] == op)
+            .map(|v| v["call"]["site"].as_str().unwrap())
+        {
+            println!("{} {op}: {site}", prog.display());
+            let (place, func) = site.rsplit_once(" (").unwrap();
+            let (file, line) = place.rsplit_once(':').unwrap();
+            assert_eq!(
+                Path::new(file).canonicalize().unwrap(),
+                src.canonicalize().unwrap(),
+                "{site}"
+            );
+            assert_eq!(line.parse::<usize>().unwrap(), lines[0], "{site}");
+            assert_eq!(func, format!("{function})"), "{site}");
+        }
+    }
+}

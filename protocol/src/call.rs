@@ -106,8 +106,9 @@ pub struct CallInfo {
     /// A rooted collective's root, in `comm`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub root: Option<i32>,
-    /// The call site: `file:line (function)` from debug information, else the function
-    /// and offset, else the address.
+    /// The call site: `file:line (function)` from debug information, else
+    /// `function+0xOFF (module)`, else `module+0xOFF`, else the address (see
+    /// docs/PROTOCOL.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub site: Option<String>,
     /// What a receive or probe matched (its `stop`, and the `recv`).

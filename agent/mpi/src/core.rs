@@ -87,7 +87,7 @@ pub(crate) struct Core {
     in_flight: Mutex<HashMap<u64, InFlight>>,
     /// Nonblocking calls' requests, by `MPI_Request_c2f`, until completed.
     requests: Mutex<HashMap<i64, Pending>>,
-    sites: Mutex<HashMap<usize, Option<String>>>,
+    sites: Mutex<crate::site_lines::Sites>,
     pub(crate) view: RankView,
 }
 
@@ -177,10 +177,7 @@ impl Core {
     }
 
     fn site(&self, caller: usize) -> Option<String> {
-        lock(&self.sites)
-            .entry(caller)
-            .or_insert_with(|| crate::ffi::site_of(caller))
-            .clone()
+        lock(&self.sites).site(caller)
     }
 
     fn msg(&self, seq: u64) -> String {

@@ -191,10 +191,11 @@ extern "C" {
     fn dladdr(addr: *const c_void, info: *mut DlInfo) -> i32;
 }
 
-/// Where the program called MPI from: `function+0xOFF (module)` from the dynamic symbol
-/// table (functions the executable exports, or a shared library's), else
-/// `module+0xOFF`; `None` without an address. Resolved once per call site.
-pub(crate) fn site_of(caller: usize) -> Option<String> {
+/// Where the program called MPI from, when its debug information does not say (see
+/// `site_lines`): `function+0xOFF (module)` from the dynamic symbol table (functions the
+/// executable exports, or a shared library's), else `module+0xOFF`, else the address;
+/// `None` without an address.
+pub(crate) fn symbol_site(caller: usize) -> Option<String> {
     if caller == 0 {
         return None;
     }
@@ -220,4 +221,121 @@ pub(crate) fn site_of(caller: usize) -> Option<String> {
         Some(sym) => format!("{sym}+{:#x} ({module})", caller - 1 - info.saddr as usize),
         None => format!("{module}+{:#x}", caller - 1 - info.fbase as usize),
     })
+}
+
+/// A loaded object (the executable or a shared library) that contains an address.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Loaded {
+    /// Its file as the dynamic linker names it; `None` for the executable (whose
+    /// file is `/proc/self/exe`, even when the executable was deleted or replaced).
+    pub path: Option<String>,
+    /// The load bias: what was added to the file's addresses (0 for a non-PIE
+    /// executable), so the file's address of `addr` is `addr - bias`.
+    pub bias: usize,
+}
+
+#[cfg(target_pointer_width = "64")]
+#[repr(C)]
+#[allow(dead_code)] // glibc's layout: every field is needed to find the next header
+struct Phdr {
+    p_type: u32,
+    p_flags: u32,
+    p_offset: u64,
+    p_vaddr: u64,
+    p_paddr: u64,
+    p_filesz: u64,
+    p_memsz: u64,
+    p_align: u64,
+}
+
+#[cfg(target_pointer_width = "32")]
+#[repr(C)]
+#[allow(dead_code)] // glibc's layout: every field is needed to find the next header
+struct Phdr {
+    p_type: u32,
+    p_offset: u32,
+    p_vaddr: u32,
+    p_paddr: u32,
+    p_filesz: u32,
+    p_memsz: u32,
+    p_flags: u32,
+    p_align: u32,
+}
+
+/// The leading fields of `struct dl_phdr_info` (the callback gets the size of the
+/// whole; these four have been there since the start).
+#[repr(C)]
+struct DlPhdrInfo {
+    addr: usize,
+    name: *const c_char,
+    phdr: *const Phdr,
+    phnum: u16,
+}
+
+const PT_LOAD: u32 = 1;
+
+extern "C" {
+    fn dl_iterate_phdr(
+        callback: extern "C" fn(*mut DlPhdrInfo, usize, *mut c_void) -> i32,
+        data: *mut c_void,
+    ) -> i32;
+}
+
+/// `dl_iterate_phdr`'s search for the object containing `addr`.
+struct Search {
+    addr: usize,
+    visited: usize,
+    found: Option<Loaded>,
+}
+
+/// One loaded object: stop (1) at the one with a loaded segment containing the address.
+/// Never panics (a panic here would abort: it is called from C).
+extern "C" fn visit(info: *mut DlPhdrInfo, _size: usize, data: *mut c_void) -> i32 {
+    // SAFETY: `data` is the `Search` that `module_at` passed, alive and unaliased for the
+    // iteration; `info` is glibc's, valid during this callback.
+    let (search, info) = unsafe { (&mut *data.cast::<Search>(), &*info) };
+    let first = search.visited == 0;
+    search.visited += 1;
+    if info.phdr.is_null() {
+        return 0;
+    }
+    // SAFETY: `phdr` points to the object's `phnum` program headers.
+    let phdrs = unsafe { std::slice::from_raw_parts(info.phdr, usize::from(info.phnum)) };
+    let inside = phdrs.iter().any(|ph| {
+        let start = info.addr.wrapping_add(ph.p_vaddr as usize);
+        ph.p_type == PT_LOAD && search.addr.wrapping_sub(start) < ph.p_memsz as usize
+    });
+    if !inside {
+        return 0;
+    }
+    search.found = Some(Loaded {
+        // The first object visited is the executable (its name is empty).
+        // SAFETY: NULL or the object's NUL-terminated name, valid during the callback.
+        path: if first {
+            None
+        } else {
+            unsafe { text(info.name) }.map(str::to_owned)
+        },
+        bias: info.addr,
+    });
+    1
+}
+
+/// The loaded object that contains `addr`, if any.
+pub(crate) fn module_at(addr: usize) -> Option<Loaded> {
+    let mut search = Search {
+        addr,
+        visited: 0,
+        found: None,
+    };
+    // SAFETY: `visit` reads only what glibc passes it and the `Search` it is given,
+    // which outlives the call.
+    unsafe { dl_iterate_phdr(visit, (&mut search as *mut Search).cast()) };
+    search.found
+}
+
+/// An address inside glibc, which has no debug information here.
+#[cfg(test)]
+pub(crate) fn dladdr_address() -> usize {
+    dladdr as *const () as usize
 }

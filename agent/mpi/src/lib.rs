@@ -16,6 +16,7 @@ mod call;
 mod core;
 mod ffi;
 mod site;
+mod site_lines;
 
 pub use call::{Elem, ElemKind};
 pub use core::CALLS;
