@@ -8,7 +8,8 @@ use egui::{Color32, RichText};
 use racetrack_protocol::{Command, Event, SendEv};
 use serde_json::Value;
 
-/// An MPI call's parameters, when the held event is one's (runtime events carry none).
+/// An MPI call's parameters, when the held event is one's (runtime events carry none): one
+/// row per field, the call site by file name (its full path on hover).
 fn held_call_ui(ui: &mut egui::Ui, ev: &Event) {
     let (what, op, call) = match ev {
         Event::Start(s) => ("start", s.op.as_str(), &s.call),
@@ -18,7 +19,26 @@ fn held_call_ui(ui: &mut egui::Ui, ev: &Event) {
     };
     let Some(call) = call else { return };
     ui.strong(format!("Held {what} of {op}"));
-    json_tree_ui(ui, "held-call", &serde_json::to_value(call).unwrap_or_default());
+    let Ok(Value::Object(fields)) = serde_json::to_value(call) else {
+        return;
+    };
+    egui::Grid::new("held-call").num_columns(2).show(ui, |ui| {
+        for (k, v) in &fields {
+            ui.label(RichText::new(k).weak());
+            let text = match v {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            if k == "site" {
+                // `/long/path/file.c:12 (fn)` → `file.c:12 (fn)`.
+                let short = text.rsplit('/').next().unwrap_or(&text).to_owned();
+                ui.label(RichText::new(short).monospace()).on_hover_text(text);
+            } else {
+                ui.label(RichText::new(text).monospace());
+            }
+            ui.end_row();
+        }
+    });
 }
 
 impl App {
