@@ -15,6 +15,7 @@ pub mod binary;
 mod call;
 mod compact;
 mod ctl;
+mod full;
 pub mod launch;
 mod packed;
 

@@ -380,7 +380,7 @@ impl Decoder {
             }
             return Ok(Decoded::Packed(self.names.clone(), events));
         }
-        let ev: Event = serde_json::from_str(text).map_err(|e| e.to_string())?;
+        let ev = crate::full::event(text).map_err(|e| e.to_string())?;
         let mut out = Vec::new();
         self.flatten(ev, &mut out)?;
         Ok(Decoded::Events(out))

@@ -20,6 +20,8 @@ use tokio_tungstenite::WebSocketStream;
 
 /// Streamed events are flushed at least this often.
 const TICK: Duration = Duration::from_millis(10);
+/// How long a finishing program waits for the debugger to answer its close.
+const CLOSE_PATIENCE: Duration = Duration::from_secs(10);
 /// Events per `batch` or `packed` frame at most. A debugger decodes a packed frame into
 /// one vector of about 100 bytes per event: at 1,024 it stays below the size at which
 /// glibc's allocator maps fresh pages for every frame (and faults them in: with 4,096 the
@@ -305,6 +307,12 @@ async fn session(
             }
             if agent.finishing.load(Relaxed) && agent.drain_is_empty() {
                 let _ = tx.close().await;
+                // The debugger's close answers ours once it has read every frame before
+                // it. Exiting sooner can lose the last frames: a socket closed with input
+                // unread is reset, and a reset discards what the debugger has not read yet
+                // (an MPI rank lost its last calls so, behind a lagging debugger).
+                let answered = async { while let Some(Ok(m)) = rx.next().await { if m.is_close() { break; } } };
+                let _ = tokio::time::timeout(CLOSE_PATIENCE, answered).await;
                 agent.signal_finished();
                 return Ok(());
             }

@@ -79,7 +79,12 @@ impl Model {
             Event::Send(s) => self.send_event(p, s, ev),
             Event::Recv(r) => {
                 let node = self.node_key_in(p, &r.op, &r.thread);
-                self.on_recv(node, &SmolStr::from(r.msg.as_str()), r.position, r.traced);
+                // An MPI receive (it carries its call) is reported by the call that took
+                // the message, after its `start`: no later start consumes it, so it never
+                // waits in the thread's queue (listed, it would stay there for good, and
+                // every start would search the growing queue).
+                let queued = r.call.is_none().then_some(r.position);
+                self.on_recv(node, &SmolStr::from(r.msg.as_str()), queued, r.traced);
             }
             Event::Start(s) => self.step_event(p, s, ev, true),
             Event::Stop(s) => self.step_event(p, s, ev, false),
@@ -151,7 +156,12 @@ impl Model {
                 self.on_send(p, &send);
             }
             (Kind::Recv, Some(node)) => {
-                self.on_recv(node, &c.msg, usize::try_from(c.a).unwrap_or_default(), c.traced);
+                self.on_recv(
+                    node,
+                    &c.msg,
+                    Some(usize::try_from(c.a).unwrap_or_default()),
+                    c.traced,
+                );
             }
             (Kind::Start | Kind::Stop, Some(node)) => self.on_step(&StepIn {
                 node,
@@ -184,13 +194,15 @@ impl Model {
         }
     }
 
-    /// Message `msg` for `node`'s operation arrived in its thread's queue at `position`.
-    fn on_recv(&mut self, node: NodeKey, msg: &SmolStr, position: usize, traced: bool) {
+    /// Message `msg` for `node`'s operation arrived in its thread's queue at `position`
+    /// (`None`: it was taken as it arrived).
+    fn on_recv(&mut self, node: NodeKey, msg: &SmolStr, position: Option<usize>, traced: bool) {
         self.control.event_count += 1;
         let info = self
             .unfolded
             .as_mut()
             .and_then(|u| u.on_recv(node, msg, &mut self.changes));
+        let Some(position) = position else { return };
         let pr = &self.procs[node.proc.index()];
         let entry = QueueEntry {
             id: msg.clone(),

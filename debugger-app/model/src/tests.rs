@@ -309,3 +309,26 @@ fn conditional_breakpoints_are_listed_replaced_and_cleared_as_the_agent_does() {
     m.note_command(&brk("Sort", Some("proc[1]"), false, None, None));
     assert!(m.control.conditional.is_empty() && m.control.breakpoints.is_empty());
 }
+
+fn an_mpi_receive_does_not_wait_in_the_queue() {
+    // An MPI rank reports its receive after the call's `start`, with the call: the
+    // message was taken as it arrived, so the queue stays empty (it grew by one per
+    // receive, and every start searched it, before).
+    let mut m = Model::new();
+    for i in 0..3u64 {
+        let msg = format!("1.{i}");
+        m.ingest(&Event::Start(step(3 * i, "MPI_Recv", "rank[1]", &msg, false)));
+        m.ingest(&Event::Recv(RecvEv {
+            event_id: 3 * i + 1,
+            thread: "rank[1]".into(),
+            op: "MPI_Recv".into(),
+            msg: msg.clone(),
+            position: 0,
+            traced: false,
+            call: Some(Box::default()),
+        }));
+        m.ingest(&Event::Stop(step(3 * i + 2, "MPI_Recv", "rank[1]", &msg, false)));
+    }
+    assert!(m.queue_named("rank[1]").is_none_or(VecDeque::is_empty));
+    assert_eq!(m.control.event_count, 9);
+}

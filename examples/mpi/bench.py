@@ -1,0 +1,163 @@
+#!/usr/bin/env python3
+"""What the debugger costs an MPI job in a free run (BENCHMARKS.md, "MPI jobs").
+
+Runs each workload under three configurations, interleaved (0 1 2, 0 1 2, ...), and
+prints the medians and their ratios to configuration 0 as a Markdown table:
+
+0. plain `mpiexec.openmpi -n 4 PROGRAM`;
+1. the same with Racetrack's MPI library preloaded (`LD_PRELOAD`), no debugger: the
+   wrappers run, the agent stays idle;
+2. `racetrack mpirun --ctl -n 4 -- PROGRAM`, `continue`, then a free run to the exit,
+   the controller printing every event as a JSON line to a pipe this script reads.
+
+Workloads: Debian's `hpcc` on `hpcc/hpccinf.txt` (wall time of the whole job, and hpcc's
+own HPL and MPIRandomAccess times from `hpccoutf.txt`), and `ring --rounds R` (4 ranks,
+`MPI_Send`/`MPI_Recv`: µs per call, each rank making 2 R calls).
+
+Usage: examples/mpi/bench.py [--reps N] [--rounds R] [--only hpcc|ring]
+Needs the release build: `cargo build --release -p racetrack -p racetrack-mpi`
+(`$CARGO_TARGET_DIR`, else `target/`), `hpcc`, Open MPI and `mpicc.openmpi`.
+"""
+
+import argparse
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+RANKS = 4
+CONFIGS = ["0. plain mpiexec", "1. library preloaded, idle", "2. ctl attached, free run"]
+CTL_INPUT = '{"cmd":"continue"}\n{"cmd":"wait","until":"exit","timeout_ms":600000}\n'
+
+
+def release_dir():
+    target = os.environ.get("CARGO_TARGET_DIR") or os.path.join(REPO, "target")
+    d = os.path.join(target, "release")
+    for f in ["racetrack", "libracetrack_mpi.so", "libracetrack_mpi_openmpi.so"]:
+        if not os.path.exists(os.path.join(d, f)):
+            sys.exit(f"{d}/{f} missing: cargo build --release -p racetrack -p racetrack-mpi")
+    return d
+
+
+def mpiexec(preload=None):
+    cmd = ["mpiexec.openmpi", "--allow-run-as-root", "--oversubscribe", "-n", str(RANKS)]
+    if preload:
+        cmd += ["-x", "LD_PRELOAD=" + preload]
+    return cmd
+
+
+def run(config, rel, prog, cwd):
+    """One run of `prog` (a list) under `config`; (seconds, events the ctl printed)."""
+    preload = f"{rel}/libracetrack_mpi.so:{rel}/libracetrack_mpi_openmpi.so"
+    quiet = dict(cwd=cwd, stderr=subprocess.DEVNULL)
+    t0 = time.perf_counter()
+    events = None
+    if config == 0:
+        subprocess.run(mpiexec() + prog, stdout=subprocess.DEVNULL, check=True, **quiet)
+    elif config == 1:
+        subprocess.run(mpiexec(preload) + prog, stdout=subprocess.DEVNULL, check=True, **quiet)
+    else:
+        cmd = [f"{rel}/racetrack", "mpirun", "--ctl", "--impl", "openmpi", "-n", str(RANKS), "--"]
+        p = subprocess.Popen(cmd + prog, stdin=subprocess.PIPE, stdout=subprocess.PIPE, **quiet)
+        p.stdin.write(CTL_INPUT.encode())
+        p.stdin.flush()
+        events, last = 0, b""
+        for line in p.stdout:
+            events += 1
+            last = line
+        p.wait()
+        if p.returncode != 0 or b'"exit","code":0' not in last:
+            sys.exit(f"the job under the debugger failed: {last!r}")
+    return time.perf_counter() - t0, events
+
+
+def hpcc_figures(cwd):
+    """hpcc's own HPL and MPIRandomAccess times (s) from the run just made."""
+    out = open(os.path.join(cwd, "hpccoutf.txt")).read()
+    if "\nSuccess=1\n" not in out:
+        sys.exit("hpcc did not report Success=1")
+    get = lambda k: float(re.search(rf"^{k}=(\S+)$", out, re.M).group(1))
+    return get("HPL_time"), get("MPIRandomAccess_time")
+
+
+def table(rows, headers):
+    print("| " + " | ".join(headers) + " |")
+    print("|" + "|".join("---" if i < 2 else "---:" for i in range(len(headers))) + "|")
+    for r in rows:
+        print("| " + " | ".join(r) + " |")
+
+
+def bench_hpcc(rel, reps):
+    work = tempfile.mkdtemp(prefix="racetrack-bench-hpcc-")
+    shutil.copy(os.path.join(HERE, "hpcc", "hpccinf.txt"), work)
+    samples = {c: [] for c in range(3)}
+    for _ in range(reps):
+        for c in range(3):
+            out = os.path.join(work, "hpccoutf.txt")
+            if os.path.exists(out):
+                os.remove(out)
+            secs, events = run(c, rel, ["hpcc"], work)
+            samples[c].append((secs, *hpcc_figures(work), events))
+    shutil.rmtree(work)
+    base = [statistics.median(s[i] for s in samples[0]) for i in range(3)]
+    rows = []
+    for c in range(3):
+        med = [statistics.median(s[i] for s in samples[c]) for i in range(3)]
+        ev = "-" if c < 2 else f"{statistics.median(s[3] for s in samples[c]):.0f}"
+        rows.append(["hpcc, N = 200", CONFIGS[c], f"{med[0]:.2f}", f"{med[0] / base[0]:.2f}",
+                     f"{med[1] * 1e3:.0f}", f"{med[1] / base[1]:.2f}",
+                     f"{med[2]:.2f}", f"{med[2] / base[2]:.2f}", ev])
+    table(rows, ["workload", "configuration", "wall s", "ratio", "HPL ms", "ratio",
+                 "RandomAccess s", "ratio", "events"])
+
+
+def bench_ring(rel, reps, rounds):
+    build = tempfile.mkdtemp(prefix="racetrack-bench-ring-")
+    subprocess.run(["bash", os.path.join(HERE, "build.sh"), "openmpi", build], check=True,
+                   stdout=subprocess.DEVNULL)
+    prog = [os.path.join(build, "ring"), "--rounds", str(rounds)]
+    short = [os.path.join(build, "ring"), "--rounds", "1"]
+    samples = {c: [] for c in range(3)}
+    for _ in range(reps):
+        for c in range(3):
+            # The job's fixed cost (launch, MPI_Init, attach) is the 1-round run's; the
+            # calls' cost is what the long run takes beyond it.
+            full, events = run(c, rel, prog, build)
+            fixed, _ = run(c, rel, short, build)
+            samples[c].append((full - fixed, events))
+    shutil.rmtree(build)
+    calls = 2 * (rounds - 1)
+    base = statistics.median(s[0] for s in samples[0])
+    rows = []
+    for c in range(3):
+        med = statistics.median(s[0] for s in samples[c])
+        ev = "-" if c < 2 else f"{statistics.median(s[1] for s in samples[c]):.0f}"
+        rows.append([f"ring, {rounds} rounds", CONFIGS[c], f"{med * 1e6 / calls:.2f}",
+                     f"{med / base:.2f}", ev])
+    table(rows, ["workload", "configuration", "µs per call", "ratio", "events"])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--rounds", type=int, default=20000)
+    ap.add_argument("--only", choices=["hpcc", "ring"])
+    a = ap.parse_args()
+    rel = release_dir()
+    print(f"load average before: {os.getloadavg()[0]:.2f}; {a.reps} reps, interleaved")
+    if a.only in (None, "hpcc"):
+        bench_hpcc(rel, a.reps)
+        print()
+    if a.only in (None, "ring"):
+        bench_ring(rel, a.reps, a.rounds)
+    print(f"\nload average after: {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()
