@@ -310,6 +310,7 @@ fn conditional_breakpoints_are_listed_replaced_and_cleared_as_the_agent_does() {
     assert!(m.control.conditional.is_empty() && m.control.breakpoints.is_empty());
 }
 
+#[test]
 fn an_mpi_receive_does_not_wait_in_the_queue() {
     // An MPI rank reports its receive after the call's `start`, with the call: the
     // message was taken as it arrived, so the queue stays empty (it grew by one per
