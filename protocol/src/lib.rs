@@ -17,6 +17,7 @@ mod compact;
 mod ctl;
 pub mod launch;
 mod packed;
+pub mod trace;
 
 pub use binary::{BinaryWriter, BINARY_HEADER};
 pub use call::{AnyTag, CallInfo, Created, Forced, Matched, Peer, SpecialPeer, Tag, When};
