@@ -118,7 +118,9 @@ fn export(args: &[String]) -> i32 {
     let mut opts = args.to_vec();
     let out = take_value(&mut opts, "-o");
     let Some(i) = opts.iter().position(|a| a == "--perfetto") else {
-        fail(&format!("export needs --perfetto (the only format so far)\n{USAGE}"))
+        fail(&format!(
+            "export needs --perfetto (the only format so far)\n{USAGE}"
+        ))
     };
     opts.remove(i);
     let [trace] = opts.as_slice() else {

@@ -47,7 +47,8 @@ pub(crate) const SPARE_MAX: usize = 8;
 impl Chunks {
     pub(crate) fn push(&mut self, r: Rec) {
         if let Some(clock) = self.clock {
-            self.times.push(u64::try_from(clock.elapsed().as_nanos()).unwrap_or(u64::MAX));
+            self.times
+                .push(u64::try_from(clock.elapsed().as_nanos()).unwrap_or(u64::MAX));
         }
         match self.chunks.last_mut() {
             Some(c) if c.len() < CHUNK => c.push(r),
