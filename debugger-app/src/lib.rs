@@ -1,8 +1,10 @@
 //! The Racetrack debugger: the model (plain Rust), the connection to an agent, the
-//! headless controller (`racetrack ctl`), program launching (`racetrack run`) and the GUI.
+//! headless controller (`racetrack ctl`), program launching (`racetrack run`), trace export
+//! (`racetrack export`) and the GUI.
 
 pub mod conn;
 pub mod ctl;
+pub mod export;
 pub mod gui;
 pub mod job;
 pub mod launch;

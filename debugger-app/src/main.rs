@@ -37,6 +37,10 @@ usage:
   racetrack attach <ws-url> [--script FILE]
                                           the GUI on a running program's agent
   racetrack ctl <ws-url>                  headless controller (see docs/PROTOCOL.md)
+  racetrack export --perfetto TRACE [-o OUT.json]
+                                          a trace file (written with RACETRACK_TRACE=TRACE)
+                                          as Chrome/Perfetto trace JSON (default OUT: TRACE
+                                          with the extension .json)
   racetrack example <farm|mergesort|heat|search> [ARGS]
                                           run a built-in example program directly
   racetrack --version";
@@ -85,6 +89,7 @@ fn main() {
         Some("listen") => listen(&args[1..]),
         Some("attach") => attach(&args[1..]),
         Some("demo") => demo(&args[1..]),
+        Some("export") => export(&args[1..]),
         Some("example") => {
             let Some(name) = args.get(1) else {
                 fail("example needs a name: farm, mergesort, heat, search")
@@ -106,6 +111,40 @@ fn main() {
         Some(other) => fail(&format!("unknown command `{other}`\n{USAGE}")),
     };
     std::process::exit(code);
+}
+
+/// `racetrack export --perfetto TRACE [-o OUT]`.
+fn export(args: &[String]) -> i32 {
+    let mut opts = args.to_vec();
+    let out = take_value(&mut opts, "-o");
+    let Some(i) = opts.iter().position(|a| a == "--perfetto") else {
+        fail(&format!(
+            "export needs --perfetto (the only format so far)\n{USAGE}"
+        ))
+    };
+    opts.remove(i);
+    let [trace] = opts.as_slice() else {
+        fail(&format!("export needs one TRACE file\n{USAGE}"))
+    };
+    let trace = std::path::PathBuf::from(trace);
+    let out = out.map_or_else(|| trace.with_extension("json"), std::path::PathBuf::from);
+    match racetrack::export::perfetto(&trace, &out) {
+        Ok(s) => {
+            if let Some(w) = &s.warning {
+                eprintln!("racetrack: warning: {w}");
+            }
+            eprintln!(
+                "racetrack: {} events → {}: {} slices, {} flows, {} tracks",
+                s.events,
+                out.display(),
+                s.slices,
+                s.flows,
+                s.tracks
+            );
+            0
+        }
+        Err(e) => fail(&e.to_string()),
+    }
 }
 
 /// `racetrack run [--ctl [--script FILE [--set NAME=VALUE]...] | --script FILE] -- PROGRAM ARGS`.

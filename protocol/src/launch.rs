@@ -6,6 +6,10 @@ pub const ENV_LISTEN: &str = "RACETRACK_LISTEN";
 /// `ws://HOST:PORT` of a debugger to dial instead of listening (what `racetrack mpirun`
 /// gives every rank of a job): takes precedence over `RACETRACK_LISTEN`.
 pub const ENV_CONNECT: &str = "RACETRACK_CONNECT";
+/// A file to write every event to instead of serving a debugger (a trace file, see
+/// `docs/PROTOCOL.md`): takes precedence over `RACETRACK_CONNECT` and `RACETRACK_LISTEN`;
+/// `RACETRACK_WAIT` is then ignored.
+pub const ENV_TRACE: &str = "RACETRACK_TRACE";
 /// Non-empty and not `0`: hold the program's first operation until the debugger says
 /// continue.
 pub const ENV_WAIT: &str = "RACETRACK_WAIT";

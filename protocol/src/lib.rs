@@ -18,6 +18,7 @@ mod ctl;
 mod full;
 pub mod launch;
 mod packed;
+pub mod trace;
 
 pub use binary::{BinaryWriter, BINARY_HEADER};
 pub use call::{AnyTag, CallInfo, Created, Forced, Matched, Peer, SpecialPeer, Tag, When};

@@ -34,6 +34,9 @@ mod policy;
 mod record;
 mod server;
 mod stream;
+mod trace;
+
+pub use trace::start_trace;
 
 use debuggee::{Debuggee, Structure};
 use held::HeldCmd;
@@ -72,18 +75,28 @@ pub enum AgentError {
     Bind(SocketAddr, std::io::Error),
 }
 
-/// Start the agent as `RACETRACK_CONNECT` (dial a debugger), `RACETRACK_LISTEN` and
-/// `RACETRACK_WAIT` say, or `None` when neither address is set. A configuration error is
-/// printed to stderr and the program runs without the agent (it is a guest: it never
-/// stops the program).
+/// Start the agent as `RACETRACK_TRACE` (write a trace file, see [`start_trace`]),
+/// `RACETRACK_CONNECT` (dial a debugger), `RACETRACK_LISTEN` and `RACETRACK_WAIT` say, or
+/// `None` when none of them is set. A configuration error is printed to stderr and the
+/// program runs without the agent (it is a guest: it never stops the program).
 pub fn start_from_env() -> Option<Arc<Agent>> {
+    if let Some(path) = std::env::var(env::ENV_TRACE).ok().filter(|p| !p.is_empty()) {
+        let set = |v| std::env::var(v).is_ok_and(|v: String| !v.is_empty());
+        let wait = std::env::var(env::ENV_WAIT).is_ok_and(|v| !v.is_empty() && v != "0");
+        trace::note_ignored(wait, set(env::ENV_LISTEN) || set(env::ENV_CONNECT));
+        return start_trace(&path, 0);
+    }
     start_from_env_at(0)
 }
 
 /// Like [`start_from_env`], numbering events from `first_event_id`: the processes of one
 /// session (the ranks of an MPI job) number theirs in disjoint ranges, so that an event
-/// number names one event across the session.
+/// number names one event across the session. `RACETRACK_TRACE` is not read here (one
+/// file per process of such a session is not designed yet): it is ignored, with a note.
 pub fn start_from_env_at(first_event_id: u64) -> Option<Arc<Agent>> {
+    if std::env::var(env::ENV_TRACE).is_ok_and(|p| !p.is_empty()) {
+        eprintln!("racetrack: RACETRACK_TRACE is not supported for the processes of a job yet; ignored");
+    }
     let wait = std::env::var(env::ENV_WAIT).is_ok_and(|v| !v.is_empty() && v != "0");
     let token = std::env::var(env::ENV_TOKEN).ok().filter(|t| !t.is_empty());
     if let Some(url) = std::env::var(env::ENV_CONNECT).ok().filter(|u| !u.is_empty()) {

@@ -7,6 +7,7 @@
 //! every other event is buffered as the protocol [`Event`] it is.
 
 use racetrack_protocol::{BinaryWriter, Event, Record};
+use std::time::Instant;
 
 /// One buffered event.
 pub(crate) enum Rec {
@@ -31,6 +32,10 @@ pub(crate) struct Chunks {
     chunks: Vec<Vec<Rec>>,
     len: usize,
     spare: Vec<Vec<Rec>>,
+    /// Set when writing a trace file: each record's time (nanoseconds since this
+    /// instant, read under the buffer's lock, so they never decrease) goes into `times`.
+    clock: Option<Instant>,
+    times: Vec<u64>,
 }
 
 /// Records per chunk.
@@ -41,6 +46,10 @@ pub(crate) const SPARE_MAX: usize = 8;
 
 impl Chunks {
     pub(crate) fn push(&mut self, r: Rec) {
+        if let Some(clock) = self.clock {
+            self.times
+                .push(u64::try_from(clock.elapsed().as_nanos()).unwrap_or(u64::MAX));
+        }
         match self.chunks.last_mut() {
             Some(c) if c.len() < CHUNK => c.push(r),
             _ => {
@@ -60,9 +69,20 @@ impl Chunks {
         self.len == 0
     }
 
+    /// Time every record pushed from now on (a trace file's clock).
+    pub(crate) fn set_clock(&mut self, clock: Instant) {
+        self.clock = Some(clock);
+    }
+
+    /// The times of the records [`Chunks::take`] hands out (empty without a clock).
+    pub(crate) fn take_times(&mut self) -> Vec<u64> {
+        std::mem::take(&mut self.times)
+    }
+
     /// Drop everything buffered, and the spare chunks.
     pub(crate) fn clear(&mut self) {
         self.take();
+        self.times.clear();
         self.spare = Vec::new();
     }
 

@@ -19,14 +19,14 @@ use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::WebSocketStream;
 
 /// Streamed events are flushed at least this often.
-const TICK: Duration = Duration::from_millis(10);
+pub(super) const TICK: Duration = Duration::from_millis(10);
 /// How long a finishing program waits for the debugger to answer its close.
 const CLOSE_PATIENCE: Duration = Duration::from_secs(10);
 /// Events per `batch` or `packed` frame at most. A debugger decodes a packed frame into
 /// one vector of about 100 bytes per event: at 1,024 it stays below the size at which
 /// glibc's allocator maps fresh pages for every frame (and faults them in: with 4,096 the
 /// debugger spent much of its time there).
-const BATCH_MAX: usize = 1024;
+pub(super) const BATCH_MAX: usize = 1024;
 /// A dialling agent retries this many times, [`DIAL_PAUSE`] apart, while nothing listens
 /// at the debugger's address.
 const DIAL_TRIES: u32 = 50;

@@ -141,6 +141,16 @@ impl Agent {
         out
     }
 
+    /// Take what is buffered with each record's time (a trace file's writer).
+    pub(super) fn drain_timed(&self) -> (Vec<Vec<Rec>>, Vec<u64>) {
+        let out = {
+            let mut s = lock(&self.stream.state);
+            (s.buf.take(), s.buf.take_times())
+        };
+        self.stream.space.notify_all();
+        out
+    }
+
     /// Hand back chunks [`Agent::drain`] gave out, once emptied, for reuse (dropped when
     /// no debugger is attached any more).
     pub(super) fn recycle(&self, mut chunks: Vec<Vec<Rec>>) {
