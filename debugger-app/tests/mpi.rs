@@ -1230,3 +1230,62 @@ fn check_sites(imp: Impl, prog: &Path, src: &Path, calls: &[(&str, &str, &str)])
         }
     }
 }
+
+on_both!(poll_runs);
+
+/// `ring --poll` (MPI_Irecv, then MPI_Test until it completes): a run of polls that find
+/// nothing is one step, whose `stop` counts its calls (`polls`); rank by rank they add up
+/// to the MPI_Test calls the program counted itself. A breakpoint on MPI_Test still holds
+/// every poll, each as its own step.
+fn poll_runs(imp: Impl) {
+    let Some(dir) = setup(imp) else { return };
+    let mut s = Ctl::mpirun(imp, &dir.join("ring"), &["--poll", "--rounds", "20"]);
+    s.all_held_at_start();
+    s.send(json!({"cmd":"break","op":"MPI_Test","thread":"rank[1]","on":true}));
+    s.send(json!({"cmd":"continue"}));
+    let mut held = Vec::new();
+    for i in 0..3 {
+        let v = s.expect(&format!("rank[1]'s MPI_Test held, {i}"), |v| {
+            v["event"] == "start" && v["held"] == true && v["thread"] == "rank[1]"
+        });
+        assert_eq!(v["op"], "MPI_Test", "{v}");
+        held.push(v["msg"].clone());
+        s.send(json!({"cmd":"continue","thread":"rank[1]"}));
+    }
+    held.dedup();
+    assert_eq!(held.len(), 3, "three polls, three steps: {held:?}");
+    s.send(json!({"cmd":"break","op":"MPI_Test","thread":"rank[1]","on":false}));
+    s.send(json!({"cmd":"continue"}));
+    s.send(json!({"cmd":"wait","until":"exit","timeout_ms":30000}));
+    let last = s.finish_correctly();
+    let (mut steps, mut calls) = (0, 0);
+    for r in 0..RANKS {
+        let t = format!("rank[{r}]");
+        let is_test = |v: &&Value, ev: &str| v["event"] == ev && v["thread"] == t && v["op"] == "MPI_Test";
+        let evs = events(&s.seen);
+        let stops: Vec<&Value> = evs.iter().filter(|v| is_test(v, "stop")).collect();
+        let starts = evs.iter().filter(|v| is_test(v, "start")).count();
+        assert_eq!(starts, stops.len(), "{t}: one stop a step");
+        for v in &stops {
+            let polls = &v["call"]["polls"];
+            assert!(polls.is_null() || polls.as_u64() > Some(1), "{t}: {v}");
+        }
+        let made: u64 = stops
+            .iter()
+            .map(|v| v["call"]["polls"].as_u64().unwrap_or(1))
+            .sum();
+        assert_eq!(
+            Some(made),
+            last["tests"][r].as_u64(),
+            "{t}: polls reported, calls made"
+        );
+        assert_eq!(count(&s.seen, "start", &t), count(&s.seen, "stop", &t), "{t}");
+        steps += stops.len() as u64;
+        calls += made;
+    }
+    println!("{imp:?}: {calls} MPI_Test calls in {steps} steps");
+    assert!(
+        steps < calls,
+        "runs of polls were merged: {calls} calls, {steps} steps"
+    );
+}

@@ -1,5 +1,9 @@
 /* ring: a token travels around the ranks `--rounds N` times with MPI_Send/MPI_Recv.
  *
+ * `--poll` receives with MPI_Irecv and a loop of MPI_Test until it completes, as programs
+ * that overlap waiting with work do; the report then lists each rank's MPI_Test calls
+ * (`tests`), gathered to rank 0 with one MPI_Gather.
+ *
  * Rank 0 starts each round; every rank adds (rank + 1) * (round + 1) to the token and
  * passes it on to rank + 1, the last rank back to rank 0. Each rank also sums what it
  * added, and one MPI_Allreduce at the end adds those sums up: both the token and the
@@ -9,7 +13,26 @@
  * to itself would rely on the implementation buffering it). */
 #include "common.h"
 
-static const char *const USAGE = "usage: ring [--rounds N]";
+static const char *const USAGE = "usage: ring [--rounds N] [--poll]";
+
+/* The MPI_Test calls this rank made (`--poll`). */
+static long long tests;
+
+/* Receives the token from `prev`: a blocking receive, or (`poll`) a polled one. */
+static void receive(long long *token, int prev, int poll)
+{
+    if (!poll) {
+        MPI_Recv(token, 1, MPI_LONG_LONG, prev, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        return;
+    }
+    MPI_Request req;
+    int done = 0;
+    MPI_Irecv(token, 1, MPI_LONG_LONG, prev, 0, MPI_COMM_WORLD, &req);
+    while (!done) {
+        MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+        tests++;
+    }
+}
 
 static long long contribution(int rank, long round)
 {
@@ -28,7 +51,7 @@ static long long reference_token(int ranks, long rounds)
 
 /* Runs the rounds; returns the token as rank 0 holds it at the end (other ranks: 0) and
  * sets `*added` to what this rank added. */
-static long long pass_token(int rank, int size, long rounds, long long *added)
+static long long pass_token(int rank, int size, long rounds, int poll, long long *added)
 {
     long long token = 0;
     int next = (rank + 1) % size, prev = (rank + size - 1) % size;
@@ -40,12 +63,12 @@ static long long pass_token(int rank, int size, long rounds, long long *added)
             continue;
         }
         if (rank != 0)
-            MPI_Recv(&token, 1, MPI_LONG_LONG, prev, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            receive(&token, prev, poll);
         token += contribution(rank, round);
         *added += contribution(rank, round);
         MPI_Send(&token, 1, MPI_LONG_LONG, next, 0, MPI_COMM_WORLD);
         if (rank == 0)
-            MPI_Recv(&token, 1, MPI_LONG_LONG, prev, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            receive(&token, prev, poll);
     }
     return rank == 0 ? token : 0;
 }
@@ -54,19 +77,25 @@ int main(int argc, char **argv)
 {
     int rank, size;
     long rounds = 3;
+    int poll = 0;
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     for (int i = 1; i < argc; i++) {
-        if (ex_long_opt(argc, argv, &i, "--rounds", &rounds) != 1)
-            ex_usage_exit(rank, "bad argument (expected --rounds N)", USAGE);
+        if (strcmp(argv[i], "--poll") == 0)
+            poll = 1;
+        else if (ex_long_opt(argc, argv, &i, "--rounds", &rounds) != 1)
+            ex_usage_exit(rank, "bad argument (expected --rounds N or --poll)", USAGE);
     }
 
     double t0 = MPI_Wtime();
     long long added = 0, total = 0;
-    long long token = pass_token(rank, size, rounds, &added);
+    long long token = pass_token(rank, size, rounds, poll, &added);
     MPI_Allreduce(&added, &total, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
     double elapsed = MPI_Wtime() - t0;
+    long long *all_tests = rank == 0 ? calloc((size_t)size, sizeof *all_tests) : NULL;
+    if (poll)
+        MPI_Gather(&tests, 1, MPI_LONG_LONG, all_tests, 1, MPI_LONG_LONG, 0, MPI_COMM_WORLD);
 
     int code = 0;
     if (rank == 0) {
@@ -77,9 +106,16 @@ int main(int argc, char **argv)
         snprintf(expected, sizeof expected, "%lld", reference);
         ex_report_begin("ring", result, expected, matches, size, elapsed);
         printf(",\"rounds\":%ld,\"allreduce\":%lld,\"language\":\"c\"", rounds, total);
+        if (poll) {
+            printf(",\"tests\":[");
+            for (int r = 0; r < size; r++)
+                printf("%s%lld", r ? "," : "", all_tests[r]);
+            printf("]");
+        }
         ex_report_end();
         code = matches ? 0 : EXIT_MISMATCH;
     }
+    free(all_tests);
     MPI_Bcast(&code, 1, MPI_INT, 0, MPI_COMM_WORLD);
     MPI_Finalize();
     return code;

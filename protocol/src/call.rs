@@ -127,6 +127,12 @@ pub struct CallInfo {
     /// The call's return code when it is not `MPI_SUCCESS` (its `stop`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rc: Option<i32>,
+    /// A polling loop's step (its `stop`): the step stood for this many consecutive calls
+    /// of its operation with the same parameters and site (`MPI_Test`, `MPI_Testany`,
+    /// `MPI_Testall`, `MPI_Testsome`, `MPI_Iprobe`), none held, each of which found
+    /// nothing but possibly the last. Absent: one call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub polls: Option<u64>,
 }
 
 /// The condition of a conditional breakpoint (`break` with `when`): each field given must

@@ -92,6 +92,7 @@ int rtw_test(void *caller, MPI_Request *req, int *flag, MPI_Status *st) {
     wc_begin(&w, "MPI_Test", caller);
     rt_start(&w.c);
     int rc = PMPI_Test(req, flag, st);
+    w.c.found = *flag != 0;
     if (completed_rc(rc) && live && *flag) wc_completed(&w, id, st);
     rt_stop(&w.c, rc);
     return rc;
@@ -107,6 +108,7 @@ static int all(void *caller, int test, int n, MPI_Request reqs[], int *flag,
     wc_begin(&w, test ? "MPI_Testall" : "MPI_Waitall", caller);
     rt_start(&w.c);
     int rc = test ? PMPI_Testall(n, reqs, flag, s) : PMPI_Waitall(n, reqs, s);
+    if (test) w.c.found = *flag != 0;
     if (ok && (!test || *flag))
         for (int i = 0; i < r.n; i++)
             if (completed_in(rc, &s[i])) done(&w, &r, i, &s[i]);
@@ -136,6 +138,7 @@ static int any(void *caller, int test, int n, MPI_Request reqs[], int *index, in
     wc_begin(&w, test ? "MPI_Testany" : "MPI_Waitany", caller);
     rt_start(&w.c);
     int rc = test ? PMPI_Testany(n, reqs, index, flag, st) : PMPI_Waitany(n, reqs, index, st);
+    if (test) w.c.found = *flag != 0;
     if (ok && completed_rc(rc) && (!test || *flag) && *index != MPI_UNDEFINED)
         done(&w, &r, *index, st);
     rt_stop(&w.c, rc);
@@ -166,6 +169,7 @@ static int some(void *caller, int test, int n, MPI_Request reqs[], int *outcount
     rt_start(&w.c);
     int rc = test ? PMPI_Testsome(n, reqs, outcount, indices, s)
                   : PMPI_Waitsome(n, reqs, outcount, indices, s);
+    if (test) w.c.found = *outcount != MPI_UNDEFINED && *outcount > 0;
     if (ok && (rc == MPI_SUCCESS || rc == MPI_ERR_IN_STATUS) && *outcount != MPI_UNDEFINED)
         for (int k = 0; k < *outcount; k++)
             if (completed_in(rc, &s[k])) done(&w, &r, indices[k], &s[k]);

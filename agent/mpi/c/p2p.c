@@ -168,6 +168,7 @@ int rtw_iprobe(void *caller, int source, int tag, MPI_Comm comm, int *flag,
     recv_fields(&w, source, tag, comm);
     rt_start(&w.c);
     int rc = PMPI_Iprobe(rt_forced_source(&w, source), rt_forced_tag(&w, tag), comm, flag, st);
+    w.c.found = *flag != 0;
     if (rc == MPI_SUCCESS && *flag) wc_matched(&w, st);
     rt_stop(&w.c, rc);
     return rc;

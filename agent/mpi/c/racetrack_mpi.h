@@ -61,6 +61,10 @@ typedef struct rt_call {
     int32_t new_leader;     /* its rank 0's rank in MPI_COMM_WORLD, or RT_NONE */
     const char *new_comm;   /* the new communicator's name ("comm 7", as `comm` will name
                                it), or NULL */
+    int32_t found;          /* Test, Testany, Testall, Testsome, Iprobe: 1 if the call found
+                               something (its flag, or an outcount above 0), else 0; RT_NONE
+                               for other calls. A run of polls that found nothing is one
+                               step (see rt_stop). */
 
     /* ---- the core's own ---- */
     uint64_t core;          /* set by rt_start, read by the other calls; 0 = not reported */
@@ -82,7 +86,10 @@ int rt_active(void);
  * may force its match: then forced_source / forced_tag are set. */
 void rt_start(rt_call *c);
 
-/* After the PMPI call returned `rc`: the `stop` event. */
+/* After the PMPI call returned `rc`: the `stop` event. A poll that found nothing (`found`
+ * 0, rc MPI_SUCCESS), held by nothing, does not end its step: the next identical poll
+ * (same call, site and parameters) continues it, and the step's `stop` (with `polls`) is
+ * reported when a poll finds something or the rank makes another call. */
 void rt_stop(rt_call *c, int32_t rc);
 
 /* A receive or probe of this call matched a message from `source` (in the call's

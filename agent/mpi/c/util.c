@@ -69,7 +69,7 @@ void wc_begin(wcall *w, const char *name, void *caller) {
     w->c.peer = w->c.peer_world = w->c.tag = w->c.count = w->c.root = RT_NONE;
     w->c.bytes = -1;
     w->c.forced_source = w->c.forced_tag = RT_NONE;
-    w->c.new_rank = w->c.new_leader = RT_NONE;
+    w->c.new_rank = w->c.new_leader = w->c.found = RT_NONE;
 }
 
 /* ---- communicator names: "comm N", N counting the communicators this rank's reports

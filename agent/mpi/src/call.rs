@@ -63,6 +63,15 @@ impl Call {
         )
     }
 
+    /// Whether the call polls (its `found` says whether it found anything): a run of
+    /// them that found nothing is one step.
+    pub fn polls(&self) -> bool {
+        matches!(
+            self.name.as_str(),
+            "MPI_Test" | "MPI_Testany" | "MPI_Testall" | "MPI_Testsome" | "MPI_Iprobe"
+        )
+    }
+
     /// Whether the call's source can be forced (a wildcard receive or probe).
     pub fn can_force(&self) -> bool {
         self.is_wildcard()

@@ -87,6 +87,8 @@ pub(crate) struct Core {
     in_flight: Mutex<HashMap<u64, InFlight>>,
     /// Nonblocking calls' requests, by `MPI_Request_c2f`, until completed.
     requests: Mutex<HashMap<i64, Pending>>,
+    /// The polling step whose `stop` waits for the run's end (see [`PollRun`]).
+    run: Mutex<Option<PollRun>>,
     sites: Mutex<crate::site_lines::Sites>,
     pub(crate) view: RankView,
 }
@@ -100,6 +102,21 @@ pub(crate) struct InFlight {
     pub(crate) forced: Option<Forced>,
     /// The content an edit put in place of the program's buffer.
     pub(crate) edited: Option<Vec<u8>>,
+    /// A poll that continues the open [`PollRun`] (its `start` was not reported).
+    pub(crate) in_run: bool,
+}
+
+/// A run of polls (`MPI_Test`, `MPI_Testany`, `MPI_Testall`, `MPI_Testsome`,
+/// `MPI_Iprobe`) at one site with the same parameters that found nothing, none held: one
+/// step, reported as its first poll's `start` and, when a poll finds something or the rank
+/// makes another call, one `stop` that says how many calls it stood for (`polls`). A
+/// program spinning on `MPI_Testany` would otherwise stream two events a spin: most of a
+/// free run's events for a program such as hpcc, and none that says anything new.
+struct PollRun {
+    /// The first poll (its `start` was reported).
+    fl: InFlight,
+    /// Calls in the run so far.
+    polls: u64,
 }
 
 /// A nonblocking call's request, to report its completion.
@@ -125,14 +142,17 @@ pub struct Started {
 /// `racetrack mpirun`); without one, the rank runs with no reporting at all.
 pub fn init(rank: i32, size: i32, implementation: &str) {
     let base = u64::try_from(rank).unwrap_or(0) * EVENT_ID_STRIDE;
-    let Some(agent) = agent::start_from_env_at(base) else {
-        return;
-    };
     let thread: Arc<str> = format!("rank[{rank}]").into();
     let view = RankView::new(thread.clone(), rank, size, implementation);
-    agent.set_debuggee(Box::new(view.clone()));
-    agent.add_collection(Collection::new("rank", vec![Thread::new(0, 0, thread.clone())]));
-    agent.add_operations(CALLS.iter().map(|c| Operation::new(*c, "call", 0)), &[]);
+    // Registered before the agent dials: the job's snapshot then has this rank.
+    let setup = |agent: &Agent| {
+        agent.set_debuggee(Box::new(view.clone()));
+        agent.add_collection(Collection::new("rank", vec![Thread::new(0, 0, thread.clone())]));
+        agent.add_operations(CALLS.iter().map(|c| Operation::new(*c, "call", 0)), &[]);
+    };
+    let Some(agent) = agent::start_from_env_with(base, setup) else {
+        return;
+    };
     let core = Core {
         hot: agent.hot_flag(),
         agent,
@@ -143,6 +163,7 @@ pub fn init(rank: i32, size: i32, implementation: &str) {
         seq: AtomicU64::new(0),
         in_flight: Mutex::default(),
         requests: Mutex::default(),
+        run: Mutex::default(),
         sites: Mutex::default(),
         view,
     };
@@ -216,21 +237,24 @@ impl Core {
         let _ = self.agent.hold(ev, (0, &self.thread), reason, &mut site, still);
     }
 
-    /// The `start` event: held by the start hold, a breakpoint, a pause or step mode.
-    fn report_start(&self, fl: &mut InFlight) {
+    /// Why the `start` of the call with `info` is held: the start hold, a breakpoint, a
+    /// pause or step mode. Asked once per call (it counts hits); `Err(())`: not reported
+    /// (nothing attached).
+    fn start_reason(&self, op: usize, info: &CallInfo) -> Result<Option<HoldReason>, ()> {
         let agent = &self.agent;
-        let wait = agent.take_start_hold();
-        if !wait && !agent.is_attached() {
-            return;
+        if agent.take_start_hold() {
+            return Ok(Some(HoldReason::Wait));
         }
+        if !agent.is_attached() {
+            return Err(());
+        }
+        Ok(agent.start_hold_reason(0, op, false, Some(info)).map(|(r, _)| r))
+    }
+
+    /// The `start` event, held for `reason`.
+    fn report_start(&self, fl: &mut InFlight, reason: Option<HoldReason>) {
+        let agent = &self.agent;
         let op = fl.op;
-        let reason = if wait {
-            Some(HoldReason::Wait)
-        } else {
-            agent
-                .start_hold_reason(0, op, false, Some(&fl.info))
-                .map(|(r, _)| r)
-        };
         let ev = Event::Start(self.step(fl, fl.info.clone(), reason));
         match reason {
             None => agent.emit(ev, true),
@@ -283,16 +307,34 @@ pub fn start(call: Call) -> Started {
     let op = core.op(&call.name);
     let info = call.info(core.site(call.caller));
     let sends = call.sends();
-    let mut fl = InFlight {
-        seq,
-        op,
-        call,
-        info,
-        forced: None,
-        edited: None,
-    };
-    core.view.calling(&fl.call.name, seq);
-    core.report_start(&mut fl);
+    let polls = call.polls();
+    core.view.calling(&call.name, seq);
+    let reason = core.start_reason(op, &info);
+    {
+        let mut run = lock(&core.run);
+        if let (Some(r), Ok(None), true) = (run.as_mut(), reason, polls) {
+            if r.fl.op == op && r.fl.info == info {
+                // The run goes on: this poll reports nothing unless it ends it.
+                r.polls += 1;
+                drop(run);
+                let token = seq + 1;
+                lock(&core.in_flight).insert(token, InFlight::new(seq, op, call, info, true));
+                return Started {
+                    token,
+                    ..Started::default()
+                };
+            }
+        }
+        let ended = run.take();
+        drop(run);
+        if let Some(r) = ended {
+            core.end_run(r, None, None);
+        }
+    }
+    let mut fl = InFlight::new(seq, op, call, info, false);
+    if let Ok(reason) = reason {
+        core.report_start(&mut fl, reason);
+    }
     if sends {
         core.report_send(&mut fl);
     }
@@ -305,8 +347,8 @@ pub fn start(call: Call) -> Started {
     started
 }
 
-/// `rt_stop`.
-pub fn stop(token: u64, rc: i32, created: Option<(String, Option<i32>, Option<i32>)>) {
+/// `rt_stop`. `found`: a poll's outcome (`None` for other calls).
+pub fn stop(token: u64, rc: i32, created: Option<(String, Option<i32>, Option<i32>)>, found: Option<bool>) {
     let Some(core) = CORE.get() else { return };
     let Some(fl) = lock(&core.in_flight).remove(&token) else {
         return;
@@ -314,6 +356,25 @@ pub fn stop(token: u64, rc: i32, created: Option<(String, Option<i32>, Option<i3
     core.view.returned();
     let agent = &core.agent;
     if !agent.is_attached() {
+        lock(&core.run).take();
+        return;
+    }
+    // A poll that found nothing, held by nothing, leaves its step open.
+    let idle = found == Some(false) && rc == 0 && fl.forced.is_none() && agent.hold_reason(0).is_none();
+    if fl.in_run {
+        let mut run = lock(&core.run);
+        if idle && run.is_some() {
+            return;
+        }
+        let ended = run.take();
+        drop(run);
+        if let Some(r) = ended {
+            core.end_run(r, Some(&fl), Some(rc));
+        }
+        return;
+    }
+    if idle && fl.call.polls() {
+        *lock(&core.run) = Some(PollRun { fl, polls: 1 });
         return;
     }
     let mut info = fl.info.clone();
@@ -379,7 +440,47 @@ pub fn completed(_token: u64, request: i64, (source, tag, bytes): (i32, i32, i64
     }
 }
 
+impl InFlight {
+    fn new(seq: u64, op: usize, call: Call, info: CallInfo, in_run: bool) -> Self {
+        Self {
+            seq,
+            op,
+            call,
+            info,
+            forced: None,
+            edited: None,
+            in_run,
+        }
+    }
+}
+
 impl Core {
+    /// The `stop` of a run of polls, which `last` ended with return code `rc` (`None`:
+    /// another call, or the end, ended it after its last poll found nothing).
+    fn end_run(&self, r: PollRun, last: Option<&InFlight>, rc: Option<i32>) {
+        let agent = &self.agent;
+        if !agent.is_attached() {
+            return;
+        }
+        let mut info = r.fl.info.clone();
+        info.matched = last.and_then(|l| l.info.matched.clone());
+        info.rc = rc.filter(|rc| *rc != 0);
+        info.polls = (r.polls > 1).then_some(r.polls);
+        let reason = if last.is_some() {
+            agent.hold_reason(0)
+        } else {
+            None
+        };
+        let ev = Event::Stop(self.step(&r.fl, info, reason));
+        match reason {
+            None => agent.emit(ev, true),
+            Some(why) => {
+                let mut fl = r.fl;
+                self.hold(ev, why, &mut fl, false, &|| agent.hold_reason(0).is_some());
+            }
+        }
+    }
+
     /// A receive matched: the `recv` event (never held: the rank is inside MPI).
     fn report_recv(&self, seq: u64, name: &str, info: CallInfo) {
         if !self.agent.is_attached() {
@@ -413,6 +514,10 @@ pub fn pcontrol(level: i32, label: Option<String>) {
 /// `rt_finalize`: release every hold and flush every event to the debugger.
 pub fn finalize() {
     let Some(core) = CORE.get() else { return };
+    let ended = lock(&core.run).take();
+    if let Some(r) = ended {
+        core.end_run(r, None, None);
+    }
     core.agent.shutdown();
     core.agent.finish();
 }

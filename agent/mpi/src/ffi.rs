@@ -34,6 +34,7 @@ pub struct RtCall {
     new_rank: i32,
     new_leader: i32,
     new_comm: *const c_char,
+    found: i32,
     core: u64,
 }
 
@@ -132,7 +133,7 @@ pub extern "C" fn rt_stop(c: *mut RtCall, rc: i32) {
         // SAFETY: as in `rt_start`.
         let new_comm = unsafe { text(c.new_comm) }.map(str::to_owned);
         let created = new_comm.map(|comm| (comm, opt(c.new_rank), opt(c.new_leader)));
-        core::stop(c.core, rc, created);
+        core::stop(c.core, rc, created, opt(c.found).map(|f| f != 0));
         c.edited_buf = std::ptr::null();
     });
 }

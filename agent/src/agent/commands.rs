@@ -84,6 +84,15 @@ impl Agent {
     ) -> Result<Answer, String> {
         match (thread, event_id) {
             (None, None) => {
+                // Under the stream lock, where the start hold registers: it is either
+                // released below or not taken at all.
+                lock(&self.stream.state).continued = true;
+                if self
+                    .wait_pending
+                    .swap(false, std::sync::atomic::Ordering::Relaxed)
+                {
+                    self.update_hot();
+                }
                 self.release(trace, |_, _| true);
             }
             (Some(t), None) => {

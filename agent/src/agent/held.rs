@@ -141,7 +141,11 @@ impl Agent {
         {
             let mut s = lock(&self.stream.state);
             let attached = self.attached.load(Relaxed);
-            let stale = reason != HoldReason::Wait && !still();
+            let stale = if reason == HoldReason::Wait {
+                s.continued
+            } else {
+                !still()
+            };
             if self.closing.load(Relaxed) || !(attached || reason == HoldReason::Wait) || stale {
                 // Detached meanwhile, or no longer held by the policy: stream it as not
                 // held.
@@ -415,5 +419,62 @@ mod tests {
             done.recv_timeout(Duration::from_secs(10)).is_ok(),
             "released by the next continue"
         );
+    }
+
+    /// A rank of an MPI job may be continued before its first call (it connected, the
+    /// job's snapshot went out, the user said continue): the start hold is then not taken,
+    /// neither when the continue came before the decision to take it nor between that
+    /// decision and the hold's registration.
+    #[test]
+    fn a_continue_before_the_start_hold_means_it_is_not_taken() {
+        let cont = || Command::Continue {
+            thread: None,
+            event_id: None,
+            trace: None,
+        };
+        // Before the decision: there is none to take.
+        let agent = Agent::new(true, None);
+        let _ = agent.attach_structure();
+        let _ = agent.attach();
+        agent.apply(cont(), None);
+        assert!(!agent.take_start_hold(), "continued before the first start");
+
+        // Between the decision and the registration: the hold returns at once, the
+        // event streamed as not held.
+        let agent = Arc::new(Agent::new(true, None));
+        let _ = agent.attach_structure();
+        let _ = agent.attach();
+        let _ = agent.drain();
+        assert!(agent.take_start_hold(), "the decision");
+        agent.apply(cont(), None);
+        let (tx, rx) = mpsc::channel();
+        let a = agent.clone();
+        std::thread::spawn(move || {
+            let thread: Arc<str> = "proc[0]".into();
+            let _ = tx.send(
+                a.hold(held_send(1), (0, &thread), HoldReason::Wait, &mut NoSite, &|| {
+                    true
+                }),
+            );
+        });
+        let r = rx.recv_timeout(Duration::from_secs(10));
+        if r.is_err() {
+            agent.apply(cont(), None); // let the thread go before failing
+        }
+        assert_eq!(r, Ok(None), "not held");
+        assert!(lock(&agent.stream.state).held.is_empty());
+        let held: Vec<bool> = agent
+            .drain()
+            .into_iter()
+            .flatten()
+            .filter_map(|r| match r {
+                Rec::Full(ev) => match *ev {
+                    Event::Send(s) => Some(s.held),
+                    _ => None,
+                },
+                Rec::Fast(_) => None,
+            })
+            .collect();
+        assert_eq!(held, [false]);
     }
 }

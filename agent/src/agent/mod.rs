@@ -94,17 +94,29 @@ pub fn start_from_env() -> Option<Arc<Agent>> {
 /// number names one event across the session. `RACETRACK_TRACE` is not read here (one
 /// file per process of such a session is not designed yet): it is ignored, with a note.
 pub fn start_from_env_at(first_event_id: u64) -> Option<Arc<Agent>> {
+    start_from_env_with(first_event_id, |_| {})
+}
+
+/// Like [`start_from_env_at`]; `setup` registers the front end's debuggee and structure
+/// before a dialling agent connects, so that the debugger's first snapshot has them.
+pub fn start_from_env_with(first_event_id: u64, setup: impl FnOnce(&Agent)) -> Option<Arc<Agent>> {
     if std::env::var(env::ENV_TRACE).is_ok_and(|p| !p.is_empty()) {
         eprintln!("racetrack: RACETRACK_TRACE is not supported for the processes of a job yet; ignored");
     }
     let wait = std::env::var(env::ENV_WAIT).is_ok_and(|v| !v.is_empty() && v != "0");
     let token = std::env::var(env::ENV_TOKEN).ok().filter(|t| !t.is_empty());
     if let Some(url) = std::env::var(env::ENV_CONNECT).ok().filter(|u| !u.is_empty()) {
-        return Some(connect(&url, wait, token, first_event_id));
+        let agent = Arc::new(Agent::new(wait, token));
+        lock(&agent.stream.state).next_id = first_event_id;
+        setup(&agent);
+        return Some(dial_from(agent, &url));
     }
     let listen = std::env::var(env::ENV_LISTEN).ok()?;
     match start(&listen, wait, token) {
-        Ok(agent) => Some(agent),
+        Ok(agent) => {
+            setup(&agent);
+            Some(agent)
+        }
         Err(e) => {
             eprintln!("racetrack: agent not started: {e}");
             None
@@ -142,6 +154,11 @@ pub fn start(listen: &str, wait: bool, token: Option<String>) -> Result<Arc<Agen
 pub fn connect(url: &str, wait: bool, token: Option<String>, first_event_id: u64) -> Arc<Agent> {
     let agent = Arc::new(Agent::new(wait, token));
     lock(&agent.stream.state).next_id = first_event_id;
+    dial_from(agent, url)
+}
+
+/// Make `agent` dial the debugger at `url`.
+fn dial_from(agent: Arc<Agent>, url: &str) -> Arc<Agent> {
     let _ = agent.url.set(url.to_owned());
     server::spawn_dial(agent.clone(), url.to_owned());
     agent

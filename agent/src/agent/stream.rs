@@ -44,6 +44,10 @@ pub(super) struct StreamState {
     pub(super) buf: record::Chunks,
     /// Held events by event number.
     pub(super) held: BTreeMap<u64, Held>,
+    /// A global `continue` came: the start hold (`RACETRACK_WAIT`) is over, even where
+    /// the program had not reached it yet (a rank of a job may connect and be continued
+    /// before its first call).
+    pub(super) continued: bool,
 }
 
 impl Agent {
