@@ -20,11 +20,26 @@ use tokio_tungstenite::tungstenite::Message;
 pub enum ConnEvent {
     /// An event from the agent.
     Event(Event),
+    /// Several events from the agent, in order: a frame's (one channel operation for
+    /// them all).
+    Events(Vec<Event>),
     /// A frame of streamed events in compact form (see [`racetrack_protocol::Decoded`]),
     /// checked against the names they use.
     Packed(Arc<Names>, Vec<PackedEv>),
     /// The connection closed (with the reason if it was an error).
     Closed(Option<String>),
+}
+
+impl ConnEvent {
+    /// `evs` as one item: [`ConnEvent::Event`] for a single one.
+    pub fn batch(mut evs: Vec<Event>) -> Self {
+        if evs.len() == 1 {
+            if let Some(ev) = evs.pop() {
+                return ConnEvent::Event(ev);
+            }
+        }
+        ConnEvent::Events(evs)
+    }
 }
 
 /// A live connection. Dropping it closes the connection (the agent then detaches and
@@ -39,9 +54,9 @@ pub struct Connection {
 pub type Waker = Box<dyn Fn() + Send>;
 
 /// Items buffered between the connection thread and the consumer: single events, or
-/// packed frames of up to 1,024 events (the agent's batch size), so at most about a
-/// quarter of a million events, and usually far fewer (a consumer that lags behind mostly has packed
-/// frames waiting).
+/// frames of up to 1,024 events (the agent's batch size: packed frames, or a frame's
+/// events as one [`ConnEvent::Events`]), so at most about a quarter of a million events,
+/// and usually far fewer (a consumer that lags behind mostly has whole frames waiting).
 pub(crate) const EVENTS_CAP: usize = 256;
 
 impl Connection {
@@ -184,7 +199,7 @@ async fn run(
                                 break Some(format!("the agent speaks protocol {protocol}; this debugger speaks {PROTOCOL_VERSION}"));
                             }
                         }
-                        if !evs.into_iter().all(|e| events.send(ConnEvent::Event(e)).is_ok()) {
+                        if events.send(ConnEvent::batch(evs)).is_err() {
                             break None;
                         }
                         waker();

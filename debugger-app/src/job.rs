@@ -197,6 +197,9 @@ struct Rank {
     closed: bool,
 }
 
+/// Events sent to the consumer as one item at most (an agent's frame holds up to 1,024).
+const PENDING_MAX: usize = 1024;
+
 /// The merging side of the job's thread.
 struct Merge {
     sinks: Vec<SplitSink<Ws, Message>>,
@@ -206,6 +209,9 @@ struct Merge {
     waker: Waker,
     /// Events of ranks that sent their snapshot, until every rank did.
     early: Vec<ConnEvent>,
+    /// Events going out, sent as one item after each frame or command (see
+    /// [`Merge::send_out`]).
+    pending: Vec<Event>,
     snapshot_sent: bool,
     last_structure: Option<Event>,
     /// Held events, by number: the rank (connection) holding each.
@@ -264,6 +270,7 @@ impl Merge {
             out,
             waker,
             early: Vec::new(),
+            pending: Vec::new(),
             snapshot_sent: false,
             last_structure: None,
             held: HashMap::new(),
@@ -303,11 +310,13 @@ impl Merge {
                     }
                 },
             }
+            self.flush_out();
             if self.ranks.iter().all(|r| r.closed) {
                 break;
             }
         }
         self.flush_snapshot(true);
+        self.flush_out();
         let _ = self.out.send(ConnEvent::Closed(self.failure.take()));
         (self.waker)();
     }
@@ -467,10 +476,32 @@ impl Merge {
         }
     }
 
+    /// Send `ce` to the consumer. Single events wait in `pending` until the frame or
+    /// command at hand is done: a rank's frame of MPI events is then one item of the
+    /// bounded channel, not one item an event.
     fn send_out(&mut self, ce: ConnEvent) {
-        // A consumer that is gone: the commands' channel closes too, ending the loop.
-        let _ = self.out.send(ce);
-        (self.waker)();
+        match ce {
+            ConnEvent::Event(ev) => {
+                self.pending.push(ev);
+                if self.pending.len() >= PENDING_MAX {
+                    self.flush_out();
+                }
+            }
+            other => {
+                self.flush_out();
+                // A consumer that is gone: the commands' channel closes too, ending the loop.
+                let _ = self.out.send(other);
+                (self.waker)();
+            }
+        }
+    }
+
+    /// Send the pending events as one item.
+    fn flush_out(&mut self) {
+        if !self.pending.is_empty() {
+            let _ = self.out.send(ConnEvent::batch(std::mem::take(&mut self.pending)));
+            (self.waker)();
+        }
     }
 
     /// Rank `i` answered command `n`, sent to every rank.

@@ -122,7 +122,8 @@ pub(crate) fn parse_binary(bytes: &[u8]) -> Result<Vec<PackedEv>, String> {
         Some((&BINARY_PACKED, body)) => body,
         Some((v, _)) => {
             return Err(format!(
-                "binary frame of unknown layout {v} (this debugger reads {BINARY_PACKED})"
+                "binary frame of unknown layout {v} (this debugger reads {BINARY_PACKED} and {})",
+                crate::binary_events::BINARY_EVENTS
             ))
         }
         None => return Err("empty binary frame".to_owned()),

@@ -12,6 +12,7 @@
 //! Field names are part of the contract; golden tests (`tests/golden.rs`) pin them.
 
 pub mod binary;
+pub mod binary_events;
 mod call;
 mod compact;
 mod ctl;
@@ -21,6 +22,7 @@ mod packed;
 pub mod trace;
 
 pub use binary::{BinaryWriter, BINARY_HEADER};
+pub use binary_events::EventWriter;
 pub use call::{AnyTag, CallInfo, Created, Forced, Matched, Peer, SpecialPeer, Tag, When};
 pub use compact::{Compact, Kind, MsgPath, PackedEv, PackedTuple, Record, RecordText};
 pub use ctl::CtlEvent;

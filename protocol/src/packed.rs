@@ -386,9 +386,13 @@ impl Decoder {
         Ok(Decoded::Events(out))
     }
 
-    /// Decode one binary frame (a binary packed frame, see [`crate::binary`]); every event
-    /// in it is checked against the names, as in a text packed frame.
+    /// Decode one binary frame: a binary packed frame (see [`crate::binary`]), every event
+    /// in it checked against the names, as in a text packed frame; or a binary event frame
+    /// (see [`crate::binary_events`]).
     pub fn decode_binary(&mut self, bytes: &[u8]) -> Result<Decoded, String> {
+        if bytes.first() == Some(&crate::binary_events::BINARY_EVENTS) {
+            return crate::binary_events::parse_events(bytes).map(Decoded::Events);
+        }
         let events = crate::binary::parse_binary(bytes)?;
         for p in &events {
             self.names.check(p)?;

@@ -6,7 +6,7 @@
 //! agent's thread turns runs of them into `packed` frames with the protocol's writers;
 //! every other event is buffered as the protocol [`Event`] it is.
 
-use racetrack_protocol::{BinaryWriter, Event, Record};
+use racetrack_protocol::{BinaryWriter, Event, EventWriter, Record};
 use std::time::Instant;
 
 /// One buffered event.
@@ -155,9 +155,11 @@ enum Packer {
 }
 
 /// Frames for drained records, in order, with the number of events in each: runs of fast
-/// records become packed frames (text or binary), runs of the others `batch` frames, each
-/// of at most `max` events. Records are read in place: moving each record out of its chunk
-/// would copy every event once more on the agent's thread.
+/// records become packed frames (text or binary); with binary packing, runs of the full
+/// notifications a binary event frame takes (not held, no content: the MPI library's
+/// events) become those; runs of the others `batch` frames; each of at most `max` events.
+/// Records are read in place: moving each record out of its chunk would copy every event
+/// once more on the agent's thread.
 pub(crate) fn frames<'a>(
     recs: impl IntoIterator<Item = &'a Rec>,
     max: usize,
@@ -171,6 +173,7 @@ pub(crate) fn frames<'a>(
     };
     let mut packer = new_packer();
     let mut n_packed = 0;
+    let mut events: Option<EventWriter> = None;
     let mut full = Vec::new();
     let flush_packed = |packer: &mut Packer, n: &mut usize, out: &mut Vec<(Frame, usize)>| {
         if *n > 0 {
@@ -185,10 +188,17 @@ pub(crate) fn frames<'a>(
             out.push((frame, std::mem::take(n)));
         }
     };
+    let flush_events = |events: &mut Option<EventWriter>, out: &mut Vec<(Frame, usize)>| {
+        if let Some(w) = events.take() {
+            let n = w.len();
+            out.push((Frame::Binary(w.finish()), n));
+        }
+    };
     for r in recs {
         match r {
             Rec::Fast(f) => {
                 flush_full(&mut full, &mut out);
+                flush_events(&mut events, &mut out);
                 match &mut packer {
                     Packer::Text(text) => {
                         text.extend_from_slice(if n_packed == 0 { PACKED_HEAD } else { b"," });
@@ -201,8 +211,19 @@ pub(crate) fn frames<'a>(
                     flush_packed(&mut packer, &mut n_packed, &mut out);
                 }
             }
+            Rec::Full(ev) if packing == Packing::Binary && EventWriter::fits(ev) => {
+                flush_packed(&mut packer, &mut n_packed, &mut out);
+                flush_full(&mut full, &mut out);
+                let w = events.get_or_insert_with(|| EventWriter::with_capacity(160 * max));
+                w.push(ev);
+                // A frame stays far below the limit (an MPI event is a few hundred bytes).
+                if w.len() >= max || w.bytes() >= EVENTS_FRAME_BYTES {
+                    flush_events(&mut events, &mut out);
+                }
+            }
             Rec::Full(ev) => {
                 flush_packed(&mut packer, &mut n_packed, &mut out);
+                flush_events(&mut events, &mut out);
                 full.push(ev);
                 if full.len() >= max {
                     flush_full(&mut full, &mut out);
@@ -211,9 +232,14 @@ pub(crate) fn frames<'a>(
         }
     }
     flush_packed(&mut packer, &mut n_packed, &mut out);
+    flush_events(&mut events, &mut out);
     flush_full(&mut full, &mut out);
     out
 }
+
+/// A binary event frame is cut once this long: far below the frame limit even after
+/// the largest event (whose strings are a call's names and site).
+const EVENTS_FRAME_BYTES: usize = 1 << 20;
 
 /// `batch` frames for a run of full events (emptied), each within the frame limit.
 fn flush_full(full: &mut Vec<&Event>, out: &mut Vec<(Frame, usize)>) {
@@ -305,6 +331,53 @@ mod tests {
         assert!(
             matches!(&evs[3], Event::State { content, .. } if content.as_str().is_some_and(|s| s.len() == 10))
         );
+    }
+
+    /// The MPI library's full notifications go in binary event frames when the debugger
+    /// reads binary, cut where an event that does not fit (held) comes, in order.
+    #[test]
+    fn full_notifications_go_in_binary_event_frames() {
+        let step = |id: u64, held: bool| {
+            Rec::Full(Box::new(Event::Start(proto::StepEv {
+                event_id: id,
+                thread: "rank[1]".into(),
+                op: "MPI_Send".into(),
+                msg: format!("1.{id}"),
+                instance: format!("1.{id}"),
+                step: proto::Step::Run,
+                traced: false,
+                held,
+                reason: held.then_some(proto::HoldReason::Break),
+                call: Some(Box::new(proto::CallInfo {
+                    comm: Some("MPI_COMM_WORLD".into()),
+                    peer: Some(proto::Peer::Rank(2)),
+                    site: Some("ring.c:46 (pass_token)".into()),
+                    ..proto::CallInfo::default()
+                })),
+            })))
+        };
+        let recs = vec![step(1, false), step(2, false), step(3, true), step(4, false)];
+        let expected: Vec<Event> = recs
+            .iter()
+            .map(|r| match r {
+                Rec::Full(ev) => (**ev).clone(),
+                Rec::Fast(_) => unreachable!(),
+            })
+            .collect();
+        for packing in [Packing::Binary, Packing::Text] {
+            let frames = frames(&recs, 1024, packing);
+            let kinds: Vec<(bool, usize)> = (frames.iter())
+                .map(|(f, n)| (matches!(f, Frame::Binary(_)), *n))
+                .collect();
+            let want: &[(bool, usize)] = match packing {
+                Packing::Binary => &[(true, 2), (false, 1), (true, 1)],
+                Packing::Text => &[(false, 4)],
+            };
+            assert_eq!(kinds, want, "{packing:?}");
+            let mut d = Decoder::default();
+            let evs: Vec<Event> = frames.iter().flat_map(|(f, _)| decode(&mut d, f)).collect();
+            assert_eq!(evs, expected, "{packing:?}");
+        }
     }
 
     #[test]

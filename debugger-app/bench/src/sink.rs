@@ -73,6 +73,9 @@ impl Sink {
     /// Ingest what arrived; false once the connection closed.
     fn take(&mut self, ce: ConnEvent) -> bool {
         match ce {
+            ConnEvent::Events(evs) => {
+                return evs.into_iter().all(|ev| self.take(ConnEvent::Event(ev)));
+            }
             ConnEvent::Event(ev) => {
                 if let Some(id) = ev.event_id() {
                     self.tally.add(id);
@@ -154,6 +157,7 @@ impl Pace {
         self.taken += match ce {
             ConnEvent::Packed(_, ps) => ps.len() as u64,
             ConnEvent::Event(_) => 1,
+            ConnEvent::Events(evs) => evs.len() as u64,
             ConnEvent::Closed(_) => 0,
         };
     }

@@ -21,10 +21,10 @@ pub(super) fn spawn(ctl: Arc<Ctl>, conn: CommandSender, rx: Receiver<ConnEvent>)
             let mut printed = Vec::with_capacity(PRINT_CHUNK + 4096);
             while let Ok(first) = rx.recv() {
                 chunk.clear();
-                chunk.push(first);
+                push_flat(&mut chunk, first);
                 while chunk.len() < CHUNK {
                     match rx.try_recv() {
-                        Ok(ce) => chunk.push(ce),
+                        Ok(ce) => push_flat(&mut chunk, ce),
                         Err(_) => break,
                     }
                 }
@@ -45,6 +45,32 @@ pub(super) fn spawn(ctl: Arc<Ctl>, conn: CommandSender, rx: Receiver<ConnEvent>)
             ctl.changed.notify_all();
         })
         .map(drop)
+}
+
+/// Ingest one event (noting a command's verdict); what `wait until event` keeps of it.
+fn ingest_event(st: &mut super::state::State, ev: Event) -> Recent {
+    match &ev {
+        Event::Ok { req: Some(n), .. } => {
+            st.verdicts.insert(*n, Ok(()));
+        }
+        Event::Error {
+            req: Some(n),
+            message,
+        } => {
+            st.verdicts.insert(*n, Err(message.clone()));
+        }
+        _ => {}
+    }
+    st.model.ingest(&ev);
+    Recent::Event(Box::new(ev))
+}
+
+/// Append `ce` to `chunk`, a batch of events as its events.
+fn push_flat(chunk: &mut Vec<ConnEvent>, ce: ConnEvent) {
+    match ce {
+        ConnEvent::Events(evs) => chunk.extend(evs.into_iter().map(ConnEvent::Event)),
+        other => chunk.push(other),
+    }
 }
 
 /// The thesis' design, kept as a switch: acknowledge every event over the network.
@@ -79,6 +105,7 @@ fn take_chunk(ctl: &Ctl, chunk: &mut Vec<ConnEvent>, printed: &mut Vec<u8>) {
         .iter()
         .map_while(|ce| match ce {
             ConnEvent::Event(_) => Some(1),
+            ConnEvent::Events(evs) => Some(evs.len()),
             ConnEvent::Packed(_, ps) => Some(ps.len()),
             ConnEvent::Closed(_) => None,
         })
@@ -88,21 +115,16 @@ fn take_chunk(ctl: &Ctl, chunk: &mut Vec<ConnEvent>, printed: &mut Vec<u8>) {
     let mut st = ctl.lock();
     for ce in chunk.drain(..) {
         let item = match ce {
-            ConnEvent::Event(ev) => {
-                match &ev {
-                    Event::Ok { req: Some(n), .. } => {
-                        st.verdicts.insert(*n, Ok(()));
-                    }
-                    Event::Error {
-                        req: Some(n),
-                        message,
-                    } => {
-                        st.verdicts.insert(*n, Err(message.clone()));
-                    }
-                    _ => {}
+            ConnEvent::Event(ev) => ingest_event(&mut st, ev),
+            ConnEvent::Events(evs) => {
+                // (`push_flat` flattens them; kept whole here, they are still each kept.)
+                for ev in evs {
+                    let item = ingest_event(&mut st, ev);
+                    st.recent_len += 1;
+                    st.recent.push_back((next, item));
+                    next += 1;
                 }
-                st.model.ingest(&ev);
-                Recent::Event(Box::new(ev))
+                continue;
             }
             ConnEvent::Packed(names, ps) => {
                 for p in &ps {

@@ -141,6 +141,12 @@ impl Ctl {
                     let _ = serde_json::to_writer(&mut *buf, ev);
                     buf.push(b'\n');
                 }
+                ConnEvent::Events(evs) => {
+                    for ev in evs {
+                        let _ = serde_json::to_writer(&mut *buf, ev);
+                        buf.push(b'\n');
+                    }
+                }
                 // Printed from the compact form, exactly as the expanded events would be.
                 ConnEvent::Packed(names, ps) => {
                     for p in ps {

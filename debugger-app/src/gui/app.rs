@@ -160,15 +160,11 @@ impl App {
         let mut more = false;
         loop {
             match s.events.try_recv() {
-                Ok(ConnEvent::Event(ev)) => {
-                    if let Event::Error { message, .. } = &ev {
-                        if let Some((what, at)) = self.ui.last_action {
-                            if at.elapsed() < Duration::from_secs(3) {
-                                self.ui.action_error = Some((what, message.clone()));
-                            }
-                        }
+                Ok(ConnEvent::Event(ev)) => ingest_event(&mut self.ui, &mut self.model, &ev),
+                Ok(ConnEvent::Events(evs)) => {
+                    for ev in &evs {
+                        ingest_event(&mut self.ui, &mut self.model, ev);
                     }
-                    self.model.ingest(&ev);
                 }
                 Ok(ConnEvent::Packed(names, ps)) => {
                     for p in &ps {
@@ -314,4 +310,16 @@ impl eframe::App for App {
             ui.ctx().send_viewport_cmd(egui::ViewportCommand::Close);
         }
     }
+}
+
+/// Ingest one event; an error shortly after an action is that action's.
+fn ingest_event(ui: &mut UiState, model: &mut Model, ev: &Event) {
+    if let Event::Error { message, .. } = ev {
+        if let Some((what, at)) = ui.last_action {
+            if at.elapsed() < Duration::from_secs(3) {
+                ui.action_error = Some((what, message.clone()));
+            }
+        }
+    }
+    model.ingest(ev);
 }
