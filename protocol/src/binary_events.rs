@@ -21,7 +21,9 @@
 //! | `call` | a varint mask of the fields present (bit 0 `comm` … bit 13 `polls`, in [`CallInfo`]'s order), then each present one: strings as strings; `peer` a varint (0 `MPI_ANY_SOURCE`, 1 `MPI_PROC_NULL`, 2 `MPI_ROOT`, else 3 + the zigzagged rank); `tag` a varint (0 `MPI_ANY_TAG`, else 1 + the zigzagged tag); `count`, `bytes`, `root`, `rc` signed varints; `matched` its source, tag and bytes, signed; `forced` its source, then its tag plus one (0: none), signed; `created` its comm, rank and leader; `polls` a varint |
 
 use crate::call::{AnyTag, CallInfo, Created, Forced, Matched, Peer, SpecialPeer, Tag};
+use crate::compact::Kind;
 use crate::{Event, RecvEv, SendEv, Step, StepEv};
+use std::sync::Arc;
 
 /// The first byte of a binary event frame: the version of this layout.
 pub const BINARY_EVENTS: u8 = 2;
@@ -149,6 +151,133 @@ impl EventWriter {
         self.out[1..HEADER].copy_from_slice(&n.to_le_bytes());
         self.out
     }
+}
+
+/// A `send`, `recv`, `start` or `stop` (`run` step) that is not held and carries no
+/// content, as a front end with many calls buffers it: names and the call shared, not
+/// copied, and the message id as its two components, so that recording one allocates
+/// nothing on the program's thread. [`EventWriter::push_shared`] writes exactly what
+/// [`EventWriter::push`] writes for [`SharedEv::to_event`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct SharedEv {
+    /// Which notification.
+    pub kind: Kind,
+    /// The event's number in the stream.
+    pub event_id: u64,
+    pub thread: Arc<str>,
+    pub op: Arc<str>,
+    /// The message id `A.B` (also the step's instance).
+    pub msg: [u64; 2],
+    /// A `send`'s destination thread.
+    pub to_thread: Option<Arc<str>>,
+    /// A `send`'s type name (`""` otherwise).
+    pub type_name: Arc<str>,
+    pub call: Option<Arc<CallInfo>>,
+}
+
+impl SharedEv {
+    /// The message id's text.
+    pub fn msg_text(&self) -> String {
+        format!("{}.{}", self.msg[0], self.msg[1])
+    }
+
+    /// The event it stands for.
+    pub fn to_event(&self) -> Event {
+        let msg = self.msg_text();
+        let call = self.call.as_ref().map(|c| Box::new(CallInfo::clone(c)));
+        let (thread, op) = (self.thread.to_string(), self.op.to_string());
+        match self.kind {
+            Kind::Send => Event::Send(SendEv {
+                event_id: self.event_id,
+                thread: Some(thread),
+                op: Some(op),
+                msg,
+                to_op: None,
+                to_thread: self.to_thread.as_deref().map(str::to_owned),
+                type_name: self.type_name.to_string(),
+                traced: false,
+                held: false,
+                reason: None,
+                content: None,
+                call,
+            }),
+            Kind::Recv => Event::Recv(RecvEv {
+                event_id: self.event_id,
+                thread,
+                op,
+                msg,
+                position: 0,
+                traced: false,
+                call,
+            }),
+            Kind::Start | Kind::Stop => {
+                let s = StepEv {
+                    event_id: self.event_id,
+                    thread,
+                    op,
+                    instance: msg.clone(),
+                    msg,
+                    step: Step::Run,
+                    traced: false,
+                    held: false,
+                    reason: None,
+                    call,
+                };
+                if self.kind == Kind::Start {
+                    Event::Start(s)
+                } else {
+                    Event::Stop(s)
+                }
+            }
+        }
+    }
+}
+
+impl EventWriter {
+    /// Append `ev` (as [`push`](Self::push) appends [`SharedEv::to_event`]).
+    pub fn push_shared(&mut self, ev: &SharedEv) {
+        let out = &mut self.out;
+        let has_call = u8::from(ev.call.is_some()) << 3;
+        match ev.kind {
+            Kind::Send => {
+                // thread and op present, to_op absent, to_thread as given.
+                let head = has_call | (1 << 4) | (1 << 5) | (u8::from(ev.to_thread.is_some()) << 7);
+                out.push(head);
+            }
+            Kind::Recv => out.push(1 | has_call),
+            Kind::Start => out.push(2 | has_call),
+            Kind::Stop => out.push(3 | has_call),
+        }
+        put_u(out, ev.event_id.wrapping_sub(self.prev_id));
+        put_str(out, &ev.thread);
+        put_str(out, &ev.op);
+        put_msg(out, ev.msg);
+        match ev.kind {
+            Kind::Send => {
+                if let Some(t) = &ev.to_thread {
+                    put_str(out, t);
+                }
+                put_str(out, &ev.type_name);
+            }
+            Kind::Recv => put_u(out, 0),
+            Kind::Start | Kind::Stop => {}
+        }
+        if let Some(c) = &ev.call {
+            put_call(out, c);
+        }
+        self.prev_id = ev.event_id;
+        self.len += 1;
+    }
+}
+
+/// A message id `A.B` as a string, formatted in place.
+fn put_msg(out: &mut Vec<u8>, [a, b]: [u64; 2]) {
+    let (mut ab, mut bb) = (itoa::Buffer::new(), itoa::Buffer::new());
+    let (a, b) = (ab.format(a), bb.format(b));
+    put_u(out, (a.len() + 1 + b.len()) as u64);
+    out.extend_from_slice(a.as_bytes());
+    out.push(b'.');
+    out.extend_from_slice(b.as_bytes());
 }
 
 fn put_u(out: &mut Vec<u8>, mut n: u64) {
@@ -618,6 +747,35 @@ mod tests {
         }
         assert_eq!(w.len(), evs.len());
         assert_eq!(parse_events(&w.finish()), Ok(evs));
+    }
+
+    /// A shared event is written byte for byte as the event it stands for.
+    #[test]
+    fn a_shared_event_is_written_as_its_event() {
+        let call = Arc::new(every_field());
+        let name = |s: &str| -> Arc<str> { s.into() };
+        for kind in [Kind::Send, Kind::Recv, Kind::Start, Kind::Stop] {
+            for (to_thread, call) in [(None, None), (Some(name("rank[3]")), Some(call.clone()))] {
+                let ev = SharedEv {
+                    kind,
+                    event_id: 1_000_000_000_042,
+                    thread: name("rank[1]"),
+                    op: name("MPI_Isend"),
+                    msg: [1, 41],
+                    to_thread: to_thread.filter(|_| kind == Kind::Send),
+                    type_name: name(if kind == Kind::Send { "MPI_INT" } else { "" }),
+                    call,
+                };
+                let (mut a, mut b) = (EventWriter::with_capacity(8), EventWriter::with_capacity(8));
+                for _ in 0..2 {
+                    a.push_shared(&ev);
+                    assert!(b.push(&ev.to_event()));
+                }
+                let (a, b) = (a.finish(), b.finish());
+                assert_eq!(a, b, "{kind:?}");
+                assert_eq!(parse_events(&a), Ok(vec![ev.to_event(), ev.to_event()]));
+            }
+        }
     }
 
     /// Held events and contents are left to JSON frames; damage is named, never a panic.

@@ -22,7 +22,7 @@ mod packed;
 pub mod trace;
 
 pub use binary::{BinaryWriter, BINARY_HEADER};
-pub use binary_events::EventWriter;
+pub use binary_events::{EventWriter, SharedEv};
 pub use call::{AnyTag, CallInfo, Created, Forced, Matched, Peer, SpecialPeer, Tag, When};
 pub use compact::{Compact, Kind, MsgPath, PackedEv, PackedTuple, Record, RecordText};
 pub use ctl::CtlEvent;

@@ -7,7 +7,7 @@ use crate::call::Call;
 use crate::site::{RankSite, RankView};
 use racetrack_agent::agent::front::{Collection, HoldReason, Operation, Thread};
 use racetrack_agent::agent::{self, Agent};
-use racetrack_protocol::{CallInfo, Created, Event, Forced, Matched, SendEv, Step, StepEv};
+use racetrack_protocol::{CallInfo, Created, Event, Forced, Kind, Matched, SendEv, SharedEv, Step, StepEv};
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
@@ -81,6 +81,10 @@ pub(crate) struct Core {
     pub(crate) rank: i32,
     pub(crate) thread: Arc<str>,
     ops: Mutex<Vec<Arc<str>>>,
+    /// `rank[P]` by world rank P, as sends name their destination (made once each).
+    peers: Mutex<HashMap<i32, Arc<str>>>,
+    /// `""`: the type name of events other than sends.
+    no_type: Arc<str>,
     /// Calls reported so far (numbers them: `R.N` is the call's message id).
     seq: AtomicU64,
     /// Calls between their `rt_start` and `rt_stop`, by token.
@@ -97,8 +101,11 @@ pub(crate) struct Core {
 pub(crate) struct InFlight {
     pub(crate) seq: u64,
     pub(crate) op: usize,
+    /// The operation's name (shared with the events).
+    op_name: Arc<str>,
     pub(crate) call: Call,
-    pub(crate) info: CallInfo,
+    /// The call's parameters, shared by its events until one adds to them.
+    pub(crate) info: Arc<CallInfo>,
     pub(crate) forced: Option<Forced>,
     /// The content an edit put in place of the program's buffer.
     pub(crate) edited: Option<Vec<u8>>,
@@ -122,9 +129,9 @@ struct PollRun {
 /// A nonblocking call's request, to report its completion.
 struct Pending {
     seq: u64,
-    name: String,
+    name: Arc<str>,
     receives: bool,
-    info: CallInfo,
+    info: Arc<CallInfo>,
 }
 
 /// What `rt_start` tells the wrapper.
@@ -160,6 +167,8 @@ pub fn init(rank: i32, size: i32, implementation: &str) {
         rank,
         thread,
         ops: Mutex::new(CALLS.iter().map(|c| Arc::from(*c)).collect()),
+        peers: Mutex::default(),
+        no_type: "".into(),
         seq: AtomicU64::new(0),
         in_flight: Mutex::default(),
         requests: Mutex::default(),
@@ -186,15 +195,39 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Core {
-    /// The operation index of call `name` (registering a call outside [`CALLS`]).
-    fn op(&self, name: &str) -> usize {
+    /// The operation index and name of call `name` (registering a call outside
+    /// [`CALLS`]).
+    fn op(&self, name: &str) -> (usize, Arc<str>) {
         let mut ops = lock(&self.ops);
         if let Some(i) = ops.iter().position(|o| &**o == name) {
-            return i;
+            return (i, ops[i].clone());
         }
-        ops.push(name.into());
+        let shared: Arc<str> = name.into();
+        ops.push(shared.clone());
         self.agent.add_operations([Operation::new(name, "call", 0)], &[]);
-        ops.len() - 1
+        (ops.len() - 1, shared)
+    }
+
+    /// A notification of call `seq` that nothing holds, with shared names.
+    fn shared(&self, kind: Kind, seq: u64, op: &Arc<str>, info: Arc<CallInfo>) -> SharedEv {
+        SharedEv {
+            kind,
+            event_id: 0,
+            thread: self.thread.clone(),
+            op: op.clone(),
+            msg: [u64::try_from(self.rank).unwrap_or_default(), seq],
+            to_thread: None,
+            type_name: self.no_type.clone(),
+            call: Some(info),
+        }
+    }
+
+    /// `rank[P]` for world rank `p`.
+    fn peer_thread(&self, p: i32) -> Arc<str> {
+        lock(&self.peers)
+            .entry(p)
+            .or_insert_with(|| format!("rank[{p}]").into())
+            .clone()
     }
 
     fn site(&self, caller: usize) -> Option<String> {
@@ -209,7 +242,7 @@ impl Core {
         StepEv {
             event_id: 0,
             thread: self.thread.to_string(),
-            op: fl.call.name.clone(),
+            op: fl.op_name.to_string(),
             msg: self.msg(fl.seq),
             instance: self.msg(fl.seq),
             step: Step::Run,
@@ -255,15 +288,15 @@ impl Core {
     fn report_start(&self, fl: &mut InFlight, reason: Option<HoldReason>) {
         let agent = &self.agent;
         let op = fl.op;
-        let ev = Event::Start(self.step(fl, fl.info.clone(), reason));
-        match reason {
-            None => agent.emit(ev, true),
-            Some(r) => {
-                let info = fl.info.clone();
-                let still = || agent.still_holds_start(0, op, false, Some(&info));
-                self.hold(ev, r, fl, false, &still);
-            }
-        }
+        let Some(r) = reason else {
+            let ev = self.shared(Kind::Start, fl.seq, &fl.op_name, fl.info.clone());
+            agent.record_shared(ev, true);
+            return;
+        };
+        let ev = Event::Start(self.step(fl, CallInfo::clone(&fl.info), reason));
+        let info = fl.info.clone();
+        let still = || agent.still_holds_start(0, op, false, Some(&info));
+        self.hold(ev, r, fl, false, &still);
     }
 
     /// A send call's `send` event, with the content when held or asked for.
@@ -277,19 +310,27 @@ impl Core {
             (Some(e), Some(bytes)) if reason.is_some() || agent.wants_content() => Some(e.decode(bytes)),
             _ => None,
         };
+        let type_name = fl.call.datatype.as_deref().unwrap_or("MPI_BYTE");
+        if reason.is_none() && content.is_none() {
+            let mut ev = self.shared(Kind::Send, fl.seq, &fl.op_name, fl.info.clone());
+            ev.to_thread = fl.call.peer_world.map(|p| self.peer_thread(p));
+            ev.type_name = type_name.into();
+            agent.record_shared(ev, true);
+            return;
+        }
         let ev = Event::Send(SendEv {
             event_id: 0,
             thread: Some(self.thread.to_string()),
-            op: Some(fl.call.name.clone()),
+            op: Some(fl.op_name.to_string()),
             msg: self.msg(fl.seq),
             to_op: None,
             to_thread: fl.call.peer_world.map(|p| format!("rank[{p}]")),
-            type_name: fl.call.datatype.clone().unwrap_or_else(|| "MPI_BYTE".into()),
+            type_name: type_name.to_owned(),
             traced: false,
             held: reason.is_some(),
             reason,
             content,
-            call: Some(Box::new(fl.info.clone())),
+            call: Some(Box::new(CallInfo::clone(&fl.info))),
         });
         match reason {
             None => agent.emit(ev, true),
@@ -304,8 +345,8 @@ pub fn start(call: Call) -> Started {
         return Started::default();
     };
     let seq = core.seq.fetch_add(1, Relaxed);
-    let op = core.op(&call.name);
-    let info = call.info(core.site(call.caller));
+    let (op, op_name) = core.op(&call.name);
+    let info = Arc::new(call.info(core.site(call.caller)));
     let sends = call.sends();
     let polls = call.polls();
     core.view.calling(&call.name, seq);
@@ -313,12 +354,13 @@ pub fn start(call: Call) -> Started {
     {
         let mut run = lock(&core.run);
         if let (Some(r), Ok(None), true) = (run.as_mut(), reason, polls) {
-            if r.fl.op == op && r.fl.info == info {
+            if r.fl.op == op && *r.fl.info == *info {
                 // The run goes on: this poll reports nothing unless it ends it.
                 r.polls += 1;
                 drop(run);
                 let token = seq + 1;
-                lock(&core.in_flight).insert(token, InFlight::new(seq, op, call, info, true));
+                let fl = InFlight::new((seq, op, op_name), call, info, true);
+                lock(&core.in_flight).insert(token, fl);
                 return Started {
                     token,
                     ..Started::default()
@@ -331,7 +373,7 @@ pub fn start(call: Call) -> Started {
             core.end_run(r, None, None);
         }
     }
-    let mut fl = InFlight::new(seq, op, call, info, false);
+    let mut fl = InFlight::new((seq, op, op_name), call, info, false);
     if let Ok(reason) = reason {
         core.report_start(&mut fl, reason);
     }
@@ -377,25 +419,30 @@ pub fn stop(token: u64, rc: i32, created: Option<(String, Option<i32>, Option<i3
         *lock(&core.run) = Some(PollRun { fl, polls: 1 });
         return;
     }
-    let mut info = fl.info.clone();
-    info.forced = fl.forced.clone();
-    info.rc = (rc != 0).then_some(rc);
-    info.created = created.and_then(|(comm, rank, leader)| {
+    let created = created.and_then(|(comm, rank, leader)| {
         Some(Created {
             comm,
             rank: rank?,
             leader: leader?,
         })
     });
-    let reason = agent.hold_reason(0);
-    let ev = Event::Stop(core.step(&fl, info, reason));
-    match reason {
-        None => agent.emit(ev, true),
-        Some(r) => {
-            let mut fl = fl;
-            core.hold(ev, r, &mut fl, false, &|| agent.hold_reason(0).is_some());
-        }
-    }
+    // The start's parameters, unless the call added to them.
+    let info = if fl.forced.is_none() && rc == 0 && created.is_none() {
+        fl.info.clone()
+    } else {
+        let mut info = CallInfo::clone(&fl.info);
+        info.forced = fl.forced.clone();
+        info.rc = (rc != 0).then_some(rc);
+        info.created = created;
+        Arc::new(info)
+    };
+    let Some(r) = agent.hold_reason(0) else {
+        agent.record_shared(core.shared(Kind::Stop, fl.seq, &fl.op_name, info), true);
+        return;
+    };
+    let ev = Event::Stop(core.step(&fl, CallInfo::clone(&info), Some(r)));
+    let mut fl = fl;
+    core.hold(ev, r, &mut fl, false, &|| agent.hold_reason(0).is_some());
 }
 
 /// `rt_matched`: a blocking receive or a probe matched.
@@ -403,10 +450,9 @@ pub fn matched(token: u64, source: i32, tag: i32, bytes: i64) {
     let Some(core) = CORE.get() else { return };
     let mut flights = lock(&core.in_flight);
     let Some(fl) = flights.get_mut(&token) else { return };
-    let m = Matched { source, tag, bytes };
-    fl.info.matched = Some(m.clone());
+    Arc::make_mut(&mut fl.info).matched = Some(Matched { source, tag, bytes });
     if fl.call.receives() {
-        let (seq, name, info) = (fl.seq, fl.call.name.clone(), fl.info.clone());
+        let (seq, name, info) = (fl.seq, fl.op_name.clone(), fl.info.clone());
         drop(flights);
         core.report_recv(seq, &name, info);
     }
@@ -419,7 +465,7 @@ pub fn request(token: u64, request: i64) {
     let Some(fl) = flights.get(&token) else { return };
     let pending = Pending {
         seq: fl.seq,
-        name: fl.call.name.clone(),
+        name: fl.op_name.clone(),
         receives: fl.call.receives(),
         info: fl.info.clone(),
     };
@@ -435,16 +481,22 @@ pub fn completed(_token: u64, request: i64, (source, tag, bytes): (i32, i32, i64
     };
     if p.receives && !cancelled {
         let mut info = p.info;
-        info.matched = Some(Matched { source, tag, bytes });
+        Arc::make_mut(&mut info).matched = Some(Matched { source, tag, bytes });
         core.report_recv(p.seq, &p.name, info);
     }
 }
 
 impl InFlight {
-    fn new(seq: u64, op: usize, call: Call, info: CallInfo, in_run: bool) -> Self {
+    fn new(
+        (seq, op, op_name): (u64, usize, Arc<str>),
+        call: Call,
+        info: Arc<CallInfo>,
+        in_run: bool,
+    ) -> Self {
         Self {
             seq,
             op,
+            op_name,
             call,
             info,
             forced: None,
@@ -462,42 +514,38 @@ impl Core {
         if !agent.is_attached() {
             return;
         }
-        let mut info = r.fl.info.clone();
-        info.matched = last.and_then(|l| l.info.matched.clone());
-        info.rc = rc.filter(|rc| *rc != 0);
-        info.polls = (r.polls > 1).then_some(r.polls);
+        let matched = last.and_then(|l| l.info.matched.clone());
+        let rc = rc.filter(|rc| *rc != 0);
+        let info = if matched.is_none() && rc.is_none() && r.polls == 1 {
+            r.fl.info.clone()
+        } else {
+            let mut info = CallInfo::clone(&r.fl.info);
+            info.matched = matched;
+            info.rc = rc;
+            info.polls = (r.polls > 1).then_some(r.polls);
+            Arc::new(info)
+        };
         let reason = if last.is_some() {
             agent.hold_reason(0)
         } else {
             None
         };
-        let ev = Event::Stop(self.step(&r.fl, info, reason));
-        match reason {
-            None => agent.emit(ev, true),
-            Some(why) => {
-                let mut fl = r.fl;
-                self.hold(ev, why, &mut fl, false, &|| agent.hold_reason(0).is_some());
-            }
-        }
+        let Some(why) = reason else {
+            agent.record_shared(self.shared(Kind::Stop, r.fl.seq, &r.fl.op_name, info), true);
+            return;
+        };
+        let ev = Event::Stop(self.step(&r.fl, CallInfo::clone(&info), reason));
+        let mut fl = r.fl;
+        self.hold(ev, why, &mut fl, false, &|| agent.hold_reason(0).is_some());
     }
 
     /// A receive matched: the `recv` event (never held: the rank is inside MPI).
-    fn report_recv(&self, seq: u64, name: &str, info: CallInfo) {
+    fn report_recv(&self, seq: u64, name: &Arc<str>, info: Arc<CallInfo>) {
         if !self.agent.is_attached() {
             return;
         }
-        self.agent.emit(
-            Event::Recv(racetrack_protocol::RecvEv {
-                event_id: 0,
-                thread: self.thread.to_string(),
-                op: name.to_owned(),
-                msg: self.msg(seq),
-                position: 0,
-                traced: false,
-                call: Some(Box::new(info)),
-            }),
-            true,
-        );
+        self.agent
+            .record_shared(self.shared(Kind::Recv, seq, name, info), true);
     }
 }
 

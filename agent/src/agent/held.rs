@@ -398,7 +398,7 @@ mod tests {
                     Event::Send(s) => Some((s.event_id, s.held)),
                     _ => None,
                 },
-                Rec::Fast(_) => None,
+                Rec::Fast(_) | Rec::Shared(_) => None,
             })
             .collect();
         assert_eq!(streamed.len(), 1, "{streamed:?}");
@@ -472,7 +472,7 @@ mod tests {
                     Event::Send(s) => Some(s.held),
                     _ => None,
                 },
-                Rec::Fast(_) => None,
+                Rec::Fast(_) | Rec::Shared(_) => None,
             })
             .collect();
         assert_eq!(held, [false]);

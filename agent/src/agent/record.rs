@@ -6,7 +6,8 @@
 //! agent's thread turns runs of them into `packed` frames with the protocol's writers;
 //! every other event is buffered as the protocol [`Event`] it is.
 
-use racetrack_protocol::{BinaryWriter, Event, EventWriter, Record};
+use racetrack_protocol::{BinaryWriter, Event, EventWriter, Record, SharedEv};
+use std::borrow::Cow;
 use std::time::Instant;
 
 /// One buffered event.
@@ -15,6 +16,8 @@ pub(crate) enum Rec {
     Fast(Record),
     /// Anything else (boxed: these are rare, and the records stay small).
     Full(Box<Event>),
+    /// A streamed notification with shared names (the MPI library's).
+    Shared(SharedEv),
 }
 
 // Records are moved on every event (into the buffer, out of it): up to 128 bytes, a move
@@ -109,7 +112,7 @@ impl Rec {
     /// Whether the record takes an event number.
     pub(crate) fn is_numbered(&self) -> bool {
         match self {
-            Rec::Fast(_) => true,
+            Rec::Fast(_) | Rec::Shared(_) => true,
             Rec::Full(ev) => ev.event_id().is_some(),
         }
     }
@@ -117,6 +120,7 @@ impl Rec {
     pub(crate) fn set_event_id(&mut self, id: u64) {
         match self {
             Rec::Fast(f) => f.event_id = id,
+            Rec::Shared(e) => e.event_id = id,
             Rec::Full(ev) => super::stream::set_event_id(ev, id),
         }
     }
@@ -211,6 +215,23 @@ pub(crate) fn frames<'a>(
                     flush_packed(&mut packer, &mut n_packed, &mut out);
                 }
             }
+            Rec::Shared(ev) if packing == Packing::Binary => {
+                flush_packed(&mut packer, &mut n_packed, &mut out);
+                flush_full(&mut full, &mut out);
+                let w = events.get_or_insert_with(|| EventWriter::with_capacity(160 * max));
+                w.push_shared(ev);
+                if w.len() >= max || w.bytes() >= EVENTS_FRAME_BYTES {
+                    flush_events(&mut events, &mut out);
+                }
+            }
+            Rec::Shared(ev) => {
+                flush_packed(&mut packer, &mut n_packed, &mut out);
+                flush_events(&mut events, &mut out);
+                full.push(Cow::Owned(ev.to_event()));
+                if full.len() >= max {
+                    flush_full(&mut full, &mut out);
+                }
+            }
             Rec::Full(ev) if packing == Packing::Binary && EventWriter::fits(ev) => {
                 flush_packed(&mut packer, &mut n_packed, &mut out);
                 flush_full(&mut full, &mut out);
@@ -224,7 +245,7 @@ pub(crate) fn frames<'a>(
             Rec::Full(ev) => {
                 flush_packed(&mut packer, &mut n_packed, &mut out);
                 flush_events(&mut events, &mut out);
-                full.push(ev);
+                full.push(Cow::Borrowed(&**ev));
                 if full.len() >= max {
                     flush_full(&mut full, &mut out);
                 }
@@ -242,7 +263,7 @@ pub(crate) fn frames<'a>(
 const EVENTS_FRAME_BYTES: usize = 1 << 20;
 
 /// `batch` frames for a run of full events (emptied), each within the frame limit.
-fn flush_full(full: &mut Vec<&Event>, out: &mut Vec<(Frame, usize)>) {
+fn flush_full(full: &mut Vec<Cow<'_, Event>>, out: &mut Vec<(Frame, usize)>) {
     // A frame larger than the limit would make the debugger close the connection:
     // such batches are split, and an event too large by itself is replaced by an error.
     let limit = racetrack_protocol::MAX_FRAME_BYTES - 64;
@@ -333,8 +354,9 @@ mod tests {
         );
     }
 
-    /// The MPI library's full notifications go in binary event frames when the debugger
-    /// reads binary, cut where an event that does not fit (held) comes, in order.
+    /// The MPI library's notifications (full or shared) go in binary event frames when
+    /// the debugger reads binary, cut where an event that does not fit (held) comes, in
+    /// order; in JSON otherwise.
     #[test]
     fn full_notifications_go_in_binary_event_frames() {
         let step = |id: u64, held: bool| {
@@ -356,12 +378,29 @@ mod tests {
                 })),
             })))
         };
-        let recs = vec![step(1, false), step(2, false), step(3, true), step(4, false)];
+        let shared = Rec::Shared(proto::SharedEv {
+            kind: Kind::Stop,
+            event_id: 5,
+            thread: "rank[1]".into(),
+            op: "MPI_Send".into(),
+            msg: [1, 4],
+            to_thread: None,
+            type_name: "".into(),
+            call: None,
+        });
+        let recs = vec![
+            step(1, false),
+            step(2, false),
+            step(3, true),
+            step(4, false),
+            shared,
+        ];
         let expected: Vec<Event> = recs
             .iter()
-            .map(|r| match r {
-                Rec::Full(ev) => (**ev).clone(),
-                Rec::Fast(_) => unreachable!(),
+            .filter_map(|r| match r {
+                Rec::Full(ev) => Some((**ev).clone()),
+                Rec::Shared(ev) => Some(ev.to_event()),
+                Rec::Fast(_) => None,
             })
             .collect();
         for packing in [Packing::Binary, Packing::Text] {
@@ -370,8 +409,8 @@ mod tests {
                 .map(|(f, n)| (matches!(f, Frame::Binary(_)), *n))
                 .collect();
             let want: &[(bool, usize)] = match packing {
-                Packing::Binary => &[(true, 2), (false, 1), (true, 1)],
-                Packing::Text => &[(false, 4)],
+                Packing::Binary => &[(true, 2), (false, 1), (true, 2)],
+                Packing::Text => &[(false, 5)],
             };
             assert_eq!(kinds, want, "{packing:?}");
             let mut d = Decoder::default();
