@@ -26,8 +26,8 @@ pub struct Call {
     pub comm: Option<String>,
     /// The send's element type, when basic.
     pub elem: Option<Elem>,
-    /// The send's bytes, when its type is basic.
-    pub content: Option<Vec<u8>>,
+    /// The send's bytes, when its type is basic (read only while the call is made).
+    pub content: Option<crate::ffi::SendBuf>,
     /// The program's return address into the call.
     pub caller: usize,
 }

@@ -307,7 +307,7 @@ impl Core {
         }
         let reason = agent.hold_reason(0);
         let content = match (&fl.call.elem, &fl.call.content) {
-            (Some(e), Some(bytes)) if reason.is_some() || agent.wants_content() => Some(e.decode(bytes)),
+            (Some(e), Some(buf)) if reason.is_some() || agent.wants_content() => Some(e.decode(&buf.copy())),
             _ => None,
         };
         let type_name = fl.call.datatype.as_deref().unwrap_or("MPI_BYTE");

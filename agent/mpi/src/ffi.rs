@@ -54,7 +54,27 @@ fn opt(v: i32) -> Option<i32> {
     (v != RT_NONE).then_some(v)
 }
 
-/// What `c` describes, copied out (names, numbers and the send's content).
+/// A send's buffer: `len` bytes at `addr`, which the program may not touch while the
+/// call is in progress (MPI's rule for every send, blocking or not), and which this
+/// library reads only then: between the call's `rt_start` and its `rt_stop`.
+#[derive(Debug, Clone, Copy)]
+pub struct SendBuf {
+    addr: usize,
+    len: usize,
+}
+
+impl SendBuf {
+    /// A copy of the bytes, taken only when they are shown (a held send, or content
+    /// asked for): copying every message sent costs a busy program more than anything
+    /// else the library does. Call it before the call's `rt_stop`.
+    pub fn copy(&self) -> Vec<u8> {
+        // SAFETY: a send's buffer holds `len` bytes, unmodified and valid until the call
+        // returns (the header's contract, MPI's rule); callers read it before rt_stop.
+        unsafe { std::slice::from_raw_parts(self.addr as *const u8, self.len) }.to_vec()
+    }
+}
+
+/// What `c` describes, copied out (names, numbers and where the send's content is).
 ///
 /// # Safety
 /// `c` points to a valid `rt_call` whose pointers follow the header's contract.
@@ -63,11 +83,10 @@ unsafe fn read(c: &RtCall) -> Call {
     let (name, datatype, comm) = unsafe { (text(c.name), text(c.datatype), text(c.comm)) };
     let elem = Elem::of(c.elem_kind as u8, c.elem_size);
     let content = match (elem, c.send_buf.is_null(), usize::try_from(c.count)) {
-        (Some(e), false, Ok(n)) => {
-            let len = n.saturating_mul(e.size);
-            // SAFETY: a send's buffer holds `count` elements of `elem_size` bytes.
-            Some(unsafe { std::slice::from_raw_parts(c.send_buf.cast::<u8>(), len) }.to_vec())
-        }
+        (Some(e), false, Ok(n)) => Some(SendBuf {
+            addr: c.send_buf as usize,
+            len: n.saturating_mul(e.size),
+        }),
         _ => None,
     };
     Call {
