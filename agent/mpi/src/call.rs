@@ -12,8 +12,8 @@ const RT_ROOT: i32 = -3;
 /// One call, copied out of the wrappers' `rt_call`.
 #[derive(Debug, Clone)]
 pub struct Call {
-    /// `MPI_Send`.
-    pub name: String,
+    /// `MPI_Send` (the wrappers' static string).
+    pub name: &'static str,
     /// Destination or source in `comm` (normalised wildcards and specials).
     pub peer: Option<i32>,
     /// The same rank in `MPI_COMM_WORLD`.
@@ -22,7 +22,9 @@ pub struct Call {
     pub count: Option<i32>,
     pub root: Option<i32>,
     pub bytes: Option<i64>,
+    /// Until [`Call::info`] takes it.
     pub datatype: Option<String>,
+    /// Until [`Call::info`] takes it.
     pub comm: Option<String>,
     /// The send's element type, when basic.
     pub elem: Option<Elem>,
@@ -43,7 +45,7 @@ impl Call {
     /// without receiving.
     pub fn receives(&self) -> bool {
         matches!(
-            self.name.as_str(),
+            self.name,
             "MPI_Recv" | "MPI_Irecv" | "MPI_Sendrecv" | "MPI_Sendrecv_replace"
         )
     }
@@ -51,7 +53,7 @@ impl Call {
     /// Whether the call posts a message to a peer (its `send` event, with content).
     pub fn sends(&self) -> bool {
         matches!(
-            self.name.as_str(),
+            self.name,
             "MPI_Send"
                 | "MPI_Ssend"
                 | "MPI_Bsend"
@@ -67,7 +69,7 @@ impl Call {
     /// them that found nothing is one step.
     pub fn polls(&self) -> bool {
         matches!(
-            self.name.as_str(),
+            self.name,
             "MPI_Test" | "MPI_Testany" | "MPI_Testall" | "MPI_Testsome" | "MPI_Iprobe"
         )
     }
@@ -76,7 +78,7 @@ impl Call {
     pub fn can_force(&self) -> bool {
         self.is_wildcard()
             && matches!(
-                self.name.as_str(),
+                self.name,
                 "MPI_Recv"
                     | "MPI_Irecv"
                     | "MPI_Probe"
@@ -87,14 +89,15 @@ impl Call {
     }
 
     /// The call's parameters as the protocol carries them (`site` resolved by the
-    /// caller).
-    pub fn info(&self, site: Option<String>) -> CallInfo {
+    /// caller). The communicator's and datatype's names move there: they are read from
+    /// the result from then on.
+    pub fn info(&mut self, site: Option<String>) -> CallInfo {
         CallInfo {
-            comm: self.comm.clone(),
+            comm: self.comm.take(),
             peer: self.peer.map(peer),
             tag: self.tag.map(tag),
             count: self.count,
-            datatype: self.datatype.clone(),
+            datatype: self.datatype.take(),
             bytes: self.bytes,
             root: self.root,
             site,

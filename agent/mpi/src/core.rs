@@ -88,13 +88,38 @@ pub(crate) struct Core {
     /// Calls reported so far (numbers them: `R.N` is the call's message id).
     seq: AtomicU64,
     /// Calls between their `rt_start` and `rt_stop`, by token.
-    in_flight: Mutex<HashMap<u64, InFlight>>,
+    in_flight: Mutex<Flights>,
     /// Nonblocking calls' requests, by `MPI_Request_c2f`, until completed.
-    requests: Mutex<HashMap<i64, Pending>>,
+    requests: Mutex<HashMap<i64, Pending, crate::site_lines::IdHash>>,
     /// The polling step whose `stop` waits for the run's end (see [`PollRun`]).
     run: Mutex<Option<PollRun>>,
     sites: Mutex<crate::site_lines::Sites>,
     pub(crate) view: RankView,
+}
+
+/// The calls between their `rt_start` and `rt_stop`, by token: one at a time, as only
+/// the thread that called `MPI_Init` reports and no wrapper calls another (a list, not a
+/// hash map: nothing to hash, nothing to move around).
+#[derive(Default)]
+struct Flights(Vec<(u64, InFlight)>);
+
+impl Flights {
+    fn insert(&mut self, token: u64, fl: InFlight) {
+        self.0.push((token, fl));
+    }
+
+    fn remove(&mut self, token: &u64) -> Option<InFlight> {
+        let i = self.0.iter().rposition(|(t, _)| t == token)?;
+        Some(self.0.swap_remove(i).1)
+    }
+
+    fn get(&self, token: &u64) -> Option<&InFlight> {
+        self.0.iter().rev().find(|(t, _)| t == token).map(|(_, f)| f)
+    }
+
+    fn get_mut(&mut self, token: &u64) -> Option<&mut InFlight> {
+        self.0.iter_mut().rev().find(|(t, _)| t == token).map(|(_, f)| f)
+    }
 }
 
 /// A call being made.
@@ -310,7 +335,7 @@ impl Core {
             (Some(e), Some(buf)) if reason.is_some() || agent.wants_content() => Some(e.decode(&buf.copy())),
             _ => None,
         };
-        let type_name = fl.call.datatype.as_deref().unwrap_or("MPI_BYTE");
+        let type_name = fl.info.datatype.as_deref().unwrap_or("MPI_BYTE");
         if reason.is_none() && content.is_none() {
             let mut ev = self.shared(Kind::Send, fl.seq, &fl.op_name, fl.info.clone());
             ev.to_thread = fl.call.peer_world.map(|p| self.peer_thread(p));
@@ -340,16 +365,16 @@ impl Core {
 }
 
 /// `rt_start`.
-pub fn start(call: Call) -> Started {
+pub fn start(mut call: Call) -> Started {
     let Some(core) = CORE.get() else {
         return Started::default();
     };
     let seq = core.seq.fetch_add(1, Relaxed);
-    let (op, op_name) = core.op(&call.name);
+    let (op, op_name) = core.op(call.name);
     let info = Arc::new(call.info(core.site(call.caller)));
     let sends = call.sends();
     let polls = call.polls();
-    core.view.calling(&call.name, seq);
+    core.view.calling(&op_name, seq);
     let reason = core.start_reason(op, &info);
     {
         let mut run = lock(&core.run);

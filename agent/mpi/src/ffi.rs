@@ -79,8 +79,8 @@ impl SendBuf {
 /// # Safety
 /// `c` points to a valid `rt_call` whose pointers follow the header's contract.
 unsafe fn read(c: &RtCall) -> Call {
-    // SAFETY: the header's contract for every pointer field.
-    let (name, datatype, comm) = unsafe { (text(c.name), text(c.datatype), text(c.comm)) };
+    // SAFETY: the header's contract for every pointer field; `name` is a static string.
+    let (name, datatype, comm) = unsafe { (text::<'static>(c.name), text(c.datatype), text(c.comm)) };
     let elem = Elem::of(c.elem_kind as u8, c.elem_size);
     let content = match (elem, c.send_buf.is_null(), usize::try_from(c.count)) {
         (Some(e), false, Ok(n)) => Some(SendBuf {
@@ -90,7 +90,7 @@ unsafe fn read(c: &RtCall) -> Call {
         _ => None,
     };
     Call {
-        name: name.unwrap_or("MPI_(unknown)").to_owned(),
+        name: name.unwrap_or("MPI_(unknown)"),
         peer: opt(c.peer),
         peer_world: opt(c.peer_world),
         tag: opt(c.tag),

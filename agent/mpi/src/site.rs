@@ -22,7 +22,7 @@ pub(crate) struct RankView {
 #[derive(Default)]
 struct Now {
     /// The call it is in (and its number), if any.
-    call: Option<(String, u64)>,
+    call: Option<(Arc<str>, u64)>,
     /// The last `MPI_Pcontrol` label.
     label: Option<String>,
     calls: u64,
@@ -44,9 +44,9 @@ impl RankView {
     }
 
     /// The rank entered call `name`, its `seq`-th.
-    pub(crate) fn calling(&self, name: &str, seq: u64) {
+    pub(crate) fn calling(&self, name: &Arc<str>, seq: u64) {
         let mut now = self.now();
-        now.call = Some((name.to_owned(), seq));
+        now.call = Some((name.clone(), seq));
         now.calls = seq + 1;
     }
 
@@ -66,7 +66,7 @@ impl RankView {
             "rank": self.rank,
             "size": self.size,
             "implementation": &*self.implementation,
-            "call": now.call.as_ref().map(|c| &c.0),
+            "call": now.call.as_ref().map(|c| &*c.0),
             "call_number": now.call.as_ref().map(|c| c.1),
             "calls": now.calls,
             "label": now.label,
@@ -121,14 +121,14 @@ impl Site for RankSite<'_> {
         let Some(elem) = call.elem else {
             return Err(format!(
                 "of a send of {} cannot be edited (only basic datatypes can)",
-                call.datatype.as_deref().unwrap_or("a derived datatype")
+                self.fl.info.datatype.as_deref().unwrap_or("a derived datatype")
             ));
         };
         let count = usize::try_from(call.count.unwrap_or(0)).unwrap_or(0);
         let bytes = elem.encode(&content, count).map_err(|e| {
             format!(
                 "{e} ({count} × {})",
-                call.datatype.as_deref().unwrap_or("element")
+                self.fl.info.datatype.as_deref().unwrap_or("element")
             )
         })?;
         self.fl.edited = Some(bytes);
@@ -144,11 +144,11 @@ impl Site for RankSite<'_> {
                 call.peer.map_or("none".into(), |p| p.to_string())
             ));
         }
-        let world = call.comm.as_deref() == Some("MPI_COMM_WORLD");
+        let world = self.fl.info.comm.as_deref() == Some("MPI_COMM_WORLD");
         if source < 0 || (world && source >= self.view.size) {
             return Err(format!(
                 "names source {source}: no such rank in {}",
-                call.comm.as_deref().unwrap_or("its communicator")
+                self.fl.info.comm.as_deref().unwrap_or("its communicator")
             ));
         }
         if let (Some(t), Some(own)) = (tag, call.tag) {

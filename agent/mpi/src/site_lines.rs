@@ -32,7 +32,7 @@ type Reader = EndianArcSlice<RunTimeEndian>;
 /// The call sites resolved so far, and the objects read to resolve them.
 #[derive(Default)]
 pub(crate) struct Sites {
-    by_caller: HashMap<usize, Option<String>>,
+    by_caller: HashMap<usize, Option<String>, IdHash>,
     /// By file (`None`: the executable); `None` when the file could not be read.
     modules: HashMap<Option<String>, Option<Module>>,
 }
@@ -161,6 +161,38 @@ fn line_at(ctx: &Context<Reader>, addr: u64) -> Option<(String, u32, Option<Stri
         .function
         .and_then(|f| f.demangle().ok().map(|n| n.into_owned()));
     Some((location.file?.to_owned(), location.line?, function))
+}
+
+/// Hashing for integer keys that are addresses or ids (a call site, a request handle):
+/// one multiplication, where the default hasher runs SipHash on every call a rank makes.
+pub(crate) type IdHash = std::hash::BuildHasherDefault<IdHasher>;
+
+/// See [`IdHash`].
+#[derive(Default)]
+pub(crate) struct IdHasher(u64);
+
+impl std::hash::Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0.rotate_left(5) ^ u64::from(*b)).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+
+    fn write_usize(&mut self, n: usize) {
+        self.write_u64(n as u64);
+    }
+
+    fn write_i64(&mut self, n: i64) {
+        self.write_u64(n as u64);
+    }
 }
 
 #[cfg(test)]
