@@ -37,6 +37,8 @@ usage:
   racetrack attach <ws-url> [--script FILE]
                                           the GUI on a running program's agent
   racetrack ctl <ws-url>                  headless controller (see docs/PROTOCOL.md)
+  racetrack open TRACE [--script FILE]    a trace file (RACETRACK_TRACE=TRACE) in the GUI,
+                                          without the program, with a time slider
   racetrack export --perfetto TRACE [-o OUT.json]
                                           a trace file (written with RACETRACK_TRACE=TRACE)
                                           as Chrome/Perfetto trace JSON (default OUT: TRACE
@@ -90,6 +92,7 @@ fn main() {
         Some("attach") => attach(&args[1..]),
         Some("demo") => demo(&args[1..]),
         Some("export") => export(&args[1..]),
+        Some("open") => open(&args[1..]),
         Some("example") => {
             let Some(name) = args.get(1) else {
                 fail("example needs a name: farm, mergesort, heat, search")
@@ -114,6 +117,31 @@ fn main() {
 }
 
 /// `racetrack export --perfetto TRACE [-o OUT]`.
+/// `racetrack open TRACE [--script FILE]`: the post-mortem view.
+fn open(args: &[String]) -> i32 {
+    let mut opts = args.to_vec();
+    let script = take_script(&mut opts);
+    let [trace] = opts.as_slice() else {
+        fail(&format!("open needs one TRACE file\n{USAGE}"))
+    };
+    let path = std::path::PathBuf::from(trace);
+    let mut reader =
+        racetrack_protocol::trace::TraceReader::open(&path).unwrap_or_else(|e| fail(&e.to_string()));
+    let events = match reader.by_ref().collect::<Result<Vec<_>, _>>() {
+        Ok(evs) => evs,
+        Err(e) => fail(&format!("{}: {e}", path.display())),
+    };
+    if let Some(w) = reader.warning() {
+        eprintln!("racetrack: warning: {w}");
+    }
+    eprintln!("racetrack: {} events from {}", events.len(), path.display());
+    let source = path.display().to_string();
+    let title = format!("Racetrack — trace {source}");
+    gui::run_app(&title, move |_| {
+        gui::app::App::post_mortem(source, events).with_script(script)
+    })
+}
+
 fn export(args: &[String]) -> i32 {
     let mut opts = args.to_vec();
     let out = take_value(&mut opts, "-o");

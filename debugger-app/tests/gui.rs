@@ -668,3 +668,89 @@ fn node_labels_stay_readable_after_fit_and_at_other_zooms() {
         "the box keeps its screen size: {before:?} -> {after:?} ({gap_out})"
     );
 }
+
+/// `racetrack open`'s view: a real `heat` run's trace file, shown without the program.
+/// Start empties the view, Event ▶ adds one event at a time, a click in the middle of the
+/// time slider shows the program half-way through, End shows all of it again.
+#[test]
+fn a_trace_opens_without_its_program_and_the_time_slider_moves_through_it() {
+    use racetrack_protocol::trace::TraceReader;
+    let dir = std::env::temp_dir().join(format!("racetrack-gui-trace-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("heat.rtrace");
+    let out = std::process::Command::new(support::example_bin("heat"))
+        .args(["--threads", "2", "--iters", "20"])
+        .env("RACETRACK_TRACE", &path)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let events = TraceReader::open(&path)
+        .unwrap()
+        .collect::<Result<Vec<_>, _>>()
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    let n = events.len();
+    let steps = |app: &App| app.model.nodes().iter().map(|node| node.steps).sum::<u64>();
+    let all_steps = events
+        .iter()
+        .filter(|e| matches!(e.event, Event::Start(_)))
+        .count() as u64;
+    // A script's `seek` moves the slider too (the GUIDE's screenshot uses one).
+    let end_ms = events.last().unwrap().time_ns as f64 / 1e6;
+    let script = format!("{{\"cmd\":\"seek\",\"ms\":{}}}", end_ms / 4.0);
+    let script = racetrack::gui::script::Script::parse(&script).unwrap();
+    let mut s = Harness::builder().with_size((1400.0, 1000.0)).build_ui_state(
+        |ui, app: &mut App| app.frame_ui(ui),
+        App::post_mortem("heat.rtrace".into(), events.clone()).with_script(Some(script)),
+    );
+    s.run_steps(2);
+    let t = s.state().timeline.as_ref().unwrap();
+    assert!(
+        t.time_ns() as f64 <= end_ms * 1e6 / 4.0 && t.at() > 0,
+        "seek: {} events",
+        t.at()
+    );
+    assert!(
+        events[t.at()].time_ns as f64 > end_ms * 1e6 / 4.0,
+        "no event after the time"
+    );
+    let mut h = Harness::builder().with_size((1400.0, 1000.0)).build_ui_state(
+        |ui, app: &mut App| app.frame_ui(ui),
+        App::post_mortem("heat.rtrace".into(), events),
+    );
+    h.run_steps(2);
+    assert!(h.query_by_label_contains("trace of heat").is_some());
+    assert!(h.query_by_label(&format!("event {n} of {n}")).is_some());
+    assert_eq!(steps(h.state()), all_steps, "every step of the run");
+    let updates = processed(h.state(), "Update", "proc[0]");
+    assert!(!updates.is_empty(), "proc[0] updated");
+
+    h.get_by_label("Start").click();
+    h.run_steps(2);
+    assert_eq!(h.state().timeline.as_ref().unwrap().at(), 0);
+    assert!(h.state().model.nodes().is_empty(), "nothing has happened yet");
+    for _ in 0..3 {
+        h.get_by_label("Event ▶").click();
+        h.run_steps(2);
+    }
+    assert!(h.query_by_label(&format!("event 3 of {n}")).is_some());
+
+    h.get_by_role(Role::Slider).click();
+    h.run_steps(2);
+    let t = h.state().timeline.as_ref().unwrap();
+    let (at, half) = (t.at(), t.end_ns() / 2);
+    assert!(0 < at && at < n, "half-way: {at} of {n} events");
+    let mid = steps(h.state());
+    assert!(0 < mid && mid < all_steps, "half-way: {mid} of {all_steps} steps");
+    // The view is the program at the slider's time: its events up to there, no more.
+    let shown_ns = t.time_ns();
+    assert!(
+        shown_ns.abs_diff(half) < t.end_ns() / 10,
+        "{shown_ns} ns, half is {half}"
+    );
+
+    h.get_by_label("End").click();
+    h.run_steps(2);
+    assert_eq!(steps(h.state()), all_steps);
+    assert_eq!(processed(h.state(), "Update", "proc[0]"), updates);
+}

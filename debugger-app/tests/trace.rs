@@ -241,6 +241,21 @@ fn damaged_traces_are_refused_by_name() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{err}");
     assert!(err.contains("trace file, byte "), "{err}");
+    // `racetrack open` refuses both before any window opens, by the same names.
+    for (bytes, words) in [(&bad_magic, "bad magic"), (&flipped, "trace file, byte ")] {
+        let p = scratch("damaged-open.trace");
+        std::fs::write(&p, bytes).unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_racetrack"))
+            .arg("open")
+            .arg(&p)
+            .env_remove("DISPLAY")
+            .env_remove("WAYLAND_DISPLAY")
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains(words), "{err}");
+    }
     // Cut in the last record: every earlier event, and a warning.
     let out = run(&good[..good.len() - 2]);
     let err = String::from_utf8_lossy(&out.stderr);

@@ -103,6 +103,8 @@ pub struct App {
     /// The program exited while its connection was still open: the exit is shown once the
     /// agent's last events are in (the connection closes), or after [`EXIT_GRACE`].
     pub(crate) pending_exit: Option<(Option<i32>, Instant)>,
+    /// A trace viewed without its program (`racetrack open`).
+    pub timeline: Option<super::timeline::Timeline>,
 }
 
 /// How long an exit waits for the connection's last events.
@@ -128,7 +130,14 @@ impl App {
             commands: Vec::new(),
             pause_all: false,
             pending_exit: None,
+            timeline: None,
         }
+    }
+
+    /// The same window driven by `script`.
+    pub fn with_script(mut self, script: Option<Script>) -> Self {
+        self.script = script;
+        self
     }
 
     /// A window with no connection over a given model (benchmarks, previews).
@@ -150,6 +159,7 @@ impl App {
             commands: Vec::new(),
             pause_all: false,
             pending_exit: None,
+            timeline: None,
         }
     }
 
@@ -240,6 +250,7 @@ impl App {
                 Ok(super::script::Step::Wait) => ui.ctx().request_repaint_after(Duration::from_millis(20)),
                 Ok(super::script::Step::Quit(code)) => self.quit = Some(code),
                 Ok(super::script::Step::Select(key)) => self.select_node(key),
+                Ok(super::script::Step::Seek(ms)) => self.seek_ms(ms),
                 Ok(super::script::Step::Done) => {}
                 Err(e) => {
                     self.model.log("error", format!("script: {e}"));
@@ -251,6 +262,9 @@ impl App {
         self.graph.sync(&self.model, &changes);
 
         egui::Panel::top("toolbar").show(ui, |ui| self.toolbar_ui(ui));
+        if self.timeline.is_some() {
+            egui::Panel::top("timeline").show(ui, |ui| self.timeline_ui(ui));
+        }
         egui::Panel::left("breakpoints")
             .resizable(true)
             .default_size(260.0)

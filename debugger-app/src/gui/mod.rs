@@ -9,6 +9,7 @@ pub mod node;
 pub mod panels;
 pub mod script;
 pub mod session;
+pub mod timeline;
 
 use app::App;
 use script::Script;
@@ -17,6 +18,14 @@ use std::sync::{Arc, Mutex};
 
 /// Open the window on `session` (optionally scripted); returns the exit code.
 pub fn run(session: Session, waker: Waker, script: Option<Script>, title: &str) -> i32 {
+    run_app(title, move |cc| {
+        let _ = waker.set(cc.egui_ctx.clone());
+        App::new(session, script)
+    })
+}
+
+/// Open the window on the app `make` builds; returns the exit code (a script's).
+pub fn run_app(title: &str, make: impl FnOnce(&eframe::CreationContext<'_>) -> App + 'static) -> i32 {
     let options = eframe::NativeOptions {
         viewport: egui::ViewportBuilder::default()
             .with_inner_size([1280.0, 800.0])
@@ -29,9 +38,8 @@ pub fn run(session: Session, waker: Waker, script: Option<Script>, title: &str) 
         title,
         options,
         Box::new(move |cc| {
-            let _ = waker.set(cc.egui_ctx.clone());
             Ok(Box::new(Exiting {
-                app: App::new(session, script),
+                app: make(cc),
                 code: code2,
             }))
         }),

@@ -6,6 +6,7 @@
 //! - `{"cmd":"expect_output","contains":"\"matches_reference\":true"}` — the program's last
 //!   stdout line must contain the text,
 //! - `{"cmd":"select","op":"Sort","thread":"proc[1]"}` — select a node (as a click does),
+//! - `{"cmd":"seek","ms":8.5}` — in `racetrack open`'s view, move the time slider there,
 //! - `{"cmd":"quit","code":0}` — close the window with that exit code.
 //!
 //! A failed wait or expectation closes the window with exit code 1.
@@ -27,6 +28,8 @@ pub enum Step {
     Quit(i32),
     /// Select this node.
     Select(crate::model::NodeId),
+    /// Move the trace view's time slider to this time (ms).
+    Seek(f64),
     /// Nothing left.
     Done,
 }
@@ -51,7 +54,10 @@ impl Script {
                 .get("cmd")
                 .and_then(Value::as_str)
                 .ok_or(format!("line {}: no `cmd`", i + 1))?;
-            if !matches!(cmd, "wait" | "sleep" | "expect_output" | "quit" | "select") {
+            if !matches!(
+                cmd,
+                "wait" | "sleep" | "expect_output" | "quit" | "select" | "seek"
+            ) {
                 Command::parse(l).map_err(|e| format!("line {}: {e}", i + 1))?;
             }
             lines.push_back((i + 1, v));
@@ -91,6 +97,10 @@ impl Script {
                 (true, Step::Wait)
             }
             "select" => select(model, line, &v, since)?,
+            "seek" => match v.get("ms").and_then(Value::as_f64) {
+                Some(ms) if ms >= 0.0 => (true, Step::Seek(ms)),
+                _ => return Err(format!("line {line}: `seek` needs `ms`, a time in milliseconds")),
+            },
             "quit" => (
                 true,
                 Step::Quit(v.get("code").and_then(Value::as_i64).unwrap_or(0) as i32),

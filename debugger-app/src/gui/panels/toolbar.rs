@@ -6,6 +6,13 @@ use racetrack_protocol::Command;
 
 impl App {
     pub(crate) fn status_text(&self) -> String {
+        if self.timeline.is_some() {
+            return format!(
+                "trace of {} (pid {})",
+                self.model.first().program.as_deref().unwrap_or("?"),
+                self.model.first().pid.unwrap_or_default()
+            );
+        }
         match (&self.model.control.exited, self.model.control.attached) {
             (Some(Some(code)), _) => format!("program exited with code {code}"),
             (Some(None), _) => "program ended (detached)".to_owned(),
@@ -38,7 +45,9 @@ impl App {
                 ui.label(RichText::new(text).color(c).strong());
             }
             ui.separator();
-            let can_continue = !self.model.control.held.is_empty() && self.model.control.exited.is_none();
+            let can_continue = !self.model.control.held.is_empty()
+                && self.model.control.exited.is_none()
+                && self.session.is_some();
             if ui
                 .add_enabled(can_continue, egui::Button::new("Continue"))
                 .clicked()
