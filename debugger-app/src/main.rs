@@ -37,6 +37,9 @@ usage:
   racetrack attach <ws-url> [--script FILE]
                                           the GUI on a running program's agent
   racetrack ctl <ws-url>                  headless controller (see docs/PROTOCOL.md)
+  racetrack record --full [-o TRACE] -- PROGRAM [ARGS]
+                                          run PROGRAM writing every event to a trace file
+                                          (default PROGRAM.rtrace), no debugger attached
   racetrack open TRACE [--script FILE]    a trace file (RACETRACK_TRACE=TRACE) in the GUI,
                                           without the program, with a time slider
   racetrack export --perfetto TRACE [-o OUT.json]
@@ -93,6 +96,7 @@ fn main() {
         Some("demo") => demo(&args[1..]),
         Some("export") => export(&args[1..]),
         Some("open") => open(&args[1..]),
+        Some("record") => record(&args),
         Some("example") => {
             let Some(name) = args.get(1) else {
                 fail("example needs a name: farm, mergesort, heat, search")
@@ -117,6 +121,48 @@ fn main() {
 }
 
 /// `racetrack export --perfetto TRACE [-o OUT]`.
+/// `racetrack record --full [-o TRACE] -- PROGRAM ARGS`: a free run with every event
+/// written to a trace file (`RACETRACK_TRACE`); the exit code is the program's.
+fn record(args: &[String]) -> i32 {
+    let dashdash = args
+        .iter()
+        .position(|a| a == "--")
+        .unwrap_or_else(|| fail(&format!("record needs `-- PROGRAM`\n{USAGE}")));
+    let mut opts: Vec<String> = args[1..dashdash].to_vec();
+    let Some(program) = args.get(dashdash + 1) else {
+        fail("record needs a PROGRAM after `--`")
+    };
+    let out = take_value(&mut opts, "-o");
+    let Some(i) = opts.iter().position(|o| o == "--full") else {
+        fail("record without --full (only the choices a replay needs) is not built yet: `record --full` writes every event")
+    };
+    opts.remove(i);
+    if let Some(bad) = opts.first() {
+        fail(&format!("unknown option `{bad}` for record\n{USAGE}"));
+    }
+    let name = std::path::Path::new(program)
+        .file_name()
+        .map_or_else(|| "program".to_owned(), |n| n.to_string_lossy().into_owned());
+    let trace = out.unwrap_or_else(|| format!("{name}.rtrace"));
+    // Written afresh: what is there after the run is this run's, or nothing.
+    let _ = std::fs::remove_file(&trace);
+    let status = std::process::Command::new(program)
+        .args(&args[dashdash + 2..])
+        .env(racetrack_protocol::launch::ENV_TRACE, &trace)
+        .env_remove(racetrack_protocol::launch::ENV_LISTEN)
+        .env_remove(racetrack_protocol::launch::ENV_CONNECT)
+        .env_remove(racetrack_protocol::launch::ENV_WAIT)
+        .status()
+        .unwrap_or_else(|e| fail(&format!("cannot start {program}: {e}")));
+    match std::fs::metadata(&trace) {
+        Ok(m) => eprintln!("racetrack: trace {trace} ({} bytes)", m.len()),
+        Err(_) => eprintln!(
+            "racetrack: no trace written to {trace} (is {program} a program on Racetrack's runtime? MPI ranks write none yet)"
+        ),
+    }
+    status.code().unwrap_or(1)
+}
+
 /// `racetrack open TRACE [--script FILE]`: the post-mortem view.
 fn open(args: &[String]) -> i32 {
     let mut opts = args.to_vec();

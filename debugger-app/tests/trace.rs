@@ -277,3 +277,38 @@ fn an_unwritable_trace_file_leaves_the_program_untraced() {
     );
     assert_eq!(report(&out)["matches_reference"], json!(true));
 }
+
+/// `racetrack record --full` runs the program with the trace on, passes its output and exit
+/// code through, and says where the trace is; without `--full` it refuses (not built yet).
+#[test]
+fn record_full_writes_the_trace_of_a_free_run() {
+    let trace = scratch("recorded.rtrace");
+    let heat = support::example_bin("heat");
+    let out = Command::new(env!("CARGO_BIN_EXE_racetrack"))
+        .args(["record", "--full", "-o"])
+        .arg(&trace)
+        .arg("--")
+        .arg(&heat)
+        .args(["--threads", "2", "--iters", "4"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert_eq!(report(&out)["matches_reference"], json!(true));
+    assert!(err.contains(&format!("trace {}", trace.display())), "{err}");
+    let (counts, first) = trace_counts(&trace);
+    assert_eq!(first, ["hello", "structure", "snapshot"]);
+    assert!(
+        counts["start"] > 0 && counts["start"] == counts["stop"],
+        "{counts:?}"
+    );
+
+    let out = Command::new(env!("CARGO_BIN_EXE_racetrack"))
+        .args(["record", "--"])
+        .arg(&heat)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("--full"), "{err}");
+}
