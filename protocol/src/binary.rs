@@ -20,6 +20,7 @@
 //! | text | form 1: varint byte length, then UTF-8; form 2: a message id as `msg` |
 
 use crate::compact::{Compact, Kind, PackedEv, Record, RecordText};
+use crate::varint::{get_u, put_i, put_u, unzigzag, Bad};
 use smol_str::SmolStr;
 
 /// The first byte of a binary packed frame: the version of this layout.
@@ -95,18 +96,6 @@ impl BinaryWriter {
         self.out[1..5].copy_from_slice(&n.to_le_bytes());
         self.out
     }
-}
-
-fn put_u(out: &mut Vec<u8>, mut n: u64) {
-    while n >= 0x80 {
-        out.push((n as u8) | 0x80);
-        n >>= 7;
-    }
-    out.push(n as u8);
-}
-
-fn put_i(out: &mut Vec<u8>, n: i64) {
-    put_u(out, ((n << 1) ^ (n >> 63)) as u64);
 }
 
 fn put_id(out: &mut Vec<u8>, id: &[u64]) {
@@ -241,28 +230,18 @@ impl<'a> Reader<'a> {
     }
 
     fn u_long(&mut self) -> Result<u64, String> {
-        let mut n = 0u64;
-        for shift in (0..64).step_by(7) {
-            let v = self.byte()?;
-            let bits = u64::from(v & 0x7f);
-            if shift == 63 && bits > 1 {
-                break;
-            }
-            n |= bits << shift;
-            if v & 0x80 == 0 {
-                return Ok(n);
-            }
-        }
-        Err(format!(
-            "binary packed frame: number too large at byte {}",
-            self.i + HEADER
-        ))
+        get_u(self.b, &mut self.i).map_err(|bad| match bad {
+            Bad::Truncated => self.truncated(),
+            Bad::TooLarge => format!(
+                "binary packed frame: number too large at byte {}",
+                self.i + HEADER
+            ),
+        })
     }
 
     #[inline]
     fn i(&mut self) -> Result<i64, String> {
-        let z = self.u()?;
-        Ok(((z >> 1) as i64) ^ -((z & 1) as i64))
+        Ok(unzigzag(self.u()?))
     }
 
     /// A message id, as its text (`"3.0.17"`). Built in place when it fits a `SmolStr`

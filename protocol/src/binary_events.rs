@@ -22,6 +22,7 @@
 
 use crate::call::{AnyTag, CallInfo, Created, Forced, Matched, Peer, SpecialPeer, Tag};
 use crate::compact::Kind;
+use crate::varint::{get_u, put_i, put_u, unzigzag, zigzag, Bad};
 use crate::{Event, RecvEv, SendEv, Step, StepEv};
 use std::sync::Arc;
 
@@ -280,22 +281,6 @@ fn put_msg(out: &mut Vec<u8>, [a, b]: [u64; 2]) {
     out.extend_from_slice(b.as_bytes());
 }
 
-fn put_u(out: &mut Vec<u8>, mut n: u64) {
-    while n >= 0x80 {
-        out.push((n as u8) | 0x80);
-        n >>= 7;
-    }
-    out.push(n as u8);
-}
-
-fn zigzag(n: i64) -> u64 {
-    ((n << 1) ^ (n >> 63)) as u64
-}
-
-fn put_i(out: &mut Vec<u8>, n: i64) {
-    put_u(out, zigzag(n));
-}
-
 fn put_str(out: &mut Vec<u8>, s: &str) {
     put_u(out, s.len() as u64);
     out.extend_from_slice(s.as_bytes());
@@ -503,27 +488,14 @@ impl Reader<'_> {
     }
 
     fn u(&mut self) -> Result<u64, String> {
-        let mut n = 0u64;
-        for shift in (0..64).step_by(7) {
-            let v = self.byte()?;
-            let bits = u64::from(v & 0x7f);
-            if shift == 63 && bits > 1 {
-                break;
-            }
-            n |= bits << shift;
-            if v & 0x80 == 0 {
-                return Ok(n);
-            }
-        }
-        Err(format!(
-            "binary event frame: number too large at byte {}",
-            self.i + HEADER
-        ))
+        get_u(self.b, &mut self.i).map_err(|bad| match bad {
+            Bad::Truncated => self.truncated(),
+            Bad::TooLarge => format!("binary event frame: number too large at byte {}", self.i + HEADER),
+        })
     }
 
     fn i64(&mut self) -> Result<i64, String> {
-        let z = self.u()?;
-        Ok(((z >> 1) as i64) ^ -((z & 1) as i64))
+        Ok(unzigzag(self.u()?))
     }
 
     fn i32(&mut self) -> Result<i32, String> {
@@ -634,7 +606,7 @@ impl Reader<'_> {
 }
 
 fn unzigzag32(z: u64) -> Option<i32> {
-    i32::try_from(((z >> 1) as i64) ^ -((z & 1) as i64)).ok()
+    i32::try_from(unzigzag(z)).ok()
 }
 
 fn out_of_range(at: usize) -> String {

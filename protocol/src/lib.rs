@@ -20,6 +20,7 @@ mod full;
 pub mod launch;
 mod packed;
 pub mod trace;
+mod varint;
 
 pub use binary::{BinaryWriter, BINARY_HEADER};
 pub use binary_events::{EventWriter, SharedEv};

@@ -10,6 +10,7 @@
 //! the frame (varint), each event's time as a varint difference in nanoseconds to the
 //! previous event's in the file (the first: to the trace's start), then the frame's bytes.
 
+use crate::varint::put_u;
 use crate::{Decoded, Decoder, Event, MAX_FRAME_BYTES, PROTOCOL_VERSION};
 use std::collections::VecDeque;
 use std::fmt;
@@ -69,14 +70,6 @@ impl TraceWriter {
         w.write_all(&self.times)?;
         w.write_all(frame)
     }
-}
-
-fn put_u(out: &mut Vec<u8>, mut n: u64) {
-    while n >= 0x80 {
-        out.push((n as u8) | 0x80);
-        n >>= 7;
-    }
-    out.push(n as u8);
 }
 
 /// Why a trace file cannot be read: the problem and the byte offset where it is.
@@ -316,18 +309,10 @@ fn read_full(r: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
 }
 
 fn get_u(b: &[u8], i: &mut usize) -> Result<u64, String> {
-    let mut n = 0u64;
-    for shift in (0..64).step_by(7) {
-        let Some(&byte) = b.get(*i) else {
-            return Err("record cut inside its times (damaged file?)".to_owned());
-        };
-        *i += 1;
-        n |= u64::from(byte & 0x7f) << shift;
-        if byte & 0x80 == 0 {
-            return Ok(n);
-        }
-    }
-    Err("a time that is not a valid varint (damaged file?)".to_owned())
+    crate::varint::get_u(b, i).map_err(|bad| match bad {
+        crate::varint::Bad::Truncated => "record cut inside its times (damaged file?)".to_owned(),
+        crate::varint::Bad::TooLarge => "a time that is not a valid varint (damaged file?)".to_owned(),
+    })
 }
 
 #[cfg(test)]
