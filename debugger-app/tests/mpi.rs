@@ -1289,3 +1289,30 @@ fn poll_runs(imp: Impl) {
         "runs of polls were merged: {calls} calls, {steps} steps"
     );
 }
+
+on_both!(idle_poll_run);
+
+/// `ring --idle-ms 1500`: five MPI_Iprobe calls that find nothing, then 1.5 s without a
+/// call. The polling step's `stop` (5 polls) comes while the rank computes, at the agent's
+/// next tick, not with the rank's next call.
+fn idle_poll_run(imp: Impl) {
+    let Some(dir) = setup(imp) else { return };
+    let mut s = Ctl::mpirun(imp, &dir.join("ring"), &["--idle-ms", "1500"]);
+    s.all_held_at_start();
+    s.send(json!({"cmd":"continue"}));
+    let stop = s.expect("rank[1]'s probing step", |v| {
+        v["event"] == "stop" && v["thread"] == "rank[1]" && v["op"] == "MPI_Iprobe"
+    });
+    let stopped = Instant::now();
+    assert_eq!(stop["call"]["polls"], json!(5), "{stop}");
+    s.expect("rank[1]'s next call", |v| {
+        v["event"] == "start" && v["thread"] == "rank[1]" && v["op"] == "MPI_Allreduce"
+    });
+    let gap = stopped.elapsed();
+    assert!(
+        gap > Duration::from_millis(1000),
+        "the step's stop came {gap:?} before the rank's next call"
+    );
+    s.send(json!({"cmd":"wait","until":"exit","timeout_ms":30000}));
+    s.finish_correctly();
+}

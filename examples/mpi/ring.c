@@ -4,6 +4,9 @@
  * that overlap waiting with work do; the report then lists each rank's MPI_Test calls
  * (`tests`), gathered to rank 0 with one MPI_Gather.
  *
+ * `--idle-ms N`: after the rounds, every rank probes five times for a message nobody sends
+ * (MPI_Iprobe, tag 99), then computes (sleeps) N ms before the final MPI_Allreduce.
+ *
  * Rank 0 starts each round; every rank adds (rank + 1) * (round + 1) to the token and
  * passes it on to rank + 1, the last rank back to rank 0. Each rank also sums what it
  * added, and one MPI_Allreduce at the end adds those sums up: both the token and the
@@ -11,9 +14,11 @@
  *
  * With one rank the ring is rank 0 alone: it adds to the token without messages (a send
  * to itself would rely on the implementation buffering it). */
+#define _POSIX_C_SOURCE 200809L /* nanosleep */
 #include "common.h"
+#include <time.h>
 
-static const char *const USAGE = "usage: ring [--rounds N] [--poll]";
+static const char *const USAGE = "usage: ring [--rounds N] [--poll] [--idle-ms N]";
 
 /* The MPI_Test calls this rank made (`--poll`). */
 static long long tests;
@@ -76,7 +81,7 @@ static long long pass_token(int rank, int size, long rounds, int poll, long long
 int main(int argc, char **argv)
 {
     int rank, size;
-    long rounds = 3;
+    long rounds = 3, idle_ms = -1;
     int poll = 0;
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -84,13 +89,27 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--poll") == 0)
             poll = 1;
+        else if (ex_long_opt(argc, argv, &i, "--idle-ms", &idle_ms) == 1)
+            continue;
         else if (ex_long_opt(argc, argv, &i, "--rounds", &rounds) != 1)
-            ex_usage_exit(rank, "bad argument (expected --rounds N or --poll)", USAGE);
+            ex_usage_exit(rank, "bad argument (expected --rounds N, --poll or --idle-ms N)",
+                          USAGE);
     }
 
     double t0 = MPI_Wtime();
     long long added = 0, total = 0;
     long long token = pass_token(rank, size, rounds, poll, &added);
+    if (idle_ms >= 0) {
+        int found = 0, any = 0;
+        for (int k = 0; k < 5; k++) {
+            MPI_Iprobe(MPI_ANY_SOURCE, 99, MPI_COMM_WORLD, &found, MPI_STATUS_IGNORE);
+            any |= found;
+        }
+        if (any)
+            ex_usage_exit(rank, "a message with tag 99 arrived: nobody sends one", USAGE);
+        struct timespec ts = {idle_ms / 1000, (idle_ms % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+    }
     MPI_Allreduce(&added, &total, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
     double elapsed = MPI_Wtime() - t0;
     long long *all_tests = rank == 0 ? calloc((size_t)size, sizeof *all_tests) : NULL;

@@ -12,6 +12,7 @@ use std::cell::Cell;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 /// Each rank numbers its events from `rank × EVENT_ID_STRIDE`: an event number names one
 /// event across the job (and stays below 2^53 for 9,000 ranks, exact in JSON).
@@ -149,7 +150,13 @@ struct PollRun {
     fl: InFlight,
     /// Calls in the run so far.
     polls: u64,
+    /// When the latest poll was made.
+    last: Instant,
 }
+
+/// A run of polls whose latest poll is this old ends ([`tick`]): a rank that stopped
+/// polling to compute is not shown inside the poll until its next call.
+const RUN_IDLE: Duration = Duration::from_millis(20);
 
 /// A nonblocking call's request, to report its completion.
 struct Pending {
@@ -382,6 +389,7 @@ pub fn start(mut call: Call) -> Started {
             if r.fl.op == op && *r.fl.info == *info {
                 // The run goes on: this poll reports nothing unless it ends it.
                 r.polls += 1;
+                r.last = Instant::now();
                 drop(run);
                 let token = seq + 1;
                 let fl = InFlight::new((seq, op, op_name), call, info, true);
@@ -395,7 +403,7 @@ pub fn start(mut call: Call) -> Started {
         let ended = run.take();
         drop(run);
         if let Some(r) = ended {
-            core.end_run(r, None, None);
+            core.end_run(r, None, None, true);
         }
     }
     let mut fl = InFlight::new((seq, op, op_name), call, info, false);
@@ -436,12 +444,16 @@ pub fn stop(token: u64, rc: i32, created: Option<(String, Option<i32>, Option<i3
         let ended = run.take();
         drop(run);
         if let Some(r) = ended {
-            core.end_run(r, Some(&fl), Some(rc));
+            core.end_run(r, Some(&fl), Some(rc), true);
         }
         return;
     }
     if idle && fl.call.polls() {
-        *lock(&core.run) = Some(PollRun { fl, polls: 1 });
+        *lock(&core.run) = Some(PollRun {
+            fl,
+            polls: 1,
+            last: Instant::now(),
+        });
         return;
     }
     let created = created.and_then(|(comm, rank, leader)| {
@@ -533,8 +545,10 @@ impl InFlight {
 
 impl Core {
     /// The `stop` of a run of polls, which `last` ended with return code `rc` (`None`:
-    /// another call, or the end, ended it after its last poll found nothing).
-    fn end_run(&self, r: PollRun, last: Option<&InFlight>, rc: Option<i32>) {
+    /// another call, the end or the agent's tick ended it after its last poll found
+    /// nothing). `backpressure`: false on the agent's own thread, which must not wait for
+    /// itself to drain the buffer.
+    fn end_run(&self, r: PollRun, last: Option<&InFlight>, rc: Option<i32>, backpressure: bool) {
         let agent = &self.agent;
         if !agent.is_attached() {
             return;
@@ -556,7 +570,10 @@ impl Core {
             None
         };
         let Some(why) = reason else {
-            agent.record_shared(self.shared(Kind::Stop, r.fl.seq, &r.fl.op_name, info), true);
+            agent.record_shared(
+                self.shared(Kind::Stop, r.fl.seq, &r.fl.op_name, info),
+                backpressure,
+            );
             return;
         };
         let ev = Event::Stop(self.step(&r.fl, CallInfo::clone(&info), reason));
@@ -571,6 +588,28 @@ impl Core {
         }
         self.agent
             .record_shared(self.shared(Kind::Recv, seq, name, info), true);
+    }
+}
+
+/// The agent's tick: end a run of polls that is [`RUN_IDLE`] old, between calls only (a
+/// poll in progress may be continuing it; one that has counted itself in already is in
+/// the `stop` reported here, and reports nothing itself).
+pub(crate) fn tick() {
+    let Some(core) = CORE.get() else { return };
+    let flights = lock(&core.in_flight);
+    if !flights.0.is_empty() {
+        return;
+    }
+    let mut run = lock(&core.run);
+    let ended = if run.as_ref().is_some_and(|r| r.last.elapsed() >= RUN_IDLE) {
+        run.take()
+    } else {
+        None
+    };
+    drop(run);
+    drop(flights);
+    if let Some(r) = ended {
+        core.end_run(r, None, None, false);
     }
 }
 
@@ -589,7 +628,7 @@ pub fn finalize() {
     let Some(core) = CORE.get() else { return };
     let ended = lock(&core.run).take();
     if let Some(r) = ended {
-        core.end_run(r, None, None);
+        core.end_run(r, None, None, true);
     }
     core.agent.shutdown();
     core.agent.finish();

@@ -79,6 +79,10 @@ impl Debuggee for RankView {
         vec![Thread::new(0, 0, self.thread.clone())]
     }
 
+    fn tick(&self) {
+        crate::core::tick();
+    }
+
     fn has_calls(&self) -> bool {
         true
     }

@@ -155,6 +155,12 @@ pub trait Debuggee: Send + Sync {
         false
     }
 
+    /// Called on the agent's thread before each flush of the stream (every 10 ms at
+    /// least while a debugger is attached): a front end that defers an event (the MPI
+    /// library's polling step, whose `stop` waits for the next call) reports it here once
+    /// it is due.
+    fn tick(&self) {}
+
     /// The first `max` pending messages of thread `global` (with their contents if
     /// `content`), and how many more there are. Running or not: the debuggee locks the
     /// queue for the listing.

@@ -281,6 +281,9 @@ async fn session(
                 () = agent.stream.wake.notified() => {}
                 _ = tick.tick() => {}
             }
+            if let Some(d) = agent.debuggee.get() {
+                d.tick();
+            }
             let chunks = agent.drain();
             let frames = record::frames(chunks.iter().flatten(), BATCH_MAX, packing);
             if !chunks.is_empty() {
