@@ -81,7 +81,7 @@ pub(crate) struct Core {
     off: AtomicBool,
     pub(crate) rank: i32,
     pub(crate) thread: Arc<str>,
-    ops: Mutex<Vec<Arc<str>>>,
+    ops: Mutex<Ops>,
     /// `rank[P]` by world rank P, as sends name their destination (made once each).
     peers: Mutex<HashMap<i32, Arc<str>>>,
     /// `""`: the type name of events other than sends.
@@ -137,6 +137,13 @@ pub(crate) struct InFlight {
     pub(crate) edited: Option<Vec<u8>>,
     /// A poll that continues the open [`PollRun`] (its `start` was not reported).
     pub(crate) in_run: bool,
+}
+
+/// The operations (calls) by index, and the index of each call name the wrappers used,
+/// by the name's address.
+struct Ops {
+    names: Vec<Arc<str>>,
+    by_address: HashMap<usize, usize, crate::site_lines::IdHash>,
 }
 
 /// A run of polls (`MPI_Test`, `MPI_Testany`, `MPI_Testall`, `MPI_Testsome`,
@@ -198,7 +205,10 @@ pub fn init(rank: i32, size: i32, implementation: &str) {
         off: AtomicBool::new(false),
         rank,
         thread,
-        ops: Mutex::new(CALLS.iter().map(|c| Arc::from(*c)).collect()),
+        ops: Mutex::new(Ops {
+            names: CALLS.iter().map(|c| Arc::from(*c)).collect(),
+            by_address: HashMap::default(),
+        }),
         peers: Mutex::default(),
         no_type: "".into(),
         seq: AtomicU64::new(0),
@@ -229,15 +239,23 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 impl Core {
     /// The operation index and name of call `name` (registering a call outside
     /// [`CALLS`]).
-    fn op(&self, name: &str) -> (usize, Arc<str>) {
+    fn op(&self, name: &'static str) -> (usize, Arc<str>) {
         let mut ops = lock(&self.ops);
-        if let Some(i) = ops.iter().position(|o| &**o == name) {
-            return (i, ops[i].clone());
+        // The wrappers name each call with one static string: its address finds it.
+        let address = name.as_ptr() as usize;
+        if let Some(&i) = ops.by_address.get(&address) {
+            return (i, ops.names[i].clone());
         }
-        let shared: Arc<str> = name.into();
-        ops.push(shared.clone());
-        self.agent.add_operations([Operation::new(name, "call", 0)], &[]);
-        (ops.len() - 1, shared)
+        let i = match ops.names.iter().position(|o| &**o == name) {
+            Some(i) => i,
+            None => {
+                ops.names.push(name.into());
+                self.agent.add_operations([Operation::new(name, "call", 0)], &[]);
+                ops.names.len() - 1
+            }
+        };
+        ops.by_address.insert(address, i);
+        (i, ops.names[i].clone())
     }
 
     /// A notification of call `seq` that nothing holds, with shared names.
