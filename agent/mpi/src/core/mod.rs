@@ -12,7 +12,7 @@ use std::cell::Cell;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// Each rank numbers its events from `rank × EVENT_ID_STRIDE`: an event number names one
 /// event across the job (and stays below 2^53 for 9,000 ranks, exact in JSON).
@@ -65,6 +65,10 @@ pub const CALLS: &[&str] = &[
     "MPI_Comm_create",
     "MPI_Comm_free",
 ];
+
+mod polls;
+pub(crate) use polls::tick;
+use polls::PollRun;
 
 static CORE: OnceLock<Core> = OnceLock::new();
 
@@ -145,25 +149,6 @@ struct Ops {
     names: Vec<Arc<str>>,
     by_address: HashMap<usize, usize, crate::site_lines::IdHash>,
 }
-
-/// A run of polls (`MPI_Test`, `MPI_Testany`, `MPI_Testall`, `MPI_Testsome`,
-/// `MPI_Iprobe`) at one site with the same parameters that found nothing, none held: one
-/// step, reported as its first poll's `start` and, when a poll finds something or the rank
-/// makes another call, one `stop` that says how many calls it stood for (`polls`). A
-/// program spinning on `MPI_Testany` would otherwise stream two events a spin: most of a
-/// free run's events for a program such as hpcc, and none that says anything new.
-struct PollRun {
-    /// The first poll (its `start` was reported).
-    fl: InFlight,
-    /// Calls in the run so far.
-    polls: u64,
-    /// When the latest poll was made.
-    last: Instant,
-}
-
-/// A run of polls whose latest poll is this old ends ([`tick`]): a rank that stopped
-/// polling to compute is not shown inside the poll until its next call.
-const RUN_IDLE: Duration = Duration::from_millis(20);
 
 /// A nonblocking call's request, to report its completion.
 struct Pending {
@@ -562,43 +547,6 @@ impl InFlight {
 }
 
 impl Core {
-    /// The `stop` of a run of polls, which `last` ended with return code `rc` (`None`:
-    /// another call, the end or the agent's tick ended it after its last poll found
-    /// nothing). `backpressure`: false on the agent's own thread, which must not wait for
-    /// itself to drain the buffer.
-    fn end_run(&self, r: PollRun, last: Option<&InFlight>, rc: Option<i32>, backpressure: bool) {
-        let agent = &self.agent;
-        if !agent.is_attached() {
-            return;
-        }
-        let matched = last.and_then(|l| l.info.matched.clone());
-        let rc = rc.filter(|rc| *rc != 0);
-        let info = if matched.is_none() && rc.is_none() && r.polls == 1 {
-            r.fl.info.clone()
-        } else {
-            let mut info = CallInfo::clone(&r.fl.info);
-            info.matched = matched;
-            info.rc = rc;
-            info.polls = (r.polls > 1).then_some(r.polls);
-            Arc::new(info)
-        };
-        let reason = if last.is_some() {
-            agent.hold_reason(0)
-        } else {
-            None
-        };
-        let Some(why) = reason else {
-            agent.record_shared(
-                self.shared(Kind::Stop, r.fl.seq, &r.fl.op_name, info),
-                backpressure,
-            );
-            return;
-        };
-        let ev = Event::Stop(self.step(&r.fl, CallInfo::clone(&info), reason));
-        let mut fl = r.fl;
-        self.hold(ev, why, &mut fl, false, &|| agent.hold_reason(0).is_some());
-    }
-
     /// A receive matched: the `recv` event (never held: the rank is inside MPI).
     fn report_recv(&self, seq: u64, name: &Arc<str>, info: Arc<CallInfo>) {
         if !self.agent.is_attached() {
@@ -606,28 +554,6 @@ impl Core {
         }
         self.agent
             .record_shared(self.shared(Kind::Recv, seq, name, info), true);
-    }
-}
-
-/// The agent's tick: end a run of polls that is [`RUN_IDLE`] old, between calls only (a
-/// poll in progress may be continuing it; one that has counted itself in already is in
-/// the `stop` reported here, and reports nothing itself).
-pub(crate) fn tick() {
-    let Some(core) = CORE.get() else { return };
-    let flights = lock(&core.in_flight);
-    if !flights.0.is_empty() {
-        return;
-    }
-    let mut run = lock(&core.run);
-    let ended = if run.as_ref().is_some_and(|r| r.last.elapsed() >= RUN_IDLE) {
-        run.take()
-    } else {
-        None
-    };
-    drop(run);
-    drop(flights);
-    if let Some(r) = ended {
-        core.end_run(r, None, None, false);
     }
 }
 

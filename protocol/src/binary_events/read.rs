@@ -1,0 +1,266 @@
+//! Reading binary event frames (the layout: the parent module).
+
+use super::HEADER;
+use crate::call::{AnyTag, CallInfo, Created, Forced, Matched, Peer, SpecialPeer, Tag};
+use crate::varint::{get_u, unzigzag, Bad};
+use crate::{Event, RecvEv, SendEv, Step, StepEv};
+
+/// Read a binary event frame's events.
+pub(crate) fn parse_events(bytes: &[u8]) -> Result<Vec<Event>, String> {
+    let Some((count, body)) = bytes.get(1..).and_then(|b| b.split_first_chunk::<4>()) else {
+        return Err("binary event frame: no event count".to_owned());
+    };
+    let count = u32::from_le_bytes(*count) as usize;
+    // The smallest event takes 5 bytes (a recv of empty names).
+    if count > body.len() / 5 {
+        return Err(format!(
+            "binary event frame: {count} events cannot fit in {} bytes",
+            body.len()
+        ));
+    }
+    let mut r = Reader { b: body, i: 0 };
+    let mut out = Vec::with_capacity(count);
+    let mut prev_id = 0u64;
+    while r.i < r.b.len() {
+        let at = r.i;
+        let head = r.byte()?;
+        let event_id = prev_id.wrapping_add(r.u()?);
+        prev_id = event_id;
+        let traced = head & 4 != 0;
+        let has_call = head & 8 != 0;
+        let ev = match head & 3 {
+            0 => {
+                let opt = |bit: u8, r: &mut Reader| -> Result<Option<String>, String> {
+                    if head & (1 << bit) != 0 {
+                        r.string().map(Some)
+                    } else {
+                        Ok(None)
+                    }
+                };
+                let thread = opt(4, &mut r)?;
+                let op = opt(5, &mut r)?;
+                let msg = r.string()?;
+                let to_op = opt(6, &mut r)?;
+                let to_thread = opt(7, &mut r)?;
+                let type_name = r.string()?;
+                let call = r.call(has_call)?;
+                Event::Send(SendEv {
+                    event_id,
+                    thread,
+                    op,
+                    msg,
+                    to_op,
+                    to_thread,
+                    type_name,
+                    traced,
+                    held: false,
+                    reason: None,
+                    content: None,
+                    call,
+                })
+            }
+            1 => {
+                if head >> 4 != 0 {
+                    return Err(r.bad_head(head, at));
+                }
+                let (thread, op, msg) = (r.string()?, r.string()?, r.string()?);
+                let position = usize::try_from(r.u()?).map_err(|_| r.truncated())?;
+                let call = r.call(has_call)?;
+                Event::Recv(RecvEv {
+                    event_id,
+                    thread,
+                    op,
+                    msg,
+                    position,
+                    traced,
+                    call,
+                })
+            }
+            kind => {
+                let step = match (head >> 5) & 7 {
+                    0 => Step::Run,
+                    1 => Step::Absorb,
+                    2 => Step::Final,
+                    _ => return Err(r.bad_head(head, at)),
+                };
+                let (thread, op, msg) = (r.string()?, r.string()?, r.string()?);
+                let instance = if head & 16 != 0 { r.string()? } else { msg.clone() };
+                let call = r.call(has_call)?;
+                let s = StepEv {
+                    event_id,
+                    thread,
+                    op,
+                    msg,
+                    instance,
+                    step,
+                    traced,
+                    held: false,
+                    reason: None,
+                    call,
+                };
+                if kind == 2 {
+                    Event::Start(s)
+                } else {
+                    Event::Stop(s)
+                }
+            }
+        };
+        out.push(ev);
+    }
+    if out.len() != count {
+        return Err(format!(
+            "binary event frame: {} events where its header says {count}",
+            out.len()
+        ));
+    }
+    Ok(out)
+}
+
+struct Reader<'a> {
+    b: &'a [u8],
+    i: usize,
+}
+
+impl Reader<'_> {
+    fn truncated(&self) -> String {
+        format!("binary event frame: truncated at byte {}", self.i + HEADER)
+    }
+
+    fn bad_head(&self, head: u8, at: usize) -> String {
+        format!(
+            "binary event frame: bad event head {head:#04x} at byte {}",
+            at + HEADER
+        )
+    }
+
+    fn byte(&mut self) -> Result<u8, String> {
+        let v = *self.b.get(self.i).ok_or_else(|| self.truncated())?;
+        self.i += 1;
+        Ok(v)
+    }
+
+    fn u(&mut self) -> Result<u64, String> {
+        get_u(self.b, &mut self.i).map_err(|bad| match bad {
+            Bad::Truncated => self.truncated(),
+            Bad::TooLarge => format!("binary event frame: number too large at byte {}", self.i + HEADER),
+        })
+    }
+
+    fn i64(&mut self) -> Result<i64, String> {
+        Ok(unzigzag(self.u()?))
+    }
+
+    fn i32(&mut self) -> Result<i32, String> {
+        let at = self.i;
+        i32::try_from(self.i64()?)
+            .map_err(|_| format!("binary event frame: number out of range at byte {}", at + HEADER))
+    }
+
+    fn string(&mut self) -> Result<String, String> {
+        let n = usize::try_from(self.u()?).map_err(|_| self.truncated())?;
+        let s = self
+            .b
+            .get(self.i..self.i.saturating_add(n))
+            .ok_or_else(|| self.truncated())?;
+        let at = self.i;
+        self.i += n;
+        std::str::from_utf8(s).map(str::to_owned).map_err(|e| {
+            format!(
+                "binary event frame: text at byte {} is not UTF-8: {e}",
+                at + HEADER
+            )
+        })
+    }
+
+    fn call(&mut self, present: bool) -> Result<Option<Box<CallInfo>>, String> {
+        if !present {
+            return Ok(None);
+        }
+        let at = self.i;
+        let mask = self.u()?;
+        if mask >> 14 != 0 {
+            return Err(format!(
+                "binary event frame: unknown call fields {mask:#x} at byte {}",
+                at + HEADER
+            ));
+        }
+        let has = |bit: u32| mask & (1 << bit) != 0;
+        let mut c = CallInfo::default();
+        if has(0) {
+            c.comm = Some(self.string()?);
+        }
+        if has(1) {
+            let at = self.i;
+            c.peer = Some(match self.u()? {
+                0 => Peer::Special(SpecialPeer::AnySource),
+                1 => Peer::Special(SpecialPeer::ProcNull),
+                2 => Peer::Special(SpecialPeer::Root),
+                z => Peer::Rank(unzigzag32(z - 3).ok_or_else(|| out_of_range(at))?),
+            });
+        }
+        if has(2) {
+            let at = self.i;
+            c.tag = Some(match self.u()? {
+                0 => Tag::Any(AnyTag::AnyTag),
+                z => Tag::Tag(unzigzag32(z - 1).ok_or_else(|| out_of_range(at))?),
+            });
+        }
+        if has(3) {
+            c.count = Some(self.i32()?);
+        }
+        if has(4) {
+            c.datatype = Some(self.string()?);
+        }
+        if has(5) {
+            c.bytes = Some(self.i64()?);
+        }
+        if has(6) {
+            c.root = Some(self.i32()?);
+        }
+        if has(7) {
+            c.site = Some(self.string()?);
+        }
+        if has(8) {
+            c.matched = Some(Matched {
+                source: self.i32()?,
+                tag: self.i32()?,
+                bytes: self.i64()?,
+            });
+        }
+        if has(9) {
+            let source = self.i32()?;
+            let tag = self.i64()?;
+            let at = self.i;
+            let tag = match tag {
+                0 => None,
+                t => Some(i32::try_from(t - 1).map_err(|_| out_of_range(at))?),
+            };
+            c.forced = Some(Forced { source, tag });
+        }
+        if has(10) {
+            c.created = Some(Created {
+                comm: self.string()?,
+                rank: self.i32()?,
+                leader: self.i32()?,
+            });
+        }
+        if has(11) {
+            c.label = Some(self.string()?);
+        }
+        if has(12) {
+            c.rc = Some(self.i32()?);
+        }
+        if has(13) {
+            c.polls = Some(self.u()?);
+        }
+        Ok(Some(Box::new(c)))
+    }
+}
+
+fn unzigzag32(z: u64) -> Option<i32> {
+    i32::try_from(unzigzag(z)).ok()
+}
+
+fn out_of_range(at: usize) -> String {
+    format!("binary event frame: number out of range at byte {}", at + HEADER)
+}
