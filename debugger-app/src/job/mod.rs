@@ -1,0 +1,178 @@
+//! One session over the ranks of an MPI job. The debugger listens; every rank's agent
+//! dials in (`RACETRACK_CONNECT`); the ranks' streams are merged into one [`Connection`],
+//! so the controller and the GUI see one program whose threads are the ranks (`rank[0]`,
+//! `rank[1]`, … of the collection `rank`, DESIGN §7):
+//!
+//! - one `structure` (the ranks' merged) and one `snapshot`, when every rank sent its
+//!   own (a rank's events wait until then; the structure is sent again when it changes),
+//!   then the ranks' events as they come: each
+//!   rank's stay in order;
+//! - a command for a thread or a held event goes to the rank that has it; any other goes
+//!   to every rank, and its verdict (`ok` / `error` with its request number) is one: the
+//!   first error, else `ok` once every rank said so (a command without a request number
+//!   is numbered here, so that its refusal is one `error` too, without the number);
+//! - the connection closes when every rank's has.
+//!
+//! Event numbers are unique across the job: each rank numbers from its own range.
+
+use crate::conn::{Connection, Waker};
+use racetrack_protocol::{BINARY_HEADER, MAX_FRAME_BYTES};
+use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+use tokio::net::TcpStream;
+use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request as HttpRequest, Response};
+use tokio_tungstenite::tungstenite::http::{HeaderValue, StatusCode};
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+use tokio_tungstenite::WebSocketStream;
+
+mod merge;
+use merge::Merge;
+
+type Ws = WebSocketStream<TcpStream>;
+
+/// A socket the ranks of a job dial.
+pub struct JobListener {
+    listener: std::net::TcpListener,
+    url: String,
+    token: Option<String>,
+}
+
+impl JobListener {
+    /// Listen on `addr` (`127.0.0.1:0` picks a port). Beyond loopback, ranks must present
+    /// `token` (`RACETRACK_TOKEN` in their environment).
+    pub fn bind(addr: &str, token: Option<String>) -> Result<Self, String> {
+        let sa: std::net::SocketAddr = addr
+            .parse()
+            .map_err(|_| format!("`{addr}` is not an address such as 127.0.0.1:0"))?;
+        if !sa.ip().is_loopback() && token.is_none() {
+            return Err(format!(
+                "{addr} is not a loopback address: set RACETRACK_TOKEN so that only the job's ranks can connect"
+            ));
+        }
+        let listener =
+            std::net::TcpListener::bind(sa).map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+        let local = listener.local_addr().map_err(|e| e.to_string())?;
+        Ok(Self {
+            listener,
+            url: format!("ws://{local}"),
+            token,
+        })
+    }
+
+    /// What the ranks dial (`RACETRACK_CONNECT`).
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// Wait until `ranks` ranks connected (checking `gone` every 100 ms: the launcher
+    /// may have failed, and says why), then merge them into one connection.
+    pub fn accept(
+        self,
+        ranks: usize,
+        timeout: Duration,
+        waker: Waker,
+        mut gone: impl FnMut() -> Option<String>,
+    ) -> Result<Connection, String> {
+        let (ev_tx, ev_rx) = mpsc::sync_channel(crate::conn::EVENTS_CAP);
+        let (cmd_tx, cmd_rx) = tokio::sync::mpsc::unbounded_channel();
+        let (ready_tx, ready_rx) = mpsc::channel();
+        let joined = Arc::new(AtomicUsize::new(0));
+        let j = joined.clone();
+        std::thread::Builder::new()
+            .name("racetrack-job".into())
+            .spawn(move || {
+                let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+                    Ok(rt) => rt,
+                    Err(e) => return drop(ready_tx.send(Err(e.to_string()))),
+                };
+                rt.block_on(async move {
+                    match gather(self.listener, self.token, ranks, &j).await {
+                        Ok(socks) => {
+                            let _ = ready_tx.send(Ok(()));
+                            Merge::new(socks, ev_tx, waker).run(cmd_rx).await;
+                        }
+                        Err(e) => drop(ready_tx.send(Err(e))),
+                    }
+                });
+            })
+            .map_err(|e| e.to_string())?;
+        let deadline = Instant::now() + timeout;
+        loop {
+            match ready_rx.recv_timeout(Duration::from_millis(100)) {
+                Ok(Ok(())) => return Ok(Connection::from_parts(ev_rx, cmd_tx)),
+                Ok(Err(e)) => return Err(e),
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    return Err("the job's connection thread stopped".into())
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+            }
+            if let Some(why) = gone() {
+                return Err(why);
+            }
+            if Instant::now() > deadline {
+                return Err(format!(
+                    "{} of {ranks} ranks connected within {} s (is the program an MPI program, and were the wrappers preloaded?)",
+                    joined.load(SeqCst),
+                    timeout.as_secs()
+                ));
+            }
+        }
+    }
+}
+
+/// Accept `ranks` WebSocket connections (refusing a missing token), in arrival order.
+async fn gather(
+    listener: std::net::TcpListener,
+    token: Option<String>,
+    ranks: usize,
+    joined: &AtomicUsize,
+) -> Result<Vec<Ws>, String> {
+    listener.set_nonblocking(true).map_err(|e| e.to_string())?;
+    let listener = tokio::net::TcpListener::from_std(listener).map_err(|e| e.to_string())?;
+    let mut socks = Vec::with_capacity(ranks);
+    while socks.len() < ranks {
+        let (stream, peer) = listener.accept().await.map_err(|e| format!("accept: {e}"))?;
+        let _ = stream.set_nodelay(true);
+        match handshake(stream, token.as_deref()).await {
+            Ok(ws) => {
+                socks.push(ws);
+                joined.store(socks.len(), SeqCst);
+            }
+            Err(e) => eprintln!("racetrack: refused a connection from {peer}: {e}"),
+        }
+    }
+    Ok(socks)
+}
+
+async fn handshake(stream: TcpStream, token: Option<&str>) -> Result<Ws, String> {
+    let config = WebSocketConfig::default()
+        .max_message_size(Some(MAX_FRAME_BYTES))
+        .max_frame_size(Some(MAX_FRAME_BYTES));
+    // Why the check refused, for the user: tungstenite's own error says only "403".
+    let refusal = std::cell::Cell::new(None);
+    #[allow(clippy::result_large_err)]
+    let check = |req: &HttpRequest, mut resp: Response| -> Result<Response, ErrorResponse> {
+        if let Some(t) = token {
+            let auth = req.headers().get("authorization").and_then(|v| v.to_str().ok());
+            if auth != Some(&format!("Bearer {t}")) {
+                refusal.set(Some(match auth {
+                    None => "it sent no token (RACETRACK_TOKEN in the ranks' environment)",
+                    Some(_) => "it sent a wrong token (RACETRACK_TOKEN differs from this listener's)",
+                }));
+                let mut r = ErrorResponse::new(Some("a valid token is required (RACETRACK_TOKEN)".into()));
+                *r.status_mut() = StatusCode::FORBIDDEN;
+                return Err(r);
+            }
+        }
+        // Packed events in binary frames: no decimal numbers to parse.
+        resp.headers_mut()
+            .insert(BINARY_HEADER, HeaderValue::from_static("binary"));
+        Ok(resp)
+    };
+    let accepted = tokio_tungstenite::accept_hdr_async_with_config(stream, check, Some(config)).await;
+    accepted.map_err(|e| match refusal.take() {
+        Some(why) => why.to_owned(),
+        None => format!("handshake: {e}"),
+    })
+}
