@@ -69,6 +69,19 @@ fn take_value(opts: &mut Vec<String>, name: &str) -> Option<String> {
     Some(v)
 }
 
+/// `args` (the command first) as `[OPTIONS] -- PROGRAM [ARGS]`: the options, the program
+/// and its arguments; without `--` and a program, `command` fails with the usage.
+fn split_program<'a>(args: &'a [String], command: &str) -> (Vec<String>, &'a str, &'a [String]) {
+    let dashdash = args
+        .iter()
+        .position(|a| a == "--")
+        .unwrap_or_else(|| fail(&format!("{command} needs `-- PROGRAM`\n{USAGE}")));
+    let Some(program) = args.get(dashdash + 1) else {
+        fail(&format!("{command} needs a PROGRAM after `--`"))
+    };
+    (args[1..dashdash].to_vec(), program, &args[dashdash + 2..])
+}
+
 /// Split `--script FILE` out of `opts` (GUI scripts).
 fn take_script(opts: &mut Vec<String>) -> Option<Script> {
     let i = opts.iter().position(|o| o == "--script")?;
@@ -120,18 +133,10 @@ fn main() {
     std::process::exit(code);
 }
 
-/// `racetrack export --perfetto TRACE [-o OUT]`.
 /// `racetrack record --full [-o TRACE] -- PROGRAM ARGS`: a free run with every event
 /// written to a trace file (`RACETRACK_TRACE`); the exit code is the program's.
 fn record(args: &[String]) -> i32 {
-    let dashdash = args
-        .iter()
-        .position(|a| a == "--")
-        .unwrap_or_else(|| fail(&format!("record needs `-- PROGRAM`\n{USAGE}")));
-    let mut opts: Vec<String> = args[1..dashdash].to_vec();
-    let Some(program) = args.get(dashdash + 1) else {
-        fail("record needs a PROGRAM after `--`")
-    };
+    let (mut opts, program, prog_args) = split_program(args, "record");
     let out = take_value(&mut opts, "-o");
     let Some(i) = opts.iter().position(|o| o == "--full") else {
         fail("record without --full (only the choices a replay needs) is not built yet: `record --full` writes every event")
@@ -147,7 +152,7 @@ fn record(args: &[String]) -> i32 {
     // Written afresh: what is there after the run is this run's, or nothing.
     let _ = std::fs::remove_file(&trace);
     let status = std::process::Command::new(program)
-        .args(&args[dashdash + 2..])
+        .args(prog_args)
         .env(racetrack_protocol::launch::ENV_TRACE, &trace)
         .env_remove(racetrack_protocol::launch::ENV_LISTEN)
         .env_remove(racetrack_protocol::launch::ENV_CONNECT)
@@ -188,6 +193,7 @@ fn open(args: &[String]) -> i32 {
     })
 }
 
+/// `racetrack export --perfetto TRACE [-o OUT]`.
 fn export(args: &[String]) -> i32 {
     let mut opts = args.to_vec();
     let out = take_value(&mut opts, "-o");
@@ -223,15 +229,7 @@ fn export(args: &[String]) -> i32 {
 
 /// `racetrack run [--ctl [--script FILE [--set NAME=VALUE]...] | --script FILE] -- PROGRAM ARGS`.
 fn run(args: &[String]) -> i32 {
-    let dashdash = args
-        .iter()
-        .position(|a| a == "--")
-        .unwrap_or_else(|| fail(&format!("run needs `-- PROGRAM`\n{USAGE}")));
-    let mut opts: Vec<String> = args[1..dashdash].to_vec();
-    let Some(program) = args.get(dashdash + 1) else {
-        fail("run needs a PROGRAM after `--`")
-    };
-    let prog_args = &args[dashdash + 2..];
+    let (mut opts, program, prog_args) = split_program(args, "run");
     if opts.iter().any(|o| o == "--ctl") {
         return run_ctl(&mut opts, program, prog_args);
     }
@@ -246,14 +244,7 @@ fn run(args: &[String]) -> i32 {
 
 /// `racetrack mpirun [--ctl [--script F [--set N=V]...] | --script F] [--impl I] -n N -- PROGRAM ARGS`.
 fn mpirun(args: &[String]) -> i32 {
-    let dashdash = args
-        .iter()
-        .position(|a| a == "--")
-        .unwrap_or_else(|| fail(&format!("mpirun needs `-- PROGRAM`\n{USAGE}")));
-    let mut opts: Vec<String> = args[1..dashdash].to_vec();
-    let Some(program) = args.get(dashdash + 1) else {
-        fail("mpirun needs a PROGRAM after `--`")
-    };
+    let (mut opts, program, prog_args) = split_program(args, "mpirun");
     let ranks = take_value(&mut opts, "-n")
         .or_else(|| take_value(&mut opts, "-np"))
         .unwrap_or_else(|| fail("mpirun needs -n N (the number of ranks)"));
@@ -261,7 +252,7 @@ fn mpirun(args: &[String]) -> i32 {
         .parse()
         .unwrap_or_else(|_| fail(&format!("-n {ranks}: expected a number of ranks")));
     let imp = take_value(&mut opts, "--impl").map(|i| Impl::parse(&i).unwrap_or_else(|e| fail(&e)));
-    let plan = mpi_plan(imp, ranks, program, &args[dashdash + 2..]);
+    let plan = mpi_plan(imp, ranks, program, prog_args);
     eprintln!(
         "racetrack: {} ranks of {} under {} ({})",
         ranks,
