@@ -41,6 +41,8 @@
 #![warn(missing_docs)]
 
 pub mod agent;
+#[cfg(feature = "runtime")]
+pub mod replay;
 
 #[cfg(feature = "runtime")]
 pub use racetrack_runtime::*;
@@ -57,5 +59,6 @@ pub fn runtime() -> RuntimeBuilder {
 
 #[cfg(feature = "runtime")]
 fn agent_from_env() -> Option<Arc<dyn Hook>> {
-    agent::start_from_env().map(|a| a as Arc<dyn Hook>)
+    replay::from_env(agent::start_from_env)
+        .unwrap_or_else(|| agent::start_from_env().map(|a| a as Arc<dyn Hook>))
 }

@@ -37,9 +37,18 @@ usage:
   racetrack attach <ws-url> [--script FILE]
                                           the GUI on a running program's agent
   racetrack ctl <ws-url>                  headless controller (see docs/PROTOCOL.md)
+  racetrack record [-o LOG] -- PROGRAM [ARGS]
+                                          run PROGRAM free, recording what a replay needs
+                                          (which sender's message each thread took) in a
+                                          replay log (default PROGRAM.rtrec)
   racetrack record --full [-o TRACE] -- PROGRAM [ARGS]
                                           run PROGRAM writing every event to a trace file
                                           (default PROGRAM.rtrace), no debugger attached
+  racetrack replay LOG [--ctl [--script FILE] | --gui [--script FILE]] -- PROGRAM [ARGS]
+                                          run PROGRAM again taking the logged choices, free
+                                          (exit code 3 if it cannot follow the log), or
+                                          under the controller or the GUI, where it can be
+                                          stepped, held, and taken over
   racetrack open TRACE [--script FILE]    a trace file (RACETRACK_TRACE=TRACE) in the GUI,
                                           without the program, with a time slider
   racetrack export --perfetto TRACE [-o OUT.json]
@@ -110,6 +119,7 @@ fn main() {
         Some("export") => export(&args[1..]),
         Some("open") => open(&args[1..]),
         Some("record") => record(&args),
+        Some("replay") => replay(&args),
         Some("example") => {
             let Some(name) = args.get(1) else {
                 fail("example needs a name: farm, mergesort, heat, search")
@@ -133,38 +143,116 @@ fn main() {
     std::process::exit(code);
 }
 
-/// `racetrack record --full [-o TRACE] -- PROGRAM ARGS`: a free run with every event
-/// written to a trace file (`RACETRACK_TRACE`); the exit code is the program's.
+/// `racetrack record [--full] [-o FILE] -- PROGRAM ARGS`: a free run that writes a replay
+/// log (`RACETRACK_RECORD`), or with `--full` every event to a trace file
+/// (`RACETRACK_TRACE`); the exit code is the program's.
 fn record(args: &[String]) -> i32 {
     let (mut opts, program, prog_args) = split_program(args, "record");
     let out = take_value(&mut opts, "-o");
-    let Some(i) = opts.iter().position(|o| o == "--full") else {
-        fail("record without --full (only the choices a replay needs) is not built yet: `record --full` writes every event")
-    };
-    opts.remove(i);
+    let full = opts
+        .iter()
+        .position(|o| o == "--full")
+        .map(|i| opts.remove(i))
+        .is_some();
     if let Some(bad) = opts.first() {
         fail(&format!("unknown option `{bad}` for record\n{USAGE}"));
     }
     let name = std::path::Path::new(program)
         .file_name()
         .map_or_else(|| "program".to_owned(), |n| n.to_string_lossy().into_owned());
-    let trace = out.unwrap_or_else(|| format!("{name}.rtrace"));
+    let (var, ext) = if full {
+        (racetrack_protocol::launch::ENV_TRACE, "rtrace")
+    } else {
+        (racetrack_protocol::launch::ENV_RECORD, "rtrec")
+    };
+    let file = out.unwrap_or_else(|| format!("{name}.{ext}"));
     // Written afresh: what is there after the run is this run's, or nothing.
-    let _ = std::fs::remove_file(&trace);
+    let _ = std::fs::remove_file(&file);
     let status = std::process::Command::new(program)
         .args(prog_args)
-        .env(racetrack_protocol::launch::ENV_TRACE, &trace)
+        .env(var, &file)
+        .env_remove(racetrack_protocol::launch::ENV_REPLAY)
         .env_remove(racetrack_protocol::launch::ENV_LISTEN)
         .env_remove(racetrack_protocol::launch::ENV_CONNECT)
         .env_remove(racetrack_protocol::launch::ENV_WAIT)
         .status()
         .unwrap_or_else(|e| fail(&format!("cannot start {program}: {e}")));
-    match std::fs::metadata(&trace) {
-        Ok(m) => eprintln!("racetrack: trace {trace} ({} bytes)", m.len()),
-        Err(_) => eprintln!(
-            "racetrack: no trace written to {trace} (is {program} a program on Racetrack's runtime? MPI ranks write none yet)"
+    let size = std::fs::metadata(&file).map(|m| m.len());
+    match (size, full) {
+        (Ok(n), true) => eprintln!("racetrack: trace {file} ({n} bytes)"),
+        (Ok(n), false) => match racetrack_protocol::replay_log::ReplayLog::read(std::path::Path::new(&file)) {
+            Ok(log) => eprintln!(
+                "racetrack: replay log {file} ({n} bytes: {} steps in {} runs{})",
+                log.steps(),
+                log.runs(),
+                if log.end.is_some() { "" } else { "; the run did not finish, the log covers a prefix" }
+            ),
+            Err(e) => eprintln!("racetrack: the replay log cannot be read back: {e}"),
+        },
+        (Err(_), _) => eprintln!(
+            "racetrack: nothing written to {file} (is {program} a program on Racetrack's runtime? MPI ranks write none yet)"
         ),
     }
+    status.code().unwrap_or(1)
+}
+
+/// `racetrack replay LOG [--ctl [--script F] | --gui [--script F]] -- PROGRAM ARGS`: the
+/// program again with `RACETRACK_REPLAY=LOG`, free (its output and exit code pass
+/// through), or under the controller or the GUI as `run` starts it.
+fn replay(args: &[String]) -> i32 {
+    let (mut opts, program, prog_args) = split_program(args, "replay");
+    if opts.is_empty() {
+        fail(&format!(
+            "replay needs a replay LOG (from `racetrack record`)\n{USAGE}"
+        ));
+    }
+    let log = opts.remove(0);
+    // A damaged log is refused here, before the program starts.
+    if let Err(e) = racetrack_protocol::replay_log::ReplayLog::read(std::path::Path::new(&log)) {
+        fail(&e);
+    }
+    let var = racetrack_protocol::launch::ENV_REPLAY;
+    let gui = opts
+        .iter()
+        .position(|o| o == "--gui")
+        .map(|i| opts.remove(i))
+        .is_some();
+    if gui || opts.iter().any(|o| o == "--ctl") {
+        // The program inherits it from here.
+        std::env::set_var(var, &log);
+        std::env::remove_var(racetrack_protocol::launch::ENV_RECORD);
+        std::env::remove_var(racetrack_protocol::launch::ENV_TRACE);
+        if opts.iter().any(|o| o == "--ctl") {
+            if gui {
+                fail("replay takes --ctl or --gui, not both");
+            }
+            return run_ctl(&mut opts, program, prog_args);
+        }
+        let script = take_script(&mut opts);
+        if let Some(bad) = opts.first() {
+            fail(&format!("unknown option `{bad}` for replay\n{USAGE}"));
+        }
+        let waker = Waker::default();
+        let session = Session::launch(program, prog_args, waker.clone()).unwrap_or_else(|e| fail(&e));
+        return gui::run(
+            session,
+            waker,
+            script,
+            &format!("Racetrack — replay of {program}"),
+        );
+    }
+    if let Some(bad) = opts.first() {
+        fail(&format!("unknown option `{bad}` for replay\n{USAGE}"));
+    }
+    let status = std::process::Command::new(program)
+        .args(prog_args)
+        .env(var, &log)
+        .env_remove(racetrack_protocol::launch::ENV_RECORD)
+        .env_remove(racetrack_protocol::launch::ENV_LISTEN)
+        .env_remove(racetrack_protocol::launch::ENV_CONNECT)
+        .env_remove(racetrack_protocol::launch::ENV_WAIT)
+        .status()
+        .unwrap_or_else(|e| fail(&format!("cannot start {program}: {e}")));
     status.code().unwrap_or(1)
 }
 

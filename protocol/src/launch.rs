@@ -10,6 +10,15 @@ pub const ENV_CONNECT: &str = "RACETRACK_CONNECT";
 /// `docs/PROTOCOL.md`): takes precedence over `RACETRACK_CONNECT` and `RACETRACK_LISTEN`;
 /// `RACETRACK_WAIT` is then ignored.
 pub const ENV_TRACE: &str = "RACETRACK_TRACE";
+/// A replay log to write (`racetrack record`): a free run of a program on the runtime
+/// records the choices a replay needs ([`crate::replay_log`]).
+pub const ENV_RECORD: &str = "RACETRACK_RECORD";
+/// A replay log to follow (`racetrack replay`): the run takes the recorded choices. With
+/// `RACETRACK_LISTEN` or `RACETRACK_TRACE` too, the replay is debugged or traced.
+pub const ENV_REPLAY: &str = "RACETRACK_REPLAY";
+/// Milliseconds a replay waits, with the whole program stalled, for a message its log
+/// says comes next, before it reports that it diverged (default 5000).
+pub const ENV_REPLAY_STALL_MS: &str = "RACETRACK_REPLAY_STALL_MS";
 /// Non-empty and not `0`: hold the program's first operation until the debugger says
 /// continue.
 pub const ENV_WAIT: &str = "RACETRACK_WAIT";

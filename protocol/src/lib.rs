@@ -19,6 +19,7 @@ mod ctl;
 mod full;
 pub mod launch;
 mod packed;
+pub mod replay_log;
 pub mod trace;
 mod varint;
 

@@ -254,6 +254,7 @@ impl<S: ThreadState> Exec<'_, S> {
             return Some((env, traced));
         };
         let (id, op, traced) = (env.id.clone(), env.dest_op().clone(), env.traced);
+        let from = env.from.global(&env.graph);
         let mut cur = Some(env);
         let mut ev = StepEvent {
             thread: &self.me.info,
@@ -261,6 +262,7 @@ impl<S: ThreadState> Exec<'_, S> {
             step,
             msg_id: &id,
             instance,
+            from,
             input_traced: traced,
             trace_outputs: traced,
             access: ThreadAccess {
@@ -294,6 +296,7 @@ impl<S: ThreadState> Exec<'_, S> {
             step,
             msg_id: msg,
             instance,
+            from: None,
             input_traced: traced,
             trace_outputs: traced,
             access: ThreadAccess {
@@ -465,12 +468,14 @@ impl<S: ThreadState> Exec<'_, S> {
             (StepKind::Absorb, Some(f)) => f.prefix.clone(),
             _ => id.clone(),
         });
+        let from = hook.and_then(|_| head.from.global(graph));
         let streamed = || StreamedStep {
             thread: &self.me.info,
             op: &n.info,
             step,
             msg_id: &id,
             instance: instance.as_ref().unwrap_or(&id),
+            from,
         };
         if let Some(h) = hook {
             h.streamed_step(&streamed(), false);

@@ -297,6 +297,9 @@ pub struct StreamedStep<'a> {
     pub msg_id: &'a MsgId,
     /// The instance (the message id for a leaf, the merge instance's id for an absorb).
     pub instance: &'a MsgId,
+    /// The thread that sent the message, by its index among all threads of the runtime
+    /// ([`ThreadInfo::global`]); `None` for a schedule's input.
+    pub from: Option<usize>,
 }
 
 /// Which step of an operation.
@@ -323,6 +326,9 @@ pub struct StepEvent<'a> {
     /// The operation instance: the message id for splits and leaves, the id the merge or
     /// stream outputs for merges and streams.
     pub instance: &'a MsgId,
+    /// The thread that sent the message, by its index among all threads of the runtime
+    /// ([`ThreadInfo::global`]); `None` for a schedule's input and for a final step.
+    pub from: Option<usize>,
     /// Whether the consumed message is traced (for a final step: any absorbed input).
     pub input_traced: bool,
     /// Whether this step's outputs will be traced; defaults to `input_traced`.

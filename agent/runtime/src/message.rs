@@ -151,6 +151,13 @@ impl Sender {
     fn get(self) -> Option<(usize, usize)> {
         (self.0 != u64::MAX).then_some(((self.0 >> 32) as usize, (self.0 & 0xffff_ffff) as usize))
     }
+
+    /// The sending thread's index among all threads of the runtime (`None`: a schedule's
+    /// input).
+    pub(crate) fn global(self, graph: &GraphInner) -> Option<usize> {
+        let (node, thread) = self.get()?;
+        Some(graph.nodes.get(node)?.threads.get(thread)?.info.global)
+    }
 }
 
 const _: () = assert!(std::mem::size_of::<Item>() <= 96, "an envelope grew");

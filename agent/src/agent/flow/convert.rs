@@ -87,6 +87,7 @@ pub(super) fn fast_step(kind: Kind, ev: &StepEvent<'_>, traced: bool) -> Record 
         step: ev.step,
         msg_id: ev.msg_id,
         instance: ev.instance,
+        from: ev.from,
     };
     fast_streamed_step(kind, &s, traced)
 }
