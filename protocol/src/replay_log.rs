@@ -16,8 +16,10 @@
 //! Then records, each a tag byte:
 //! - [`TAG_RUNS`]: the thread's global index (varint), the number of runs (varint), then
 //!   each run's sender (varint: 0 for a schedule's input, else the sending thread's global
-//!   index plus one) and count (varint, at least 1). A thread's runs are the
-//!   concatenation of its records in file order.
+//!   index plus one) and count, together as one varint `sender × 2 + (count > 1)`,
+//!   followed by `count − 2` as a varint when count > 1. Most runs are one step long
+//!   where senders race, and cost one byte. A thread's runs are the concatenation of its
+//!   records in file order.
 //! - [`TAG_END`]: the summary's JSON ([`LogEnd`]) as a u32 LE length and the text; the
 //!   last record of a log whose recorded program finished.
 
@@ -122,10 +124,13 @@ pub fn put_runs_record(out: &mut Vec<u8>, thread: usize, n: u64, runs: &[u8]) {
     out.extend_from_slice(runs);
 }
 
-/// Append one run, encoded as a [`TAG_RUNS`] record holds it.
+/// Append one run (`count` at least 1), encoded as a [`TAG_RUNS`] record holds it.
 pub fn put_run(out: &mut Vec<u8>, run: Run) {
-    put_u(out, run.sender);
-    put_u(out, run.count);
+    let long = run.count > 1;
+    put_u(out, run.sender << 1 | u64::from(long));
+    if long {
+        put_u(out, run.count - 2);
+    }
 }
 
 /// The record that ends a complete log.
@@ -199,13 +204,19 @@ impl ReplayLog {
                         log.threads.resize_with(thread + 1, Vec::new);
                     }
                     for _ in 0..n {
-                        let run_at = i;
-                        let sender = varint(&mut i, "run sender")?;
-                        let count = varint(&mut i, "run length")?;
-                        if count == 0 {
-                            return Err(err(run_at, "a run of length 0".into()));
-                        }
-                        log.threads[thread].push(Run { sender, count });
+                        let head = varint(&mut i, "run sender")?;
+                        let count = if head & 1 == 1 {
+                            let at = i;
+                            varint(&mut i, "run length")?
+                                .checked_add(2)
+                                .ok_or_else(|| err(at, "a run longer than 2^64 steps".into()))?
+                        } else {
+                            1
+                        };
+                        log.threads[thread].push(Run {
+                            sender: head >> 1,
+                            count,
+                        });
                     }
                 }
                 TAG_END => {
@@ -270,7 +281,14 @@ mod tests {
                 count: 300,
             },
         );
-        put_runs_record(&mut b, 1, 2, &runs);
+        let two = runs.len();
+        put_run(&mut runs, Run { sender: 3, count: 1 });
+        assert_eq!(
+            runs.len(),
+            two + 1,
+            "a run of one step from a small sender is one byte"
+        );
+        put_runs_record(&mut b, 1, 3, &runs);
         runs.clear();
         put_run(&mut runs, Run { sender: 1, count: 1 });
         put_runs_record(&mut b, 1, 1, &runs);
@@ -282,7 +300,7 @@ mod tests {
                 },
                 LogThread {
                     name: "proc[0]".into(),
-                    steps: 304,
+                    steps: 305,
                 },
             ],
             ops: vec!["Split".into()],
@@ -305,23 +323,24 @@ mod tests {
                     sender: 2,
                     count: 300
                 },
+                Run { sender: 3, count: 1 },
                 Run { sender: 1, count: 1 }
             ]
         );
-        assert_eq!(log.steps(), 304);
-        assert_eq!(log.runs(), 3);
+        assert_eq!(log.steps(), 305);
+        assert_eq!(log.runs(), 4);
         let end = log.end.expect("complete");
         assert_eq!(end.threads[1].name, "proc[0]");
-        assert_eq!(end.threads[1].steps, 304);
+        assert_eq!(end.threads[1].steps, 305);
     }
 
     #[test]
     fn a_log_without_its_end_is_a_prefix() {
         let b = sample();
-        let cut = b.iter().rposition(|&x| x == TAG_END).expect("an end record");
+        let cut = b.len() - end_record(&ReplayLog::parse(&b).expect("valid").end.expect("an end")).len();
         let log = ReplayLog::parse(&b[..cut]).expect("a prefix is valid");
         assert!(log.end.is_none());
-        assert_eq!(log.steps(), 304);
+        assert_eq!(log.steps(), 305);
     }
 
     #[test]
@@ -347,12 +366,12 @@ mod tests {
             .expect_err("format")
             .what
             .contains("format 7"));
-        // A run of length zero.
+        // A run cut short.
         let mut c = header_bytes(&LogHeader::default());
         let at = c.len();
-        c.extend([TAG_RUNS, 0, 1, 0, 0]);
-        let e = ReplayLog::parse(&c).expect_err("zero run");
-        assert_eq!(e.offset, at as u64 + 3);
-        assert!(e.what.contains("length 0"), "{e}");
+        c.extend([TAG_RUNS, 0, 1, 1]);
+        let e = ReplayLog::parse(&c).expect_err("cut run");
+        assert_eq!(e.offset, at as u64 + 4);
+        assert!(e.what.contains("run length: the file ends inside it"), "{e}");
     }
 }
