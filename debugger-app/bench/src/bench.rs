@@ -67,15 +67,16 @@ struct Options {
     /// Repetitions of every measurement (medians are reported).
     reps: usize,
     /// `--only TEXT`: just the workloads whose name contains TEXT (and no other section);
-    /// `--only lagging`, `--only baseline`: just that section.
+    /// `--only lagging`, `--only baseline`, `--only record`: just that section.
     only: Option<String>,
 }
 
-const BENCH_USAGE: &str = "usage: racetrack-bench [--reps N] [--only TEXT|lagging|baseline]
+const BENCH_USAGE: &str = "usage: racetrack-bench [--reps N] [--only TEXT|lagging|baseline|record]
   --reps N     repetitions of every measurement, medians reported (default 3)
   --only TEXT  just the workloads whose name contains TEXT (farm, 1 µs leaves; farm, 10 µs
                leaves; farm, 100 µs leaves; mergesort; heat); `lagging`: just the lagging
-               debugger; `baseline`: just the runtime baseline";
+               debugger; `baseline`: just the runtime baseline; `record`: just what
+               recording a replay log costs";
 
 /// Parse `racetrack-bench`'s arguments: `Ok(None)` for `--help`; an error names what is
 /// wrong (nothing runs then: a typo must not cost a half-hour run of the wrong thing).
@@ -97,7 +98,10 @@ fn parse_options(args: &[String]) -> Result<Option<Options>, String> {
                     .next()
                     .filter(|v| !v.is_empty())
                     .ok_or("--only needs a workload name, `lagging` or `baseline`")?;
-                if v != "baseline" && v != "lagging" && !WORKLOADS.iter().any(|w| w.name.contains(v.as_str()))
+                if v != "baseline"
+                    && v != "lagging"
+                    && v != "record"
+                    && !WORKLOADS.iter().any(|w| w.name.contains(v.as_str()))
                 {
                     let names: Vec<&str> = WORKLOADS.iter().map(|w| w.name).collect();
                     return Err(format!(
@@ -139,6 +143,11 @@ pub(crate) fn main(args: &[String]) -> i32 {
         lagging(&exe);
         return 0;
     }
+    if opts.only.as_deref() == Some("record") {
+        println!("# racetrack-bench: {reps} repetitions, medians; ratio = recording / no hook");
+        crate::record::recording(&exe, reps);
+        return 0;
+    }
     println!("# racetrack-bench: {reps} repetitions, medians; ratio = run time / no agent");
     match opts.only.as_deref() {
         Some("baseline") => {}
@@ -149,6 +158,7 @@ pub(crate) fn main(args: &[String]) -> i32 {
         None => {
             workloads(&exe, reps, None);
             lagging(&exe);
+            crate::record::recording(&exe, reps);
         }
     }
     runtime_baseline(&exe, reps);

@@ -4,6 +4,7 @@
 //! library code as `racetrack example` and `racetrack ctl`.
 
 mod bench;
+mod record;
 mod run;
 mod sink;
 
