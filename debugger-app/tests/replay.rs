@@ -307,3 +307,141 @@ fn damaged_and_cut_logs() {
     assert!(stderr.contains("the recorded run did not finish"), "{stderr}");
     assert_eq!(report(&out)["matches_reference"], true);
 }
+
+/// `racetrack run --ctl --script SCRIPT -- PROGRAM ARGS` (or `replay LOG --ctl`): every
+/// event printed, after checking it reported no error.
+fn ctl(cmd: &[&str], script: &str, program: &str, args: &[&str]) -> Vec<Value> {
+    let file = scratch(&format!("script-{}.jsonl", script.len()));
+    std::fs::write(&file, script).unwrap();
+    let bin = support::example_bin(program);
+    let mut all: Vec<&str> = cmd.to_vec();
+    all.extend([
+        "--ctl",
+        "--script",
+        file.to_str().unwrap(),
+        "--",
+        bin.to_str().unwrap(),
+    ]);
+    all.extend(args);
+    let out = racetrack(&all);
+    let events: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    let errors: Vec<&Value> = events.iter().filter(|e| e["event"] == "error").collect();
+    assert!(errors.is_empty(), "{cmd:?}: errors {errors:?}");
+    assert!(out.status.success(), "{cmd:?}: exit {:?}", out.status);
+    events
+}
+
+fn outcome(events: &[Value]) -> Value {
+    let last = events.last().expect("events").clone();
+    assert_eq!(last["event"], "outcome", "{last}");
+    let mut r = last["result"].clone();
+    r.as_object_mut().unwrap().remove("elapsed_ms");
+    r
+}
+
+/// The reference race provoked in a `ctl` session (examples/scenarios/heat_race.jsonl),
+/// saved with `save_scenario` once provoked, replays with no commands: the race shows
+/// every time, where free runs do not show it.
+#[test]
+fn a_provoked_heat_race_saves_and_replays() {
+    let log = scratch("heat-race.rtrec");
+    let l = log.to_str().unwrap();
+    let race = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/scenarios/heat_race.jsonl"),
+    )
+    .unwrap()
+    .replace("${THREAD-1}", "proc[0]")
+    .replace("${THREAD+1}", "proc[2]")
+    .replace("${THREAD}", "proc[1]");
+    let off = r#"{"cmd":"break","op":"BorderReq","thread":"proc[1]","on":false}"#;
+    assert!(race.contains(off), "the scenario still turns its breakpoint off");
+    let save = format!(r#"{{"cmd":"save_scenario","path":"{l}"}}"#);
+    let script = race.replace(off, &format!("{save}\n{off}"));
+    let events = ctl(&["run"], &script, "heat", &["--threads", "4"]);
+    assert_eq!(
+        outcome(&events)["matches_reference"],
+        false,
+        "the session provoked the race"
+    );
+    let saved = events
+        .iter()
+        .find(|e| e["event"] == "ok" && e["cmd"] == "save_scenario")
+        .expect("an ok for save_scenario");
+    assert!(
+        saved["target"].as_str().unwrap().contains(" steps in "),
+        "{saved}"
+    );
+    let parsed = ReplayLog::read(&log).unwrap();
+    assert!(
+        parsed.end.as_ref().is_some_and(|e| e.prefix),
+        "a scenario is a prefix"
+    );
+
+    let heat = support::example_bin("heat");
+    let free = example("heat", &["--threads", "4"], &[]);
+    assert_eq!(
+        report(&free)["matches_reference"],
+        true,
+        "a free run does not show the race"
+    );
+    for i in 0..REPLAYS {
+        let out = racetrack(&["replay", l, "--", heat.to_str().unwrap(), "--threads", "4"]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "replay {i}: {stderr}");
+        assert_eq!(report(&out)["matches_reference"], false, "replay {i}: {stderr}");
+    }
+}
+
+/// A replay under the controller: held at its start, a breakpoint holds during the replay,
+/// and the result is the recording's; `take_over` ends the replay (once).
+#[test]
+fn a_replay_under_ctl_holds_and_takes_over() {
+    let log = scratch("search-ctl.rtrec");
+    let args = ["--jitter-us", "3000"];
+    let lost = (0..40)
+        .find_map(|_| {
+            let out = example("search", &args, &[("RACETRACK_RECORD", &log)]);
+            let r = report(&out);
+            (r["matches_reference"] == false).then_some(r)
+        })
+        .expect("one of 40 runs lost the race");
+    let l = log.to_str().unwrap();
+    let script = r#"{"cmd":"wait","until":"held","timeout_ms":20000}
+{"cmd":"break","op":"Pick","on":true}
+{"cmd":"continue"}
+{"cmd":"wait","until":"held","op":"Pick","timeout_ms":20000}
+{"cmd":"break","op":"Pick","on":false}
+{"cmd":"continue"}
+{"cmd":"wait","until":"exit","timeout_ms":60000}
+"#;
+    let events = ctl(&["replay", l], script, "search", &args);
+    let mut got = outcome(&events);
+    got.as_object_mut().unwrap().remove("elapsed_ms");
+    assert_eq!(got, lost, "the replay under ctl has the recording's result");
+    assert!(events
+        .iter()
+        .any(|e| e["event"] == "start" && e["op"] == "Pick" && e["held"] == true));
+
+    let script = r#"{"cmd":"wait","until":"held","timeout_ms":20000}
+{"cmd":"take_over"}
+{"cmd":"continue"}
+{"cmd":"wait","until":"exit","timeout_ms":60000}
+"#;
+    let events = ctl(&["replay", l], script, "search", &args);
+    // Held at its first step's start, which the replay had already let through.
+    let ok = events
+        .iter()
+        .find(|e| e["event"] == "ok" && e["cmd"] == "take_over")
+        .expect("take_over answered");
+    assert!(
+        ok["target"]
+            .as_str()
+            .unwrap()
+            .contains("taken over after 1 of the"),
+        "{ok}"
+    );
+    outcome(&events);
+}

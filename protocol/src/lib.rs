@@ -455,6 +455,19 @@ pub enum Command {
     },
     /// Release every hold, clear the policy, stop streaming.
     Detach,
+    /// End a replay (`racetrack replay --ctl | --gui`): from here the program runs free,
+    /// under whatever holds the debugger sets. Answered by `ok` with what was replayed
+    /// as its `target`.
+    TakeOver,
+    /// Save the session's choices so far — which sender's message each thread took (the
+    /// reorders), edited sends, replaced states — as a replay log at `path` (on the
+    /// program's machine): `racetrack replay` of it makes the run take them again without
+    /// the user. Only for a program started under the debugger (held at its start).
+    /// Answered by `ok` with the file and its size as its `target`.
+    SaveScenario {
+        /// Where to write it.
+        path: String,
+    },
 }
 
 impl Command {
@@ -474,6 +487,8 @@ impl Command {
             Command::AckAll { .. } => "ack_all",
             Command::Content { .. } => "content",
             Command::Detach => "detach",
+            Command::TakeOver => "take_over",
+            Command::SaveScenario { .. } => "save_scenario",
         }
     }
 

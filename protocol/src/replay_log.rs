@@ -20,8 +20,11 @@
 //!   followed by `count − 2` as a varint when count > 1. Most runs are one step long
 //!   where senders race, and cost one byte. A thread's runs are the concatenation of its
 //!   records in file order.
+//! - [`TAG_EDIT`]: the JSON of an [`Edit`] (a u32 LE length and the text): a change the
+//!   user made in the recorded session (a scenario), made again at the same step.
 //! - [`TAG_END`]: the summary's JSON ([`LogEnd`]) as a u32 LE length and the text; the
-//!   last record of a log whose recorded program finished.
+//!   last record of a log whose recorded program finished, or of a scenario saved
+//!   mid-session (`prefix`).
 
 use crate::varint::{get_u, put_u, Bad};
 use serde::{Deserialize, Serialize};
@@ -35,6 +38,8 @@ pub const LOG_FORMAT: u16 = 1;
 pub const TAG_RUNS: u8 = 1;
 /// The summary that ends a complete log.
 pub const TAG_END: u8 = 2;
+/// An edit of the recorded session.
+pub const TAG_EDIT: u8 = 3;
 /// The sender code of a schedule's input (the program's own thread, outside the runtime).
 pub const SENDER_INPUT: u64 = 0;
 /// Largest JSON part accepted (a header or summary beyond it is damage, not data).
@@ -66,6 +71,45 @@ pub struct LogEnd {
     /// Every operation of the run's flow graphs, by index among all of them.
     #[serde(default)]
     pub ops: Vec<String>,
+    /// The log stops before the run ended (a scenario saved mid-session): a replay
+    /// follows it, then runs free. `threads[].steps` count the steps logged.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub prefix: bool,
+}
+
+/// A change the user made during a recorded session, and where: thread `thread`'s step
+/// number `step` (from 1: its steps on messages, in order).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Edit {
+    /// The thread's global index.
+    pub thread: usize,
+    /// The step it happened in (a send), or at (a state replaced at a start or stop).
+    pub step: u64,
+    /// What changed.
+    #[serde(flatten)]
+    pub what: EditKind,
+}
+
+/// What an [`Edit`] changed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "edit", rename_all = "snake_case")]
+pub enum EditKind {
+    /// The content of the message `msg` for operation `op`, sent in the step.
+    Send {
+        /// The message id.
+        msg: String,
+        /// The operation it is for.
+        op: String,
+        /// The content it was given.
+        content: serde_json::Value,
+    },
+    /// The thread's state, at the step's start (`stop`: false) or stop.
+    State {
+        /// At the step's stop.
+        stop: bool,
+        /// The state it was given.
+        content: serde_json::Value,
+    },
 }
 
 /// "The next `count` steps of this thread take messages from `sender`."
@@ -78,7 +122,7 @@ pub struct Run {
 }
 
 /// A replay log read back.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct ReplayLog {
     /// What was recorded.
     pub header: LogHeader,
@@ -87,6 +131,8 @@ pub struct ReplayLog {
     /// The summary; `None` when the recorded program did not finish normally (the log
     /// then covers a prefix of its run).
     pub end: Option<LogEnd>,
+    /// The user's edits, in the order they were made.
+    pub edits: Vec<Edit>,
 }
 
 /// Why a replay log cannot be read: the problem and the byte offset where it is.
@@ -131,6 +177,13 @@ pub fn put_run(out: &mut Vec<u8>, run: Run) {
     if long {
         put_u(out, run.count - 2);
     }
+}
+
+/// The record of one edit.
+pub fn edit_record(edit: &Edit) -> Vec<u8> {
+    let mut out = vec![TAG_EDIT];
+    put_json(&mut out, edit);
+    out
 }
 
 /// The record that ends a complete log.
@@ -219,6 +272,12 @@ impl ReplayLog {
                         });
                     }
                 }
+                TAG_EDIT => {
+                    i += 1;
+                    let edit: Edit =
+                        get_json(b, &mut i).map_err(|(at, what)| err(at, format!("edit record: {what}")))?;
+                    log.edits.push(edit);
+                }
                 TAG_END => {
                     i += 1;
                     let end: LogEnd =
@@ -240,6 +299,11 @@ impl ReplayLog {
     /// Steps the log holds, over all threads.
     pub fn steps(&self) -> u64 {
         self.threads.iter().flatten().map(|r| r.count).sum()
+    }
+
+    /// Whether the log covers the whole recorded run (not a prefix).
+    pub fn complete(&self) -> bool {
+        self.end.as_ref().is_some_and(|e| !e.prefix)
     }
 
     /// Runs the log holds, over all threads.
@@ -292,6 +356,15 @@ mod tests {
         runs.clear();
         put_run(&mut runs, Run { sender: 1, count: 1 });
         put_runs_record(&mut b, 1, 1, &runs);
+        b.extend(edit_record(&Edit {
+            thread: 1,
+            step: 4,
+            what: EditKind::Send {
+                msg: "0.1".into(),
+                op: "Update".into(),
+                content: serde_json::json!({"x": 1}),
+            },
+        }));
         b.extend(end_record(&LogEnd {
             threads: vec![
                 LogThread {
@@ -304,6 +377,7 @@ mod tests {
                 },
             ],
             ops: vec!["Split".into()],
+            prefix: false,
         }));
         b
     }
@@ -329,6 +403,10 @@ mod tests {
         );
         assert_eq!(log.steps(), 305);
         assert_eq!(log.runs(), 4);
+        assert_eq!(log.edits.len(), 1);
+        assert_eq!(log.edits[0].step, 4);
+        assert!(matches!(&log.edits[0].what, EditKind::Send { msg, .. } if msg == "0.1"));
+        assert!(log.complete());
         let end = log.end.expect("complete");
         assert_eq!(end.threads[1].name, "proc[0]");
         assert_eq!(end.threads[1].steps, 305);

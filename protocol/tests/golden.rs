@@ -395,6 +395,13 @@ fn commands() {
     golden_cmd(r#"{"cmd":"ack_all","on":true}"#, Command::AckAll { on: true });
     golden_cmd(r#"{"cmd":"content","on":true}"#, Command::Content { on: true });
     golden_cmd(r#"{"cmd":"detach"}"#, Command::Detach);
+    golden_cmd(r#"{"cmd":"take_over"}"#, Command::TakeOver);
+    golden_cmd(
+        r#"{"cmd":"save_scenario","path":"race.rtrec"}"#,
+        Command::SaveScenario {
+            path: "race.rtrec".into(),
+        },
+    );
     golden_cmd(
         r#"{"cmd":"match","event_id":42,"source":2}"#,
         Command::Match {

@@ -269,6 +269,7 @@ impl<S: ThreadState> Exec<'_, S> {
                 thread: self.me,
                 current: Some(&mut cur),
                 state: Some(&mut self.state as &mut dyn ErasedState),
+                state_set: false,
             },
         };
         hook.on_start(&mut ev);
@@ -303,6 +304,7 @@ impl<S: ThreadState> Exec<'_, S> {
                 thread: self.me,
                 current: None,
                 state: Some(&mut self.state as &mut dyn ErasedState),
+                state_set: false,
             },
         };
         if start {

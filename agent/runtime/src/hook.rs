@@ -146,6 +146,8 @@ pub struct ThreadAccess<'a> {
     /// At a step start: the message about to start (taken when it is put back).
     pub(crate) current: Option<&'a mut Option<Envelope>>,
     pub(crate) state: Option<&'a mut dyn ErasedState>,
+    /// Whether [`ThreadAccess::set_state_json`] replaced the state.
+    pub(crate) state_set: bool,
 }
 
 impl ThreadAccess<'_> {
@@ -205,9 +207,18 @@ impl ThreadAccess<'_> {
     /// Replace the thread-local state; on error (wrong shape, mid-step) nothing changes.
     pub fn set_state_json(&mut self, value: serde_json::Value) -> Result<(), String> {
         match &mut self.state {
-            Some(s) => s.replace_from_json(value),
+            Some(s) => {
+                s.replace_from_json(value)?;
+                self.state_set = true;
+                Ok(())
+            }
             None => Err(STATE_BUSY.to_owned()),
         }
+    }
+
+    /// Whether the state was replaced through this access.
+    pub fn state_replaced(&self) -> bool {
+        self.state_set
     }
 }
 
@@ -242,6 +253,10 @@ impl SendEvent<'_> {
     /// Content as JSON.
     pub fn content_json(&self) -> Result<serde_json::Value, String> {
         self.payload.to_json()
+    }
+    /// Whether the content was replaced.
+    pub fn replaced(&self) -> bool {
+        self.replaced
     }
     /// Replace the content (deserialized into the message's own type). On error the
     /// original is kept.

@@ -449,6 +449,7 @@ fn prepare(
                 thread: t,
                 current: None,
                 state: None,
+                state_set: false,
             }),
         };
         hook.on_send(&mut ev);

@@ -72,7 +72,31 @@ impl Agent {
             Command::State { thread } => self.cmd_state(&thread, req),
             Command::SetState { thread, content } => self.cmd_set_state(&thread, content, req),
             Command::Detach => self.cmd_detach(),
+            Command::TakeOver => self.cmd_replay(req, "take_over", |r| r.take_over()),
+            Command::SaveScenario { path } => {
+                self.cmd_replay(req, "save_scenario", |r| r.save_scenario(&path))
+            }
         }
+    }
+
+    /// A command for the recording or replaying hook around the agent: answered by `ok`
+    /// with what it did as the target.
+    fn cmd_replay(
+        &self,
+        req: Option<u64>,
+        name: &str,
+        f: impl FnOnce(&dyn super::ReplayControl) -> Result<String, String>,
+    ) -> Result<Answer, String> {
+        let control = self.replay.get().and_then(std::sync::Weak::upgrade).ok_or(
+            "this program records no choices: only a program started under the debugger (held at its start) or replayed can",
+        )?;
+        let done = f(&*control)?;
+        self.reply(Event::Ok {
+            cmd: name.to_owned(),
+            target: Some(done),
+            req,
+        });
+        Ok(Answer::ByHeldThread)
     }
 
     /// Release every hold, those of one thread, or one event (of that thread, if named).

@@ -44,6 +44,7 @@
 
 pub use super::debuggee::{Collection, Debuggee, Operation, Thread};
 pub use super::held::Site;
+pub use super::ReplayControl;
 pub use racetrack_protocol::{CallInfo, HoldReason, Kind, MsgPath, Record, RecordText};
 
 use super::{lock, Agent};
@@ -168,6 +169,11 @@ impl Agent {
         if self.attached.load(Relaxed) {
             self.reply(self.structure_event());
         }
+    }
+
+    /// Register the recording or replaying hook around this agent (once).
+    pub fn set_replay_control(&self, control: std::sync::Weak<dyn ReplayControl>) {
+        let _ = self.replay.set(control);
     }
 
     /// The program is shutting down: release every hold and take no new ones (a held

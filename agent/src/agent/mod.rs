@@ -190,6 +190,18 @@ pub struct Agent {
     debuggee: OnceLock<Box<dyn Debuggee>>,
     structure: Mutex<Structure>,
     url: OnceLock<String>,
+    /// The recording or replaying hook around this agent, if any (`take_over`,
+    /// `save_scenario`); weak, since that hook owns the agent.
+    replay: OnceLock<std::sync::Weak<dyn ReplayControl>>,
+}
+
+/// What a recording or replaying hook around the agent does for the debugger's
+/// `take_over` and `save_scenario` commands (see `crate::replay`).
+pub trait ReplayControl: Send + Sync {
+    /// End the replay; `Ok`: what was replayed.
+    fn take_over(&self) -> Result<String, String>;
+    /// Save the session's choices so far at `path`; `Ok`: what was written.
+    fn save_scenario(&self, path: &str) -> Result<String, String>;
 }
 
 impl Agent {
@@ -216,6 +228,7 @@ impl Agent {
             debuggee: OnceLock::new(),
             structure: Mutex::new(Structure::default()),
             url: OnceLock::new(),
+            replay: OnceLock::new(),
         }
     }
 

@@ -22,7 +22,7 @@
 mod play;
 mod record;
 
-use crate::agent::Agent;
+use crate::agent::{Agent, ReplayControl};
 use play::Replayer;
 use racetrack_protocol::launch as env;
 use racetrack_runtime::hook::{
@@ -41,80 +41,104 @@ pub const EXIT_DIVERGED: i32 = 3;
 /// Only the first runtime of a process records or replays: one log is one run.
 static CLAIMED: AtomicBool = AtomicBool::new(false);
 
-/// A recording or replaying hook, with the agent it wraps (if any).
+/// A recording and/or replaying hook, with the agent it wraps (if any).
 pub struct Choices {
-    mode: Mode,
+    record: Option<Recorder>,
+    replay: Option<Box<Replayer>>,
     inner: Option<Arc<Agent>>,
 }
 
-enum Mode {
-    Record(Recorder),
-    Replay(Box<Replayer>),
-}
-
-/// The hook `RACETRACK_RECORD` or `RACETRACK_REPLAY` asks for, wrapping the agent the
-/// rest of the environment starts (`agent`), or what `agent` gives alone when the log
-/// cannot be written; `None` when neither variable is set, and then the caller starts
-/// the agent as usual. A log that cannot be written or read is reported
-/// on stderr in one line: a recording then runs unrecorded, a replay does not start
-/// (the process exits with code 2, since the user asked for a run the log decides).
+/// The hook the environment asks for around the agent `agent` starts:
+/// - `RACETRACK_REPLAY=LOG`: a replay (recorded in memory too when debugged, so that the
+///   session, variant included, can be saved as a scenario);
+/// - `RACETRACK_RECORD=LOG`: a recording to that file;
+/// - a program started under the debugger (`RACETRACK_LISTEN` or `RACETRACK_CONNECT`
+///   with `RACETRACK_WAIT`: the debugger sees it from its first step): a recording in
+///   memory, which `save_scenario` writes.
+///
+/// `None` when none of these applies: the caller starts the agent as usual. A log that
+/// cannot be written is reported on stderr in one line and the program runs
+/// unrecorded; one that cannot be read stops the program (exit code 2), since the user
+/// asked for a run the log decides.
 pub fn from_env(agent: impl FnOnce() -> Option<Arc<Agent>>) -> Option<Option<Arc<dyn Hook>>> {
     let var = |v: &str| std::env::var(v).ok().filter(|p| !p.is_empty());
     let (record, replay) = (var(env::ENV_RECORD), var(env::ENV_REPLAY));
-    if record.is_none() && replay.is_none() {
+    let debugged =
+        var(env::ENV_TRACE).is_none() && (var(env::ENV_LISTEN).is_some() || var(env::ENV_CONNECT).is_some());
+    let from_start = debugged && var(env::ENV_WAIT).is_some_and(|w| w != "0");
+    if record.is_none() && replay.is_none() && !from_start {
         return None;
     }
     if CLAIMED.swap(true, Relaxed) {
-        eprintln!("racetrack: this program builds a second runtime; only the first is recorded or replayed");
+        if record.is_some() || replay.is_some() {
+            eprintln!(
+                "racetrack: this program builds a second runtime; only the first is recorded or replayed"
+            );
+        }
         return Some(agent().map(|a| a as Arc<dyn Hook>));
     }
-    let debugged =
-        var(env::ENV_TRACE).is_none() && (var(env::ENV_LISTEN).is_some() || var(env::ENV_CONNECT).is_some());
-    let mode = if let Some(path) = replay {
-        if record.is_some() {
-            eprintln!("racetrack: RACETRACK_RECORD is ignored during a replay");
-        }
-        match Replayer::open(&path, debugged) {
-            Ok(r) => Mode::Replay(Box::new(r)),
+    let replay = match replay {
+        Some(path) => match Replayer::open(&path, debugged) {
+            Ok(r) => Some(Box::new(r)),
             Err(e) => {
                 eprintln!("racetrack: cannot replay: {e}");
                 std::process::exit(2);
             }
+        },
+        None => None,
+    };
+    let record = match (record, &replay) {
+        (Some(_), Some(_)) => {
+            eprintln!("racetrack: RACETRACK_RECORD is ignored during a replay");
+            debugged.then(Recorder::in_memory)
         }
-    } else {
-        let path = record.unwrap_or_default();
-        match Recorder::create(&path) {
-            Ok(r) => Mode::Record(r),
+        (Some(path), None) => match Recorder::create(&path) {
+            Ok(r) => Some(r),
             Err(e) => {
                 eprintln!("racetrack: cannot write the replay log {path}: {e}; the program runs unrecorded");
-                return Some(agent().map(|a| a as Arc<dyn Hook>));
+                None
             }
-        }
+        },
+        (None, _) => debugged.then(Recorder::in_memory),
     };
     let inner = agent();
-    if let (Mode::Replay(r), Some(a)) = (&mode, &inner) {
+    if record.is_none() && replay.is_none() {
+        return Some(inner.map(|a| a as Arc<dyn Hook>));
+    }
+    if let (Some(r), Some(a)) = (&replay, &inner) {
         r.set_agent(a.clone());
     }
-    Some(Some(Arc::new(Choices { mode, inner })))
+    let choices = Arc::new(Choices {
+        record,
+        replay,
+        inner,
+    });
+    if let Some(a) = &choices.inner {
+        let weak = Arc::downgrade(&choices);
+        a.set_replay_control(weak);
+    }
+    Some(Some(choices))
 }
 
 const NOT_A_REPLAY: &str = "this program is not being replayed";
 
-impl Choices {
-    /// End the replay: from here every thread takes its messages as they come. `Ok` with
-    /// the steps replayed so far; an error when this is not a replay or it ended already.
-    pub fn take_over(&self) -> Result<String, String> {
-        match &self.mode {
-            Mode::Replay(r) => r.take_over(),
-            Mode::Record(_) => Err(NOT_A_REPLAY.to_owned()),
-        }
+impl ReplayControl for Choices {
+    /// End the replay: from here every thread takes its messages as they come.
+    fn take_over(&self) -> Result<String, String> {
+        self.replay.as_ref().ok_or(NOT_A_REPLAY)?.take_over()
     }
 
+    fn save_scenario(&self, path: &str) -> Result<String, String> {
+        let r = self.record.as_ref().ok_or(
+            "this program records no choices: only a program started under the debugger (held at its start) can save its session",
+        )?;
+        r.save(path)
+    }
+}
+
+impl Choices {
     fn replaying(&self) -> Option<&Replayer> {
-        match &self.mode {
-            Mode::Replay(r) if r.active() => Some(r),
-            _ => None,
-        }
+        self.replay.as_deref().filter(|r| r.active())
     }
 
     fn inner_streaming(&self) -> bool {
@@ -142,7 +166,7 @@ impl Hook for Choices {
     }
 
     fn streamed_step(&self, ev: &StreamedStep<'_>, stop: bool) {
-        if let (Mode::Record(r), false) = (&self.mode, stop) {
+        if let (Some(r), false) = (&self.record, stop) {
             r.step(ev.thread.global, ev.from);
         }
         if let Some(a) = &self.inner {
@@ -157,9 +181,11 @@ impl Hook for Choices {
     }
 
     fn on_collection(&self, info: &CollectionInfo) {
-        match &self.mode {
-            Mode::Record(r) => r.collection(info),
-            Mode::Replay(r) => r.collection(info),
+        if let Some(r) = &self.record {
+            r.collection(info);
+        }
+        if let Some(r) = &self.replay {
+            r.collection(info);
         }
         if let Some(a) = &self.inner {
             a.on_collection(info);
@@ -167,9 +193,11 @@ impl Hook for Choices {
     }
 
     fn on_graph(&self, info: &GraphInfo) {
-        match &self.mode {
-            Mode::Record(r) => r.graph(info),
-            Mode::Replay(r) => r.graph(info),
+        if let Some(r) = &self.record {
+            r.graph(info);
+        }
+        if let Some(r) = &self.replay {
+            r.graph(info);
         }
         if let Some(a) = &self.inner {
             a.on_graph(info);
@@ -179,9 +207,15 @@ impl Hook for Choices {
     fn on_send(&self, ev: &mut SendEvent<'_>) {
         if let Some(r) = self.replaying() {
             r.bump();
+            r.edit_send(ev);
         }
         if let Some(a) = &self.inner {
             a.on_send(ev);
+        }
+        if let (Some(r), Some(t), true) = (&self.record, ev.thread, ev.replaced()) {
+            let content = ev.content_json().unwrap_or(serde_json::Value::Null);
+            let op = ev.to_op.map(|o| o.name.to_string()).unwrap_or_default();
+            r.edit_send(t.global, ev.msg_id.to_string(), op, content);
         }
     }
 
@@ -210,34 +244,54 @@ impl Hook for Choices {
 
     fn on_start(&self, ev: &mut StepEvent<'_>) {
         let on_message = ev.step != StepKind::Final;
+        let me = ev.thread.global;
         if let (Some(r), true) = (self.replaying(), on_message) {
             if !r.start(ev) {
                 return; // put back: the thread starts the message the log names
             }
+            r.edit_state(ev, false);
         }
         if let Some(a) = &self.inner {
             a.on_start(ev);
         }
-        match &self.mode {
-            // A debugger put it back (a reorder while held): it has not started.
-            Mode::Replay(r) if on_message && ev.access.put_back() => r.unstart(ev.thread.global),
-            Mode::Replay(r) => r.started(ev.thread.global),
-            Mode::Record(r) if on_message && !ev.access.put_back() => r.step(ev.thread.global, ev.from),
-            Mode::Record(_) => {}
+        // A debugger put it back (a reorder while held): it has not started.
+        let put_back = on_message && ev.access.put_back();
+        if let Some(r) = &self.replay {
+            if put_back {
+                r.unstart(me);
+            } else {
+                r.started(me);
+            }
+        }
+        if let Some(r) = &self.record {
+            if on_message && !put_back {
+                r.step(me, ev.from);
+            }
+            if ev.access.state_replaced() {
+                let state = ev.access.state_json().unwrap_or(serde_json::Value::Null);
+                r.edit_state(me, false, put_back, state);
+            }
         }
     }
 
     fn on_stop(&self, ev: &mut StepEvent<'_>) {
-        if let Mode::Replay(r) = &self.mode {
+        if let Some(r) = &self.replay {
+            if r.active() {
+                r.edit_state(ev, true);
+            }
             r.stopped(ev.thread.global);
         }
         if let Some(a) = &self.inner {
             a.on_stop(ev);
         }
+        if let (Some(r), true) = (&self.record, ev.access.state_replaced()) {
+            let state = ev.access.state_json().unwrap_or(serde_json::Value::Null);
+            r.edit_state(ev.thread.global, true, false, state);
+        }
     }
 
     fn on_error(&self, err: &ScheduleError) {
-        if let Mode::Replay(r) = &self.mode {
+        if let Some(r) = &self.replay {
             r.failed();
         }
         if let Some(a) = &self.inner {
@@ -252,9 +306,11 @@ impl Hook for Choices {
     }
 
     fn on_finished(&self) {
-        match &self.mode {
-            Mode::Record(r) => r.finish(),
-            Mode::Replay(r) => r.finish(),
+        if let Some(r) = &self.record {
+            r.finish();
+        }
+        if let Some(r) = &self.replay {
+            r.finish();
         }
         if let Some(a) = &self.inner {
             a.on_finished();

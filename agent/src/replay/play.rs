@@ -6,9 +6,9 @@
 
 use super::{sender_code, EXIT_DIVERGED};
 use crate::agent::Agent;
-use racetrack_protocol::replay_log::{ReplayLog, Run};
+use racetrack_protocol::replay_log::{EditKind, ReplayLog, Run};
 use racetrack_protocol::{launch as env, Event};
-use racetrack_runtime::hook::{CollectionInfo, GraphInfo, Rest, StepEvent};
+use racetrack_runtime::hook::{CollectionInfo, GraphInfo, Rest, SendEvent, StepEvent};
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed, Ordering::SeqCst};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
@@ -95,8 +95,10 @@ impl Replayer {
                 shell_line(&program, &args)
             );
         }
-        if log.end.is_none() {
-            eprintln!("racetrack: note: the recorded run did not finish; the replay follows it as far as it was recorded, then runs free");
+        match &log.end {
+            None => eprintln!("racetrack: note: the recorded run did not finish; the replay follows it as far as it was recorded, then runs free"),
+            Some(e) if e.prefix => eprintln!("racetrack: note: a scenario saved mid-session: the replay follows it as far as it goes, then runs free"),
+            Some(_) => {}
         }
         let n = log
             .end
@@ -252,7 +254,7 @@ impl Replayer {
                 return true;
             }
             let Some(expected) = c.expected(runs) else {
-                if self.log.end.is_none() {
+                if !self.log.complete() {
                     if !self.past_prefix.swap(true, Relaxed) {
                         eprintln!(
                             "racetrack: {} went past the end of the recorded prefix (its step {}); it runs free from here",
@@ -326,6 +328,57 @@ impl Replayer {
         }
     }
 
+    /// The user's edit of this send in the recorded session, made again.
+    pub(super) fn edit_send(&self, ev: &mut SendEvent<'_>) {
+        let Some(t) = ev.thread.map(|t| t.global) else {
+            return;
+        };
+        let step = self.steps(t);
+        let (msg, op) = (
+            ev.msg_id.to_string(),
+            ev.to_op.map(|o| o.name.to_string()).unwrap_or_default(),
+        );
+        for e in self.log.edits.iter().filter(|e| e.thread == t && e.step == step) {
+            if let EditKind::Send {
+                msg: m,
+                op: o,
+                content,
+            } = &e.what
+            {
+                if *m == msg && *o == op {
+                    if let Err(err) = ev.replace_content(content.clone()) {
+                        self.diverged(&format!(
+                            "the recorded edit of message {msg} for {op} does not fit it: {err}"
+                        ));
+                    }
+                }
+            }
+        }
+    }
+
+    /// The user's replacement of this thread's state at this step's start (`stop`:
+    /// stop) in the recorded session, made again.
+    pub(super) fn edit_state(&self, ev: &mut StepEvent<'_>, stop: bool) {
+        let t = ev.thread.global;
+        let step = self.steps(t);
+        for e in self.log.edits.iter().filter(|e| e.thread == t && e.step == step) {
+            if let EditKind::State { stop: s, content } = &e.what {
+                if *s == stop {
+                    if let Err(err) = ev.access.set_state_json(content.clone()) {
+                        self.diverged(&format!(
+                            "the recorded state of {} at its step {step} does not fit it: {err}",
+                            ev.thread.name
+                        ));
+                    }
+                }
+            }
+        }
+    }
+
+    fn steps(&self, thread: usize) -> u64 {
+        self.cursors.get(thread).map_or(0, |c| lock(c).steps)
+    }
+
     /// A debugger put back the message whose start the log had counted.
     pub(super) fn unstart(&self, thread: usize) {
         if let Some(c) = self.cursors.get(thread) {
@@ -388,7 +441,7 @@ impl Replayer {
 
     /// The runtime's threads have stopped: every thread must have made its recorded steps.
     pub(super) fn finish(&self) {
-        let (Some(end), true) = (&self.log.end, self.active()) else {
+        let (Some(end), true) = (self.log.end.as_ref().filter(|e| !e.prefix), self.active()) else {
             return;
         };
         for (g, t) in end.threads.iter().enumerate() {

@@ -1,14 +1,16 @@
-//! Recording (`RACETRACK_RECORD=FILE`): each thread extends its current run (the sender
-//! of its last step, and how many steps took that sender's messages in a row) under a
-//! lock of its own, and encodes a run only when the sender changes. The `racetrack-record`
-//! thread takes the encoded runs every [`FLUSH`] and writes them, so a program thread
-//! never waits on the disk. A thread whose encoded runs pass [`MAX_PENDING`] (the disk
+//! Recording (`RACETRACK_RECORD=FILE`, or in memory for a session under the debugger):
+//! each thread extends its current run (the sender of its last step, and how many steps
+//! took that sender's messages in a row) under a lock of its own, and encodes a run only
+//! when the sender changes. For a file, the `racetrack-record` thread takes the encoded
+//! runs every [`FLUSH`] and writes them, so a program thread never waits on the disk; in
+//! memory they stay until `save` writes the log so far as a scenario. A thread whose encoded runs pass [`MAX_PENDING`] (the disk
 //! is far behind) stops the recording: the log then ends without its summary and covers
 //! the run up to there, and the program is told on stderr.
 
 use super::sender_code;
 use racetrack_protocol::replay_log::{
-    end_record, header_bytes, put_run, put_runs_record, LogEnd, LogHeader, LogThread, Run,
+    edit_record, end_record, header_bytes, put_run, put_runs_record, Edit, EditKind, LogEnd, LogHeader,
+    LogThread, Run,
 };
 use racetrack_runtime::hook::{CollectionInfo, GraphInfo};
 use std::fs::File;
@@ -38,6 +40,9 @@ struct Shared {
     threads: RwLock<Vec<Arc<Mutex<ThreadLog>>>>,
     names: Mutex<Vec<String>>,
     ops: Mutex<Vec<String>>,
+    /// The user's edits, in order.
+    edits: Mutex<Vec<Edit>>,
+    header: LogHeader,
     /// Set when the recording stopped (disk error, or too far behind).
     lost: AtomicBool,
     done: (Mutex<bool>, Condvar),
@@ -46,25 +51,16 @@ struct Shared {
 pub(super) struct Recorder {
     shared: Arc<Shared>,
     writer: Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// Kept in memory (a session's), not written to a file.
+    memory: bool,
 }
 
 impl Recorder {
     /// Create the log at `path`, write its header, start the writer.
     pub(super) fn create(path: &str) -> std::io::Result<Self> {
+        let shared = Self::shared();
         let mut out = BufWriter::new(File::create(path)?);
-        let mut argv = std::env::args();
-        let header = LogHeader {
-            program: argv.next().unwrap_or_default(),
-            args: argv.collect(),
-        };
-        out.write_all(&header_bytes(&header))?;
-        let shared = Arc::new(Shared {
-            threads: RwLock::new(Vec::new()),
-            names: Mutex::new(Vec::new()),
-            ops: Mutex::new(Vec::new()),
-            lost: AtomicBool::new(false),
-            done: (Mutex::new(false), Condvar::new()),
-        });
+        out.write_all(&header_bytes(&shared.header))?;
         let s = shared.clone();
         let path = path.to_owned();
         let writer = std::thread::Builder::new()
@@ -78,7 +74,113 @@ impl Recorder {
         Ok(Self {
             shared,
             writer: Mutex::new(Some(writer)),
+            memory: false,
         })
+    }
+
+    /// A recording kept in memory, for `save`.
+    pub(super) fn in_memory() -> Self {
+        Self {
+            shared: Self::shared(),
+            writer: Mutex::new(None),
+            memory: true,
+        }
+    }
+
+    fn shared() -> Arc<Shared> {
+        let mut argv = std::env::args();
+        Arc::new(Shared {
+            threads: RwLock::new(Vec::new()),
+            names: Mutex::new(Vec::new()),
+            ops: Mutex::new(Vec::new()),
+            edits: Mutex::new(Vec::new()),
+            header: LogHeader {
+                program: argv.next().unwrap_or_default(),
+                args: argv.collect(),
+            },
+            lost: AtomicBool::new(false),
+            done: (Mutex::new(false), Condvar::new()),
+        })
+    }
+
+    /// The steps `thread` took so far.
+    fn steps(&self, thread: usize) -> u64 {
+        let threads = self.shared.threads.read().unwrap_or_else(|p| p.into_inner());
+        threads.get(thread).map_or(0, |t| lock(t).steps)
+    }
+
+    /// A send of `thread`'s current step was given `content` by the user.
+    pub(super) fn edit_send(&self, thread: usize, msg: String, op: String, content: serde_json::Value) {
+        let step = self.steps(thread);
+        lock(&self.shared.edits).push(Edit {
+            thread,
+            step,
+            what: EditKind::Send { msg, op, content },
+        });
+    }
+
+    /// The user replaced `thread`'s state at its current step's start (`stop`: stop); at
+    /// a start whose message was put back, the edit belongs to the next step.
+    pub(super) fn edit_state(&self, thread: usize, stop: bool, put_back: bool, content: serde_json::Value) {
+        let step = self.steps(thread) + u64::from(put_back);
+        lock(&self.shared.edits).push(Edit {
+            thread,
+            step,
+            what: EditKind::State { stop, content },
+        });
+    }
+
+    /// Write the session so far to `path` as a scenario (a log that ends with a
+    /// summary marked `prefix`).
+    pub(super) fn save(&self, path: &str) -> Result<String, String> {
+        if !self.memory {
+            return Err("this run is recorded to a file already; replay that".to_owned());
+        }
+        let mut out = header_bytes(&self.shared.header);
+        let threads: Vec<_> = self
+            .shared
+            .threads
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let (mut steps, mut runs) = (Vec::new(), 0);
+        for (g, t) in threads.iter().enumerate() {
+            let l = lock(t);
+            steps.push(l.steps);
+            let mut buf = l.buf.clone();
+            let mut n = l.n;
+            if l.run.count > 0 {
+                put_run(&mut buf, l.run);
+                n += 1;
+            }
+            drop(l);
+            if n > 0 {
+                put_runs_record(&mut out, g, n, &buf);
+                runs += n;
+            }
+        }
+        let edits = lock(&self.shared.edits).clone();
+        for e in &edits {
+            out.extend(edit_record(e));
+        }
+        let names = lock(&self.shared.names).clone();
+        let total: u64 = steps.iter().sum();
+        let end = LogEnd {
+            threads: names
+                .into_iter()
+                .zip(steps)
+                .map(|(name, steps)| LogThread { name, steps })
+                .collect(),
+            ops: lock(&self.shared.ops).clone(),
+            prefix: true,
+        };
+        out.extend(end_record(&end));
+        std::fs::write(path, &out).map_err(|e| format!("cannot write {path}: {e}"))?;
+        Ok(format!(
+            "{path}: {} bytes, {total} steps in {runs} runs, {} edits",
+            out.len(),
+            edits.len()
+        ))
     }
 
     pub(super) fn collection(&self, info: &CollectionInfo) {
@@ -123,7 +225,7 @@ impl Recorder {
             let run = l.run;
             put_run(&mut l.buf, run);
             l.n += 1;
-            if l.buf.len() > MAX_PENDING && !self.shared.lost.swap(true, Relaxed) {
+            if !self.memory && l.buf.len() > MAX_PENDING && !self.shared.lost.swap(true, Relaxed) {
                 eprintln!("racetrack: the replay log is not written fast enough; the recording stops here");
             }
         }
@@ -184,6 +286,9 @@ fn write_loop(s: &Shared, mut out: BufWriter<File>) -> std::io::Result<()> {
             }
         }
         if finished {
+            for e in lock(&s.edits).iter() {
+                out.write_all(&edit_record(e))?;
+            }
             let names = lock(&s.names).clone();
             let end = LogEnd {
                 threads: names
@@ -192,6 +297,7 @@ fn write_loop(s: &Shared, mut out: BufWriter<File>) -> std::io::Result<()> {
                     .map(|(name, steps)| LogThread { name, steps })
                     .collect(),
                 ops: lock(&s.ops).clone(),
+                prefix: false,
             };
             out.write_all(&end_record(&end))?;
             return out.flush();
