@@ -405,6 +405,32 @@ fn provoking_the_heat_race_through_the_widgets_shows_the_mismatch() {
             && updated("proc[2]")
             && a.model.node_named("BorderReq", "proc[1]").unwrap().status == NodeStatus::HeldStart
     });
+    // The race is provoked: save the session as a scenario from the Session menu.
+    let scenario = std::env::temp_dir().join(format!("racetrack-gui-{}.rtrec", std::process::id()));
+    let _ = std::fs::remove_file(&scenario);
+    h.get_by_label("Session").click();
+    h.step();
+    let label = "File (on the program's machine)";
+    h.get_by_label(label).focus();
+    h.step();
+    h.key_press_modifiers(egui::Modifiers::COMMAND, egui::Key::A);
+    h.step();
+    h.get_by_label(label).type_text(&scenario.display().to_string());
+    h.step();
+    assert_eq!(h.state().ui.scenario_path, scenario.display().to_string());
+    h.get_by_label("Save scenario").click();
+    pump(&mut h, "the scenario saved", |a| {
+        a.model
+            .control
+            .session_note
+            .as_deref()
+            .is_some_and(|n| n.starts_with("scenario saved"))
+    });
+    h.step();
+    assert!(
+        h.query_by_label_contains("scenario saved: ").is_some(),
+        "the toolbar says so"
+    );
     h.get_by_role_and_label(Role::CheckBox, "BorderReq @ proc[1]")
         .click();
     pump(&mut h, "the breakpoint cleared", |a| {
@@ -418,6 +444,23 @@ fn provoking_the_heat_race_through_the_widgets_shows_the_mismatch() {
         "the GUI reports the mismatch"
     );
     assert_eq!(h.state().result_matches(), Some(false));
+
+    // Replayed without the GUI, the saved session shows the race again.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_racetrack"))
+        .arg("replay")
+        .arg(&scenario)
+        .arg("--")
+        .arg(support::example_bin("heat"))
+        .args(["--threads", "4"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let report: serde_json::Value =
+        serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().last().unwrap()).unwrap();
+    assert_eq!(
+        report["matches_reference"], false,
+        "the scenario replays the race"
+    );
 }
 
 #[test]

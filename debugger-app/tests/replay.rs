@@ -187,28 +187,34 @@ fn a_replay_that_cannot_follow_says_where() {
         String::from_utf8_lossy(&out.stderr)
     );
 
-    let cases: [(&[&str], &str); 4] = [
-        (&[s, "--threads", "3"], "collection proc has 3 threads"),
+    // Fewer chunks: main ends short of its logged steps, or (as the replay's timing goes)
+    // waits at one for a message that never comes.
+    let short: &[&str] = &[
+        "the program ended with main[0] at its step",
+        "must take the next message from proc",
+    ];
+    let cases: [(&[&str], &[&str]); 4] = [
+        (&[s, "--threads", "3"], &["collection proc has 3 threads"]),
         (
             &[heat.to_str().unwrap()],
-            "operation 0 is Scatter, the recorded run's was Split",
+            &["operation 0 is Scatter, the recorded run's was Split"],
         ),
-        (
-            &[s, "--chunks", "12"],
-            "the program ended with main[0] at its step",
-        ),
-        (&[s, "--chunks", "20"], "and the recorded run made only"),
+        (&[s, "--chunks", "12"], short),
+        (&[s, "--chunks", "20"], &["and the recorded run made only"]),
     ];
     for (program, says) in cases {
-        let mut args = vec!["replay", l, "--"];
-        args.extend(program);
-        let out = racetrack(&args);
+        let out = Command::new(env!("CARGO_BIN_EXE_racetrack"))
+            .args(["replay", l, "--"])
+            .args(program)
+            .env("RACETRACK_REPLAY_STALL_MS", "1000")
+            .output()
+            .unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(3), "{program:?}: {stderr}");
         assert!(stderr.contains("replay diverged from the log"), "{stderr}");
         assert!(
-            stderr.contains(says),
-            "{program:?}: expected `{says}` in: {stderr}"
+            says.iter().any(|s| stderr.contains(s)),
+            "{program:?}: expected one of {says:?} in: {stderr}"
         );
     }
 }

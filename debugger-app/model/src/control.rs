@@ -59,6 +59,8 @@ pub struct Control {
     pub unlisted: FastMap<ThreadKey, usize>,
     /// The events that hold their thread now, until a `continue` or `released`.
     pub held: BTreeMap<HeldId, Held>,
+    /// What the last `save_scenario` or `take_over` did, as the agent said.
+    pub session_note: Option<String>,
     /// Breakpoints set: (op, thread) → trace.
     pub breakpoints: BTreeMap<NodeKey, bool>,
     /// Conditional breakpoints set, in the order they were set.

@@ -120,6 +120,12 @@ impl Model {
             }
             Event::Error { message, .. } => self.control.log(&mut self.changes, "error", message.clone()),
             Event::Ok { cmd, target, .. } => {
+                if matches!(cmd.as_str(), "save_scenario" | "take_over") {
+                    self.control.session_note = target.as_ref().map(|t| match cmd.as_str() {
+                        "save_scenario" => format!("scenario saved: {t}"),
+                        _ => t.clone(),
+                    });
+                }
                 let on = target.as_ref().map(|t| format!(" ({t})")).unwrap_or_default();
                 self.control
                     .log(&mut self.changes, "info", format!("{cmd} applied{on}"));

@@ -56,6 +56,9 @@ pub struct UiState {
     pub cond_form: super::panels::CondForm,
     /// The last user action and the error the agent answered, shown where the user acted.
     pub action_error: Option<(&'static str, String)>,
+    /// Where the Session menu saves a scenario (empty: not chosen yet, the program's
+    /// name is proposed).
+    pub scenario_path: String,
     last_action: Option<(&'static str, Instant)>,
 }
 

@@ -25,6 +25,41 @@ impl App {
         }
     }
 
+    /// The Session menu: save the session's choices as a scenario, take over a replay.
+    fn session_menu(&mut self, ui: &mut egui::Ui) {
+        let running = self.model.control.exited.is_none() && self.session.is_some();
+        if self.ui.scenario_path.is_empty() {
+            let program = self.model.first().program.as_deref().unwrap_or("program");
+            self.ui.scenario_path = format!("{program}.scenario.rtrec");
+        }
+        ui.menu_button("Session", |ui| {
+            ui.label("Save what this session did so far (reorders, edits) as a scenario;
+`racetrack replay FILE -- PROGRAM` plays it again without you.");
+            ui.add(egui::TextEdit::singleline(&mut self.ui.scenario_path).desired_width(260.0))
+                .labelled_by(ui.label("File (on the program's machine)").id);
+            let path = self.ui.scenario_path.trim().to_owned();
+            if ui
+                .add_enabled(running && !path.is_empty(), egui::Button::new("Save scenario"))
+                .clicked()
+            {
+                self.act("save_scenario", Command::SaveScenario { path });
+                ui.close();
+            }
+            ui.separator();
+            if ui
+                .add_enabled(running, egui::Button::new("Take over"))
+                .on_hover_text("End a replay (racetrack replay --gui): from here the program runs free, under your holds")
+                .clicked()
+            {
+                self.act("take_over", Command::TakeOver);
+                ui.close();
+            }
+        });
+        if let Some(note) = &self.model.control.session_note {
+            ui.label(RichText::new(note).color(Color32::from_rgb(70, 110, 170)));
+        }
+    }
+
     pub(crate) fn toolbar_ui(&mut self, ui: &mut egui::Ui) {
         ui.horizontal_wrapped(|ui| {
             ui.heading("Racetrack");
@@ -78,6 +113,9 @@ impl App {
                 for t in threads {
                     self.act("pause", Command::Pause { thread: t, on: pause });
                 }
+            }
+            if self.timeline.is_none() {
+                self.session_menu(ui);
             }
             ui.separator();
             let threads: usize = self
