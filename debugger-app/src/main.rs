@@ -168,15 +168,7 @@ fn record(args: &[String]) -> i32 {
     let file = out.unwrap_or_else(|| format!("{name}.{ext}"));
     // Written afresh: what is there after the run is this run's, or nothing.
     let _ = std::fs::remove_file(&file);
-    let status = std::process::Command::new(program)
-        .args(prog_args)
-        .env(var, &file)
-        .env_remove(racetrack_protocol::launch::ENV_REPLAY)
-        .env_remove(racetrack_protocol::launch::ENV_LISTEN)
-        .env_remove(racetrack_protocol::launch::ENV_CONNECT)
-        .env_remove(racetrack_protocol::launch::ENV_WAIT)
-        .status()
-        .unwrap_or_else(|e| fail(&format!("cannot start {program}: {e}")));
+    let status = run_free(program, prog_args, (var, &file));
     let size = std::fs::metadata(&file).map(|m| m.len());
     match (size, full) {
         (Ok(n), true) => eprintln!("racetrack: trace {file} ({n} bytes)"),
@@ -244,16 +236,29 @@ fn replay(args: &[String]) -> i32 {
     if let Some(bad) = opts.first() {
         fail(&format!("unknown option `{bad}` for replay\n{USAGE}"));
     }
-    let status = std::process::Command::new(program)
-        .args(prog_args)
-        .env(var, &log)
-        .env_remove(racetrack_protocol::launch::ENV_RECORD)
-        .env_remove(racetrack_protocol::launch::ENV_LISTEN)
-        .env_remove(racetrack_protocol::launch::ENV_CONNECT)
-        .env_remove(racetrack_protocol::launch::ENV_WAIT)
+    run_free(program, prog_args, (var, &log)).code().unwrap_or(1)
+}
+
+/// Run `program args` with no debugger, with `var=value` (the trace, record or replay
+/// file) and none of the other variables that choose what the agent does; its output
+/// passes through.
+fn run_free(program: &str, args: &[String], (var, value): (&str, &str)) -> std::process::ExitStatus {
+    use racetrack_protocol::launch as env;
+    let mut cmd = std::process::Command::new(program);
+    cmd.args(args);
+    for other in [
+        env::ENV_TRACE,
+        env::ENV_RECORD,
+        env::ENV_REPLAY,
+        env::ENV_LISTEN,
+        env::ENV_CONNECT,
+        env::ENV_WAIT,
+    ] {
+        cmd.env_remove(other);
+    }
+    cmd.env(var, value)
         .status()
-        .unwrap_or_else(|e| fail(&format!("cannot start {program}: {e}")));
-    status.code().unwrap_or(1)
+        .unwrap_or_else(|e| fail(&format!("cannot start {program}: {e}")))
 }
 
 /// `racetrack open TRACE [--script FILE]`: the post-mortem view.

@@ -48,6 +48,22 @@ struct Shared {
     done: (Mutex<bool>, Condvar),
 }
 
+impl Shared {
+    /// The log's summary: every thread with its `steps`, every operation.
+    fn summary(&self, steps: Vec<u64>, prefix: bool) -> LogEnd {
+        let names = lock(&self.names).clone();
+        LogEnd {
+            threads: names
+                .into_iter()
+                .zip(steps)
+                .map(|(name, steps)| LogThread { name, steps })
+                .collect(),
+            ops: lock(&self.ops).clone(),
+            prefix,
+        }
+    }
+}
+
 pub(super) struct Recorder {
     shared: Arc<Shared>,
     writer: Mutex<Option<std::thread::JoinHandle<()>>>,
@@ -163,18 +179,8 @@ impl Recorder {
         for e in &edits {
             out.extend(edit_record(e));
         }
-        let names = lock(&self.shared.names).clone();
         let total: u64 = steps.iter().sum();
-        let end = LogEnd {
-            threads: names
-                .into_iter()
-                .zip(steps)
-                .map(|(name, steps)| LogThread { name, steps })
-                .collect(),
-            ops: lock(&self.shared.ops).clone(),
-            prefix: true,
-        };
-        out.extend(end_record(&end));
+        out.extend(end_record(&self.shared.summary(steps, true)));
         std::fs::write(path, &out).map_err(|e| format!("cannot write {path}: {e}"))?;
         Ok(format!(
             "{path}: {} bytes, {total} steps in {runs} runs, {} edits",
@@ -289,17 +295,7 @@ fn write_loop(s: &Shared, mut out: BufWriter<File>) -> std::io::Result<()> {
             for e in lock(&s.edits).iter() {
                 out.write_all(&edit_record(e))?;
             }
-            let names = lock(&s.names).clone();
-            let end = LogEnd {
-                threads: names
-                    .into_iter()
-                    .zip(steps)
-                    .map(|(name, steps)| LogThread { name, steps })
-                    .collect(),
-                ops: lock(&s.ops).clone(),
-                prefix: false,
-            };
-            out.write_all(&end_record(&end))?;
+            out.write_all(&end_record(&s.summary(steps, false)))?;
             return out.flush();
         }
         out.flush()?;
