@@ -28,6 +28,10 @@ usage:
                                           an MPI program's N ranks under the debugger (GUI,
                                           or the controller with --ctl), each held before
                                           its first call after MPI_Init
+  racetrack mpirun --record LOG [--impl mpich|openmpi] -n N -- PROGRAM [ARGS]
+                                          the job free, recording what a replay needs (the
+                                          matches of wildcard receives, the outcomes of
+                                          polls) in LOG; `racetrack replay LOG` replays it
   racetrack listen [--ctl [--script FILE]] [--addr HOST:PORT] -n N
                                           wait for the N ranks of a job started by hand
                                           (RACETRACK_CONNECT and LD_PRELOAD in its
@@ -48,7 +52,8 @@ usage:
                                           run PROGRAM again taking the logged choices, free
                                           (exit code 3 if it cannot follow the log), or
                                           under the controller or the GUI, where it can be
-                                          stepped, held, and taken over
+                                          stepped, held, and taken over; an MPI job's log
+                                          runs its ranks again (as `mpirun` does)
   racetrack open TRACE [--script FILE]    a trace file (RACETRACK_TRACE=TRACE) in the GUI,
                                           without the program, with a time slider
   racetrack export --perfetto TRACE [-o OUT.json]
@@ -182,7 +187,7 @@ fn record(args: &[String]) -> i32 {
             Err(e) => eprintln!("racetrack: the replay log cannot be read back: {e}"),
         },
         (Err(_), _) => eprintln!(
-            "racetrack: nothing written to {file} (is {program} a program on Racetrack's runtime? MPI ranks write none yet)"
+            "racetrack: nothing written to {file} (is {program} a program on Racetrack's runtime? an MPI job records with `racetrack mpirun --record`)"
         ),
     }
     status.code().unwrap_or(1)
@@ -200,8 +205,10 @@ fn replay(args: &[String]) -> i32 {
     }
     let log = opts.remove(0);
     // A damaged log is refused here, before the program starts.
-    if let Err(e) = racetrack_protocol::replay_log::ReplayLog::read(std::path::Path::new(&log)) {
-        fail(&e);
+    let read = racetrack_protocol::replay_log::ReplayLog::read(std::path::Path::new(&log))
+        .unwrap_or_else(|e| fail(&e));
+    if read.header.mpi.is_some() {
+        return mpi_replay(&log, &read.header, opts, program, prog_args);
     }
     let var = racetrack_protocol::launch::ENV_REPLAY;
     let gui = opts
@@ -345,7 +352,16 @@ fn mpirun(args: &[String]) -> i32 {
         .parse()
         .unwrap_or_else(|_| fail(&format!("-n {ranks}: expected a number of ranks")));
     let imp = take_value(&mut opts, "--impl").map(|i| Impl::parse(&i).unwrap_or_else(|e| fail(&e)));
+    let record = take_value(&mut opts, "--record");
     let plan = mpi_plan(imp, ranks, program, prog_args);
+    if let Some(log) = record {
+        if let Some(bad) = opts.first() {
+            fail(&format!(
+                "`{bad}` with --record: a recorded job runs free (replay it under the debugger)\n{USAGE}"
+            ));
+        }
+        return mpi_record(plan, program, &log);
+    }
     eprintln!(
         "racetrack: {} ranks of {} under {} ({})",
         ranks,
@@ -367,6 +383,114 @@ fn mpirun(args: &[String]) -> i32 {
     let session = Session::job(conn, launched, waker.clone()).unwrap_or_else(|e| fail(&e));
     let title = format!("Racetrack — {} × {ranks}", plan.program.display());
     gui::run(session, waker, script, &title)
+}
+
+/// `log` as an absolute path: the ranks may run in another directory.
+fn absolute(log: &str) -> String {
+    std::path::absolute(log).map_or_else(|_| log.to_owned(), |p| p.display().to_string())
+}
+
+/// `racetrack mpirun --record LOG …`: the job free, each rank recording its part; then
+/// the parts merged into `LOG`. The exit code is the launcher's.
+fn mpi_record(mut plan: Plan, program: &str, log: &str) -> i32 {
+    use racetrack_protocol::replay_log::{rank_part_path, LogHeader, MpiJob};
+    let path = absolute(log);
+    let _ = std::fs::remove_file(&path);
+    for r in 0..plan.ranks {
+        let _ = std::fs::remove_file(rank_part_path(&path, r));
+    }
+    plan.env
+        .push((racetrack_protocol::launch::ENV_RECORD.into(), path.clone()));
+    let status = plan
+        .free_command()
+        .status()
+        .unwrap_or_else(|e| fail(&format!("cannot start {}: {e}", plan.imp.launcher())));
+    let header = LogHeader {
+        program: program.to_owned(),
+        args: plan.args.clone(),
+        mpi: Some(MpiJob {
+            ranks: plan.ranks,
+            implementation: plan.imp.key().to_owned(),
+        }),
+    };
+    match racetrack::mpirun::merge_parts(&path, plan.ranks, &header) {
+        Ok(m) => {
+            let unfinished = if m.unfinished.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    "; ranks {:?} did not reach MPI_Finalize, the log covers a prefix of their run",
+                    m.unfinished
+                )
+            };
+            eprintln!(
+                "racetrack: replay log {log} ({} bytes: {} choices in {} calls of {} ranks{unfinished})",
+                m.bytes, m.choices, m.calls, plan.ranks
+            );
+        }
+        Err(e) => eprintln!("racetrack: no replay log written: {e}"),
+    }
+    status.code().unwrap_or(1)
+}
+
+/// `racetrack replay LOG …` of an MPI job's log: the recorded program on the recorded
+/// number of ranks, free or under the controller or the GUI.
+fn mpi_replay(
+    log_path: &str,
+    header: &racetrack_protocol::replay_log::LogHeader,
+    mut opts: Vec<String>,
+    program: &str,
+    args: &[String],
+) -> i32 {
+    let ranks = header.mpi.as_ref().map_or(1, |m| m.ranks);
+    let base = |p: &str| p.rsplit('/').next().unwrap_or(p).to_owned();
+    if base(&header.program) != base(program) || header.args != args {
+        fail(&format!(
+            "{log_path} is the log of `{}` on {ranks} ranks; this is `{}`: a replay runs the recorded program with its arguments",
+            std::iter::once(header.program.as_str()).chain(header.args.iter().map(String::as_str)).collect::<Vec<_>>().join(" "),
+            std::iter::once(program).chain(args.iter().map(String::as_str)).collect::<Vec<_>>().join(" "),
+        ));
+    }
+    let mut plan = mpi_plan(None, ranks, program, args);
+    plan.env
+        .push((racetrack_protocol::launch::ENV_REPLAY.into(), absolute(log_path)));
+    eprintln!(
+        "racetrack: replaying {log_path}: {ranks} ranks of {} under {}",
+        plan.program.display(),
+        plan.imp.title()
+    );
+    let gui = opts
+        .iter()
+        .position(|o| o == "--gui")
+        .map(|i| opts.remove(i))
+        .is_some();
+    if opts.iter().any(|o| o == "--ctl") {
+        if gui {
+            fail("replay takes --ctl or --gui, not both");
+        }
+        let input = ctl_input(&mut opts, "replay");
+        let (conn, launched) = start_job(&plan, Box::new(|| {}));
+        return racetrack::ctl::run_with(conn, Some(launched), input);
+    }
+    if gui {
+        let script = take_script(&mut opts);
+        if let Some(bad) = opts.first() {
+            fail(&format!("unknown option `{bad}` for replay\n{USAGE}"));
+        }
+        let waker = Waker::default();
+        let (conn, launched) = start_job(&plan, conn_waker(&waker));
+        let session = Session::job(conn, launched, waker.clone()).unwrap_or_else(|e| fail(&e));
+        let title = format!("Racetrack — replay of {} × {ranks}", plan.program.display());
+        return gui::run(session, waker, script, &title);
+    }
+    if let Some(bad) = opts.first() {
+        fail(&format!("unknown option `{bad}` for replay\n{USAGE}"));
+    }
+    plan.free_command()
+        .status()
+        .unwrap_or_else(|e| fail(&format!("cannot start {}: {e}", plan.imp.launcher())))
+        .code()
+        .unwrap_or(1)
 }
 
 /// `racetrack listen [--ctl [--script F]] [--addr HOST:PORT] -n N`: a job started by

@@ -95,6 +95,74 @@ pub fn core_lib(dir: &Path) -> PathBuf {
         .unwrap_or_else(|| dir.join(name))
 }
 
+/// What merging a recorded job's parts gave.
+#[derive(Debug)]
+pub struct Merged {
+    pub bytes: u64,
+    pub choices: usize,
+    /// Calls made, over the ranks that reached `MPI_Finalize`.
+    pub calls: u64,
+    /// Ranks that did not reach `MPI_Finalize` (the log covers a prefix of theirs).
+    pub unfinished: Vec<usize>,
+}
+
+/// Merge the part files the `ranks` ranks of a job recording `log` wrote
+/// (`LOG.rank<R>`) into `log`, with `header`, and remove them.
+pub fn merge_parts(
+    log: &str,
+    ranks: usize,
+    header: &racetrack_protocol::replay_log::LogHeader,
+) -> Result<Merged, String> {
+    use racetrack_protocol::replay_log::{self as rl, LogEnd, LogThread, ReplayLog};
+    let mut out = rl::header_bytes(header);
+    let mut merged = Merged {
+        bytes: 0,
+        choices: 0,
+        calls: 0,
+        unfinished: Vec::new(),
+    };
+    let mut threads = Vec::with_capacity(ranks);
+    let parts: Vec<PathBuf> = (0..ranks).map(|r| rl::rank_part_path(log, r)).collect();
+    for (rank, part) in parts.iter().enumerate() {
+        let bytes = std::fs::read(part).map_err(|e| {
+            format!(
+                "rank {rank} left no record ({}: {e}); did the job start, with the MPI library preloaded?",
+                part.display()
+            )
+        })?;
+        let got = ReplayLog::parse(&bytes).map_err(|e| format!("{}: {e}", part.display()))?;
+        let mine = got.ranks.get(rank).cloned().unwrap_or_default();
+        if !mine.choices.is_empty() {
+            rl::put_calls_record(&mut out, rank, 0, &mine.choices);
+        }
+        merged.choices += mine.choices.len();
+        match mine.calls {
+            Some(calls) => {
+                out.extend(rl::rank_end_record(rank, calls));
+                merged.calls += calls;
+            }
+            None => merged.unfinished.push(rank),
+        }
+        threads.push(LogThread {
+            name: format!("rank[{rank}]"),
+            steps: mine.calls.unwrap_or(0),
+        });
+    }
+    if merged.unfinished.is_empty() {
+        out.extend(rl::end_record(&LogEnd {
+            threads,
+            ops: Vec::new(),
+            prefix: false,
+        }));
+    }
+    std::fs::write(log, &out).map_err(|e| format!("cannot write {log}: {e}"))?;
+    for part in parts {
+        let _ = std::fs::remove_file(part);
+    }
+    merged.bytes = out.len() as u64;
+    Ok(merged)
+}
+
 /// The two libraries to preload for `imp`, or why they are missing.
 pub fn libs(imp: Impl, dir: &Path) -> Result<[PathBuf; 2], String> {
     let core = core_lib(dir);
@@ -128,6 +196,8 @@ pub struct Plan {
     pub program: PathBuf,
     pub args: Vec<String>,
     pub libs: [PathBuf; 2],
+    /// More variables for the ranks (`RACETRACK_REPLAY`, `RACETRACK_RECORD`).
+    pub env: Vec<(String, String)>,
 }
 
 /// `program` as a path: as given if it names a directory, else looked up in `PATH`.
@@ -181,6 +251,7 @@ pub fn plan(imp: Option<Impl>, ranks: usize, program: &str, args: &[String]) -> 
         program: path,
         args: args.to_vec(),
         libs,
+        env: Vec::new(),
     })
 }
 
@@ -199,18 +270,40 @@ impl Plan {
     /// launcher itself does not load the library). Open MPI also gets
     /// `--oversubscribe` (more ranks than cores) and, as root, `--allow-run-as-root`.
     pub fn command(&self, url: &str) -> Command {
+        self.launch_command(&[(env::ENV_CONNECT, url), (env::ENV_WAIT, "1")])
+    }
+
+    /// The launcher's command line for a free run (no debugger): the ranks record or
+    /// replay as [`Plan::env`] says.
+    pub fn free_command(&self) -> Command {
+        self.launch_command(&[])
+    }
+
+    fn launch_command(&self, session: &[(&str, &str)]) -> Command {
         let preload = format!("{}:{}", self.libs[0].display(), self.libs[1].display());
         let name = self
             .program
             .file_name()
             .map_or_else(|| "program".into(), |n| n.to_string_lossy().into_owned());
-        let vars = [
-            ("LD_PRELOAD", preload),
-            (env::ENV_CONNECT, url.to_owned()),
-            (env::ENV_WAIT, "1".to_owned()),
-            (env::ENV_PROGRAM, name),
+        let mut vars = vec![
+            ("LD_PRELOAD".to_owned(), preload),
+            (env::ENV_PROGRAM.to_owned(), name),
         ];
+        vars.extend(session.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())));
+        vars.extend(self.env.iter().cloned());
         let mut cmd = Command::new(self.imp.launcher());
+        // The ranks inherit the launcher's environment: none of the agent's variables
+        // but those given here.
+        for var in [
+            env::ENV_CONNECT,
+            env::ENV_LISTEN,
+            env::ENV_WAIT,
+            env::ENV_TRACE,
+            env::ENV_RECORD,
+            env::ENV_REPLAY,
+        ] {
+            cmd.env_remove(var);
+        }
         match self.imp {
             Impl::Mpich => {
                 cmd.arg("-n").arg(self.ranks.to_string());

@@ -25,8 +25,23 @@
 //! - [`TAG_END`]: the summary's JSON ([`LogEnd`]) as a u32 LE length and the text; the
 //!   last record of a log whose recorded program finished, or of a scenario saved
 //!   mid-session (`prefix`).
+//! - [`TAG_CALLS`] (MPI jobs): a rank (varint), the number of choices (varint), then each
+//!   [`Choice`]: the calls skipped since the previous choice's last call (varint), a byte
+//!   `kind << 6 | op` (op: the call's index in the MPI library's call list), and the
+//!   kind's numbers as varints: [`Chose::Match`] source and tag (zigzag), [`Chose::Miss`]
+//!   the run's length minus one, [`Chose::Index`] the index, [`Chose::Indices`] their
+//!   count and each.
+//! - [`TAG_RANK_END`] (MPI jobs): a rank (varint) and the calls it made (varint): that
+//!   rank reached `MPI_Finalize`.
+//!
+//! An MPI job's log holds, per rank, only what MPI leaves to timing: the source and tag
+//! each receive or probe from `MPI_ANY_SOURCE` matched, the polls (`MPI_Test*`, `MPI_Iprobe`) that
+//! found nothing (as runs; a poll not in one found something), and which requests each
+//! `MPI_Waitany`/`Testany`/`Waitsome`/`Testsome` completed. Receives that name their
+//! source and tag cost nothing: MPI's non-overtaking rule makes their match a function of
+//! the sends.
 
-use crate::varint::{get_u, put_u, Bad};
+use crate::varint::{get_u, put_u, unzigzag, zigzag, Bad};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -40,6 +55,10 @@ pub const TAG_RUNS: u8 = 1;
 pub const TAG_END: u8 = 2;
 /// An edit of the recorded session.
 pub const TAG_EDIT: u8 = 3;
+/// An MPI rank's choices.
+pub const TAG_CALLS: u8 = 4;
+/// An MPI rank reached `MPI_Finalize`.
+pub const TAG_RANK_END: u8 = 5;
 /// The sender code of a schedule's input (the program's own thread, outside the runtime).
 pub const SENDER_INPUT: u64 = 0;
 /// Largest JSON part accepted (a header or summary beyond it is damage, not data).
@@ -52,6 +71,74 @@ pub struct LogHeader {
     pub program: String,
     /// Its arguments.
     pub args: Vec<String>,
+    /// An MPI job's: how it ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mpi: Option<MpiJob>,
+}
+
+/// How a recorded MPI job ran.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MpiJob {
+    /// Its number of ranks.
+    pub ranks: usize,
+    /// `mpich` or `openmpi`.
+    pub implementation: String,
+}
+
+/// One nondeterministic outcome of an MPI rank's call number `call` (from 0, counting
+/// every MPI call the rank made on its `MPI_Init` thread).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Choice {
+    /// The call's number (the first, for a [`Chose::Miss`] run).
+    pub call: u64,
+    /// The call's index in the MPI library's call list (a check that a replay makes the
+    /// same call there).
+    pub op: u8,
+    /// What it came to.
+    pub what: Chose,
+}
+
+/// What an MPI call's outcome was.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Chose {
+    /// A wildcard receive or probe (or an `MPI_Iprobe` that found) matched a message from
+    /// `source` (in the call's communicator) with `tag`.
+    Match {
+        /// The source rank.
+        source: i32,
+        /// The tag.
+        tag: i32,
+    },
+    /// The `n` polls from this call on (identical calls, one after the other) found
+    /// nothing.
+    Miss {
+        /// How many.
+        n: u64,
+    },
+    /// `MPI_Waitany`/`Testany` completed the request at this index.
+    Index(u32),
+    /// `MPI_Waitsome`/`Testsome` completed the requests at these indices, in order.
+    Indices(Vec<u32>),
+}
+
+impl Choice {
+    /// The calls it covers: one, or a [`Chose::Miss`] run's.
+    pub fn calls(&self) -> u64 {
+        match self.what {
+            Chose::Miss { n } => n.max(1),
+            _ => 1,
+        }
+    }
+}
+
+/// One MPI rank's part of a log.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RankLog {
+    /// Its choices, by call.
+    pub choices: Vec<Choice>,
+    /// The calls it made up to `MPI_Finalize`; `None` if it did not get there (the log
+    /// covers a prefix of its run).
+    pub calls: Option<u64>,
 }
 
 /// One thread of the recorded run, in the summary.
@@ -133,6 +220,8 @@ pub struct ReplayLog {
     pub end: Option<LogEnd>,
     /// The user's edits, in the order they were made.
     pub edits: Vec<Edit>,
+    /// An MPI job's ranks, by rank.
+    pub ranks: Vec<RankLog>,
 }
 
 /// Why a replay log cannot be read: the problem and the byte offset where it is.
@@ -177,6 +266,49 @@ pub fn put_run(out: &mut Vec<u8>, run: Run) {
     if long {
         put_u(out, run.count - 2);
     }
+}
+
+/// Where rank `rank` of a job recording the log `log` writes its part
+/// (`LOG.rank<R>`, a log of its own); `racetrack mpirun --record` merges the parts.
+pub fn rank_part_path(log: &str, rank: usize) -> std::path::PathBuf {
+    std::path::PathBuf::from(format!("{log}.rank{rank}"))
+}
+
+/// Append a record of `rank`'s choices (consecutive, in call order), `next` being the
+/// first call after the rank's previous record (0 for its first); returns the `next` of
+/// the record after it.
+pub fn put_calls_record(out: &mut Vec<u8>, rank: usize, mut next: u64, choices: &[Choice]) -> u64 {
+    out.push(TAG_CALLS);
+    put_u(out, rank as u64);
+    put_u(out, choices.len() as u64);
+    for c in choices {
+        put_u(out, c.call.saturating_sub(next));
+        let (kind, nums): (u8, Vec<u64>) = match &c.what {
+            Chose::Match { source, tag } => (0, vec![zigzag(i64::from(*source)), zigzag(i64::from(*tag))]),
+            Chose::Miss { n } => (1, vec![n.max(&1) - 1]),
+            Chose::Index(i) => (2, vec![u64::from(*i)]),
+            Chose::Indices(v) => (
+                3,
+                std::iter::once(v.len() as u64)
+                    .chain(v.iter().map(|&i| u64::from(i)))
+                    .collect(),
+            ),
+        };
+        out.push(kind << 6 | (c.op & 63));
+        for n in nums {
+            put_u(out, n);
+        }
+        next = c.call + c.calls();
+    }
+    next
+}
+
+/// The record that says `rank` reached `MPI_Finalize` after `calls` calls.
+pub fn rank_end_record(rank: usize, calls: u64) -> Vec<u8> {
+    let mut out = vec![TAG_RANK_END];
+    put_u(&mut out, rank as u64);
+    put_u(&mut out, calls);
+    out
 }
 
 /// The record of one edit.
@@ -227,6 +359,17 @@ impl ReplayLog {
             header,
             ..Self::default()
         };
+        let varint = |i: &mut usize, what: &str| {
+            get_u(b, i).map_err(|e| {
+                let why = match e {
+                    Bad::Truncated => "the file ends inside it",
+                    Bad::TooLarge => "more than 64 bits",
+                };
+                err(*i, format!("{what}: {why}"))
+            })
+        };
+        // Where each rank's next record starts counting calls.
+        let mut next_call: Vec<u64> = Vec::new();
         while i < b.len() {
             let at = i;
             if log.end.is_some() {
@@ -235,15 +378,6 @@ impl ReplayLog {
             match b[i] {
                 TAG_RUNS => {
                     i += 1;
-                    let varint = |i: &mut usize, what: &str| {
-                        get_u(b, i).map_err(|e| {
-                            let why = match e {
-                                Bad::Truncated => "the file ends inside it",
-                                Bad::TooLarge => "more than 64 bits",
-                            };
-                            err(*i, format!("{what}: {why}"))
-                        })
-                    };
                     let thread = varint(&mut i, "thread index")?;
                     let thread = usize::try_from(thread)
                         .ok()
@@ -278,6 +412,92 @@ impl ReplayLog {
                         get_json(b, &mut i).map_err(|(at, what)| err(at, format!("edit record: {what}")))?;
                     log.edits.push(edit);
                 }
+                TAG_CALLS => {
+                    i += 1;
+                    let rank = rank_index(&mut i, &varint, at)?;
+                    let n = varint(&mut i, "choice count")?;
+                    if n > (b.len() - i) as u64 {
+                        return Err(err(
+                            at,
+                            format!("{n} choices announced, more than the bytes left"),
+                        ));
+                    }
+                    if log.ranks.len() <= rank {
+                        log.ranks.resize_with(rank + 1, RankLog::default);
+                        next_call.resize(rank + 1, 0);
+                    }
+                    for _ in 0..n {
+                        let c_at = i;
+                        let skip = varint(&mut i, "choice's call")?;
+                        let call = next_call[rank]
+                            .checked_add(skip)
+                            .ok_or_else(|| err(c_at, "a call number beyond 2^64".into()))?;
+                        let head = *b
+                            .get(i)
+                            .ok_or_else(|| err(i, "choice kind: the file ends inside it".into()))?;
+                        i += 1;
+                        let small = |i: &mut usize, what: &str| -> Result<i32, LogError> {
+                            let at = *i;
+                            i32::try_from(unzigzag(varint(i, what)?))
+                                .map_err(|_| err(at, format!("{what} out of range")))
+                        };
+                        let index = |i: &mut usize| -> Result<u32, LogError> {
+                            let at = *i;
+                            u32::try_from(varint(i, "request index")?)
+                                .map_err(|_| err(at, "request index out of range".into()))
+                        };
+                        let what = match head >> 6 {
+                            0 => Chose::Match {
+                                source: small(&mut i, "matched source")?,
+                                tag: small(&mut i, "matched tag")?,
+                            },
+                            1 => Chose::Miss {
+                                n: varint(&mut i, "run of polls")?
+                                    .checked_add(1)
+                                    .ok_or_else(|| err(c_at, "a run of 2^64 polls".into()))?,
+                            },
+                            2 => Chose::Index(index(&mut i)?),
+                            _ => {
+                                let k = varint(&mut i, "index count")?;
+                                if k > (b.len() - i) as u64 {
+                                    return Err(err(
+                                        c_at,
+                                        format!("{k} indices announced, more than the bytes left"),
+                                    ));
+                                }
+                                (0..k)
+                                    .map(|_| index(&mut i))
+                                    .collect::<Result<Vec<_>, _>>()
+                                    .map(Chose::Indices)?
+                            }
+                        };
+                        let choice = Choice {
+                            call,
+                            op: head & 63,
+                            what,
+                        };
+                        next_call[rank] = call
+                            .checked_add(choice.calls())
+                            .ok_or_else(|| err(c_at, "a call number beyond 2^64".into()))?;
+                        log.ranks[rank].choices.push(choice);
+                    }
+                }
+                TAG_RANK_END => {
+                    i += 1;
+                    let rank = rank_index(&mut i, &varint, at)?;
+                    let calls = varint(&mut i, "calls made")?;
+                    if log.ranks.len() <= rank {
+                        log.ranks.resize_with(rank + 1, RankLog::default);
+                        next_call.resize(rank + 1, 0);
+                    }
+                    if calls < next_call[rank] {
+                        return Err(err(
+                            at,
+                            format!("rank {rank} made {calls} calls, fewer than its choices cover"),
+                        ));
+                    }
+                    log.ranks[rank].calls = Some(calls);
+                }
                 TAG_END => {
                     i += 1;
                     let end: LogEnd =
@@ -310,6 +530,27 @@ impl ReplayLog {
     pub fn runs(&self) -> usize {
         self.threads.iter().map(Vec::len).sum()
     }
+
+    /// Choices the log holds, over all MPI ranks.
+    pub fn choices(&self) -> usize {
+        self.ranks.iter().map(|r| r.choices.len()).sum()
+    }
+}
+
+/// A rank number (varint) at `*i`, of a record at `at`.
+fn rank_index(
+    i: &mut usize,
+    varint: &impl Fn(&mut usize, &str) -> Result<u64, LogError>,
+    at: usize,
+) -> Result<usize, LogError> {
+    let rank = varint(i, "rank")?;
+    usize::try_from(rank)
+        .ok()
+        .filter(|&r| r < 1 << 20)
+        .ok_or_else(|| LogError {
+            offset: at as u64,
+            what: format!("rank {rank} out of range"),
+        })
 }
 
 fn get_json<T: for<'de> Deserialize<'de>>(b: &[u8], i: &mut usize) -> Result<T, (usize, String)> {
@@ -335,6 +576,7 @@ mod tests {
         let mut b = header_bytes(&LogHeader {
             program: "heat".into(),
             args: vec!["--iters".into(), "3".into()],
+            mpi: None,
         });
         let mut runs = Vec::new();
         put_run(&mut runs, Run { sender: 0, count: 3 });
@@ -410,6 +652,76 @@ mod tests {
         let end = log.end.expect("complete");
         assert_eq!(end.threads[1].name, "proc[0]");
         assert_eq!(end.threads[1].steps, 305);
+    }
+
+    fn mpi_sample() -> (Vec<u8>, Vec<Choice>) {
+        let mut b = header_bytes(&LogHeader {
+            program: "master_worker".into(),
+            args: vec![],
+            mpi: Some(MpiJob {
+                ranks: 2,
+                implementation: "mpich".into(),
+            }),
+        });
+        let choices = vec![
+            Choice {
+                call: 3,
+                op: 12,
+                what: Chose::Match { source: 2, tag: 7 },
+            },
+            Choice {
+                call: 4,
+                op: 19,
+                what: Chose::Miss { n: 1000 },
+            },
+            Choice {
+                call: 1004,
+                op: 19,
+                what: Chose::Index(3),
+            },
+            Choice {
+                call: 2000,
+                op: 22,
+                what: Chose::Indices(vec![0, 5, 1]),
+            },
+        ];
+        let next = put_calls_record(&mut b, 1, 0, &choices[..2]);
+        assert_eq!(next, 1004);
+        let before = b.len();
+        put_calls_record(&mut b, 1, next, &choices[2..3]);
+        assert_eq!(
+            b.len() - before,
+            6,
+            "tag, rank, count, and 3 bytes for the choice"
+        );
+        put_calls_record(&mut b, 1, 1005, &choices[3..]);
+        b.extend(rank_end_record(1, 2100));
+        b.extend(rank_end_record(0, 10));
+        (b, choices)
+    }
+
+    #[test]
+    fn mpi_choices_read_back() {
+        let (b, choices) = mpi_sample();
+        let log = ReplayLog::parse(&b).expect("a valid log");
+        assert_eq!(log.header.mpi.as_ref().map(|m| m.ranks), Some(2));
+        assert_eq!(log.ranks.len(), 2);
+        assert_eq!(log.ranks[1].choices, choices);
+        assert_eq!(log.ranks[1].calls, Some(2100));
+        assert_eq!(log.ranks[0].calls, Some(10));
+        assert!(log.ranks[0].choices.is_empty());
+        assert_eq!(log.choices(), 4);
+        for n in 0..b.len() {
+            let _ = ReplayLog::parse(&b[..n]);
+            let mut c = b.clone();
+            c[n] ^= 0xff;
+            let _ = ReplayLog::parse(&c);
+        }
+        // An end that says fewer calls than the choices cover.
+        let mut c = b.clone();
+        c.extend(rank_end_record(1, 5));
+        let e = ReplayLog::parse(&c).expect_err("too few calls");
+        assert!(e.what.contains("fewer than its choices cover"), "{e}");
     }
 
     #[test]

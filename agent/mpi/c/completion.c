@@ -91,7 +91,17 @@ int rtw_test(void *caller, MPI_Request *req, int *flag, MPI_Status *st) {
     int64_t id = live ? MPI_Request_c2f(*req) : 0;
     wc_begin(&w, "MPI_Test", caller);
     rt_start(&w.c);
-    int rc = PMPI_Test(req, flag, st);
+    int rc;
+    if (w.c.forced_found == 0) {
+        /* A replay: the recorded run's test found nothing here. */
+        *flag = 0;
+        rc = MPI_SUCCESS;
+    } else if (w.c.forced_found == 1) {
+        rc = PMPI_Wait(req, st);
+        *flag = 1;
+    } else {
+        rc = PMPI_Test(req, flag, st);
+    }
     w.c.found = *flag != 0;
     if (completed_rc(rc) && live && *flag) wc_completed(&w, id, st);
     rt_stop(&w.c, rc);
@@ -107,7 +117,16 @@ static int all(void *caller, int test, int n, MPI_Request reqs[], int *flag,
     MPI_Status *s = ok ? r.st : sts;
     wc_begin(&w, test ? "MPI_Testall" : "MPI_Waitall", caller);
     rt_start(&w.c);
-    int rc = test ? PMPI_Testall(n, reqs, flag, s) : PMPI_Waitall(n, reqs, s);
+    int rc;
+    if (test && w.c.forced_found == 0) {
+        *flag = 0;
+        rc = MPI_SUCCESS;
+    } else if (test && w.c.forced_found == 1) {
+        rc = PMPI_Waitall(n, reqs, s);
+        *flag = 1;
+    } else {
+        rc = test ? PMPI_Testall(n, reqs, flag, s) : PMPI_Waitall(n, reqs, s);
+    }
     if (test) w.c.found = *flag != 0;
     if (ok && (!test || *flag))
         for (int i = 0; i < r.n; i++)
@@ -137,10 +156,29 @@ static int any(void *caller, int test, int n, MPI_Request reqs[], int *index, in
     int ok = reqset_init(&r, n, reqs, NULL, 0);
     wc_begin(&w, test ? "MPI_Testany" : "MPI_Waitany", caller);
     rt_start(&w.c);
-    int rc = test ? PMPI_Testany(n, reqs, index, flag, st) : PMPI_Waitany(n, reqs, index, st);
+    int rc;
+    const int32_t *fi = w.c.forced_indices;
+    if (w.c.forced_count == 1 && fi && fi[0] >= 0 && fi[0] < n) {
+        /* A replay: the recorded run's call completed this request. */
+        rc = PMPI_Wait(&reqs[fi[0]], st);
+        *index = fi[0];
+        if (test) *flag = 1;
+    } else if (test && w.c.forced_found == 0) {
+        *flag = 0;
+        *index = MPI_UNDEFINED;
+        rc = MPI_SUCCESS;
+    } else if (test && w.c.forced_found == 1) {
+        rc = PMPI_Waitany(n, reqs, index, st);
+        *flag = 1;
+    } else {
+        rc = test ? PMPI_Testany(n, reqs, index, flag, st) : PMPI_Waitany(n, reqs, index, st);
+    }
     if (test) w.c.found = *flag != 0;
-    if (ok && completed_rc(rc) && (!test || *flag) && *index != MPI_UNDEFINED)
-        done(&w, &r, *index, st);
+    if (completed_rc(rc) && (!test || *flag) && *index != MPI_UNDEFINED) {
+        int32_t i = *index;
+        rt_indices(&w.c, &i, 1);
+        if (ok) done(&w, &r, *index, st);
+    }
     rt_stop(&w.c, rc);
     reqset_free(&r, NULL);
     return rc;
@@ -167,9 +205,41 @@ static int some(void *caller, int test, int n, MPI_Request reqs[], int *outcount
     MPI_Status *s = ok ? r.st : sts;
     wc_begin(&w, test ? "MPI_Testsome" : "MPI_Waitsome", caller);
     rt_start(&w.c);
-    int rc = test ? PMPI_Testsome(n, reqs, outcount, indices, s)
+    int rc;
+    const int32_t *fi = w.c.forced_indices;
+    if (w.c.forced_count != RT_NONE && fi) {
+        /* A replay: the recorded run's call completed these requests. */
+        rc = MPI_SUCCESS;
+        *outcount = 0;
+        for (int k = 0; k < w.c.forced_count; k++) {
+            if (fi[k] < 0 || fi[k] >= n) continue;
+            MPI_Status *sk = s == MPI_STATUSES_IGNORE ? MPI_STATUS_IGNORE : &s[*outcount];
+            int rk = PMPI_Wait(&reqs[fi[k]], sk);
+            if (rk != MPI_SUCCESS) {
+                rc = MPI_ERR_IN_STATUS;
+                if (sk != MPI_STATUS_IGNORE) sk->MPI_ERROR = rk;
+            } else if (sk != MPI_STATUS_IGNORE) {
+                sk->MPI_ERROR = MPI_SUCCESS;
+            }
+            indices[(*outcount)++] = fi[k];
+        }
+    } else if (test && w.c.forced_found == 0) {
+        int live = 0;
+        for (int i = 0; i < n; i++) live |= reqs[i] != MPI_REQUEST_NULL;
+        *outcount = live ? 0 : MPI_UNDEFINED;
+        rc = MPI_SUCCESS;
+    } else if (test && w.c.forced_found == 1) {
+        rc = PMPI_Waitsome(n, reqs, outcount, indices, s);
+    } else {
+        rc = test ? PMPI_Testsome(n, reqs, outcount, indices, s)
                   : PMPI_Waitsome(n, reqs, outcount, indices, s);
+    }
     if (test) w.c.found = *outcount != MPI_UNDEFINED && *outcount > 0;
+    if ((rc == MPI_SUCCESS || rc == MPI_ERR_IN_STATUS) && *outcount != MPI_UNDEFINED &&
+        *outcount > 0) {
+        /* int is int32_t on every platform MPI ships for here. */
+        rt_indices(&w.c, (const int32_t *)indices, *outcount);
+    }
     if (ok && (rc == MPI_SUCCESS || rc == MPI_ERR_IN_STATUS) && *outcount != MPI_UNDEFINED)
         for (int k = 0; k < *outcount; k++)
             if (completed_in(rc, &s[k])) done(&w, &r, indices[k], &s[k]);

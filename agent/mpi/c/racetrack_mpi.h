@@ -66,8 +66,19 @@ typedef struct rt_call {
                                for other calls. A run of polls that found nothing is one
                                step (see rt_stop). */
 
+    /* ---- out, replaying a log (RACETRACK_REPLAY): set by rt_start ---- */
+    int32_t forced_found;   /* a poll (Test*, Iprobe): RT_NONE (call it), 0 (it must find
+                               nothing: do not call MPI, return "nothing"), or 1 (it must
+                               find: call the blocking form, Wait*, Probe) */
+    int32_t forced_count;   /* RT_NONE, or how many indices forced_indices holds: the
+                               requests a Waitany/Testany (1) or Waitsome/Testsome must
+                               complete, in order (wait for each) */
+    const int32_t *forced_indices; /* valid until rt_stop returns */
+
     /* ---- the core's own ---- */
     uint64_t core;          /* set by rt_start, read by the other calls; 0 = not reported */
+    uint64_t choice;        /* set by rt_start: the call's number + 1 when recording or
+                               replaying, else 0 */
 } rt_call;
 
 /* After PMPI_Init / PMPI_Init_thread returned: start the agent (as the environment says)
@@ -76,8 +87,9 @@ typedef struct rt_call {
 void rt_init(int32_t world_rank, int32_t world_size, const char *impl);
 
 /* Nonzero if this call should be reported (a debugger attached or the start hold pending,
- * reporting not switched off by MPI_Pcontrol, and this is the MPI_Init thread). Zero: the
- * wrapper calls PMPI directly and reports nothing. One atomic read. */
+ * reporting not switched off by MPI_Pcontrol; or the rank records or replays a log), and
+ * this is the MPI_Init thread. Zero: the wrapper calls PMPI directly and reports nothing.
+ * One atomic read. */
 int rt_active(void);
 
 /* Before the PMPI call: the `start` event (it may hold the rank until the debugger
@@ -96,6 +108,10 @@ void rt_stop(rt_call *c, int32_t rc);
  * communicator) with `tag` and `bytes` bytes: a `recv` event for receives (not probes),
  * and the match in the `stop` event. Between rt_start and rt_stop. */
 void rt_matched(rt_call *c, int32_t source, int32_t tag, int64_t bytes);
+
+/* A Waitany/Testany/Waitsome/Testsome completed the requests at `indices[0 .. n)` (a
+ * replay log records which). Between rt_start and rt_stop. */
+void rt_indices(rt_call *c, const int32_t *indices, int32_t n);
 
 /* A nonblocking call (Isend, Irecv, ...) created request `request` (MPI_Request_c2f):
  * the core remembers what it was for, to report its completion. Between rt_start and

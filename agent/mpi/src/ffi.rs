@@ -5,11 +5,13 @@
 #![allow(unsafe_code)]
 
 use crate::call::{Call, Elem};
-use crate::core;
+use crate::{choices, core};
 use std::ffi::{c_char, c_void, CStr};
 
 /// `RT_NONE`: a field that does not apply.
 pub const RT_NONE: i32 = i32::MIN;
+/// `RT_ANY`: `MPI_ANY_SOURCE` or `MPI_ANY_TAG`, normalised.
+pub const RT_ANY: i32 = -1;
 
 /// The wrappers' `rt_call` (see `c/racetrack_mpi.h`, which is the authority on the
 /// layout: keep the two in the same order).
@@ -35,7 +37,11 @@ pub struct RtCall {
     new_leader: i32,
     new_comm: *const c_char,
     found: i32,
+    forced_found: i32,
+    forced_count: i32,
+    forced_indices: *const i32,
     core: u64,
+    choice: u64,
 }
 
 /// A C string the wrappers passed, or `None` for NULL.
@@ -128,19 +134,34 @@ pub extern "C" fn rt_init(world_rank: i32, world_size: i32, implementation: *con
 /// `rt_active`: whether to report this call (one atomic read and a thread-local one).
 #[no_mangle]
 pub extern "C" fn rt_active() -> i32 {
-    i32::from(core::active())
+    i32::from(core::reporting() && (choices::on() || core::active()))
 }
 
 /// `rt_start`: the `start` (and a send's `send`) event; may hold the rank.
 #[no_mangle]
 pub extern "C" fn rt_start(c: *mut RtCall) {
     with_call(c, |c| {
+        // SAFETY: `name` is NULL or the wrapper's static string.
+        let name = unsafe { text::<'static>(c.name) }.unwrap_or("MPI_(unknown)");
+        let (choice, replay) = choices::start(name, c.peer);
+        c.choice = choice;
+        (c.forced_source, c.forced_tag) = replay.matched.unwrap_or((RT_NONE, RT_NONE));
+        c.forced_found = replay.found.map_or(RT_NONE, i32::from);
+        (c.forced_indices, c.forced_count) = replay.indices.unwrap_or((std::ptr::null(), RT_NONE));
+        c.core = 0;
+        c.edited_buf = std::ptr::null();
+        if !core::active() {
+            return;
+        }
         // SAFETY: `with_call` checked the pointer; the wrapper filled the struct.
         let call = unsafe { read(c) };
         let out = core::start(call);
         c.core = out.token;
-        c.forced_source = out.forced.map_or(RT_NONE, |f| f.0);
-        c.forced_tag = out.forced.and_then(|f| f.1).unwrap_or(RT_NONE);
+        // The debugger's pick of a held wildcard's match wins over the log's.
+        if let Some((source, tag)) = out.forced {
+            c.forced_source = source;
+            c.forced_tag = tag.unwrap_or(RT_NONE);
+        }
         c.edited_buf = out.edited.map_or(std::ptr::null(), |b| b.cast());
     });
 }
@@ -152,7 +173,9 @@ pub extern "C" fn rt_stop(c: *mut RtCall, rc: i32) {
         // SAFETY: as in `rt_start`.
         let new_comm = unsafe { text(c.new_comm) }.map(str::to_owned);
         let created = new_comm.map(|comm| (comm, opt(c.new_rank), opt(c.new_leader)));
-        core::stop(c.core, rc, created, opt(c.found).map(|f| f != 0));
+        let found = opt(c.found).map(|f| f != 0);
+        choices::stop(c.choice, rc, found);
+        core::stop(c.core, rc, created, found);
         c.edited_buf = std::ptr::null();
     });
 }
@@ -160,13 +183,33 @@ pub extern "C" fn rt_stop(c: *mut RtCall, rc: i32) {
 /// `rt_matched`: a receive or probe of the call matched.
 #[no_mangle]
 pub extern "C" fn rt_matched(c: *mut RtCall, source: i32, tag: i32, bytes: i64) {
-    with_call(c, |c| core::matched(c.core, source, tag, bytes));
+    with_call(c, |c| {
+        choices::matched(c.choice, source, tag);
+        core::matched(c.core, source, tag, bytes);
+    });
+}
+
+/// `rt_indices`: the request indices an `any`/`some` completion completed.
+#[no_mangle]
+pub extern "C" fn rt_indices(c: *mut RtCall, indices: *const i32, n: i32) {
+    with_call(c, |c| {
+        let n = usize::try_from(n).unwrap_or(0);
+        if indices.is_null() || n == 0 {
+            return;
+        }
+        // SAFETY: the wrapper passes `n` ints it owns, valid for the call.
+        let done = unsafe { std::slice::from_raw_parts(indices, n) };
+        choices::indices(c.choice, done);
+    });
 }
 
 /// `rt_request`: a nonblocking call created `request`.
 #[no_mangle]
 pub extern "C" fn rt_request(c: *mut RtCall, request: i64) {
-    with_call(c, |c| core::request(c.core, request));
+    with_call(c, |c| {
+        choices::request(c.choice, request);
+        core::request(c.core, request);
+    });
 }
 
 /// `rt_completed`: a completion call completed `request`.
@@ -180,7 +223,8 @@ pub extern "C" fn rt_completed(
     cancelled: i32,
 ) {
     with_call(c, |c| {
-        core::completed(c.core, request, (source, tag, bytes), cancelled != 0)
+        choices::completed(request, source, tag, cancelled != 0);
+        core::completed(c.core, request, (source, tag, bytes), cancelled != 0);
     });
 }
 
@@ -195,7 +239,10 @@ pub extern "C" fn rt_pcontrol(level: i32, label: *const c_char) {
 /// `rt_finalize`: flush every event before MPI goes away.
 #[no_mangle]
 pub extern "C" fn rt_finalize() {
-    let _ = std::panic::catch_unwind(core::finalize);
+    let _ = std::panic::catch_unwind(|| {
+        choices::finalize();
+        core::finalize();
+    });
 }
 
 /// glibc's `Dl_info`.

@@ -13,6 +13,7 @@
 //! decided in the rank; a free run streams without waiting for the debugger.
 
 mod call;
+mod choices;
 mod core;
 mod ffi;
 mod site;

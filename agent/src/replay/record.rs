@@ -113,6 +113,7 @@ impl Recorder {
             header: LogHeader {
                 program: argv.next().unwrap_or_default(),
                 args: argv.collect(),
+                mpi: None,
             },
             lost: AtomicBool::new(false),
             done: (Mutex::new(false), Condvar::new()),

@@ -80,6 +80,8 @@ thread_local! {
 /// One rank's core.
 pub(crate) struct Core {
     agent: Arc<Agent>,
+    /// What the agent's `take_over` reaches (it holds it weakly).
+    _control: Arc<dyn racetrack_agent::agent::ReplayControl>,
     hot: Arc<AtomicBool>,
     /// `MPI_Pcontrol(0)` switched reporting off.
     off: AtomicBool,
@@ -181,10 +183,17 @@ pub fn init(rank: i32, size: i32, implementation: &str) {
         agent.add_collection(Collection::new("rank", vec![Thread::new(0, 0, thread.clone())]));
         agent.add_operations(CALLS.iter().map(|c| Operation::new(*c, "call", 0)), &[]);
     };
+    let replaying = crate::choices::init(rank, size, implementation);
+    if replaying {
+        REPORTING.with(|r| r.set(true));
+    }
     let Some(agent) = agent::start_from_env_with(base, setup) else {
         return;
     };
+    let control: Arc<dyn racetrack_agent::agent::ReplayControl> = Arc::new(TakeOver);
+    agent.set_replay_control(Arc::downgrade(&control));
     let core = Core {
+        _control: control,
         hot: agent.hot_flag(),
         agent,
         off: AtomicBool::new(false),
@@ -208,13 +217,50 @@ pub fn init(rank: i32, size: i32, implementation: &str) {
     }
 }
 
-/// Whether the wrappers should report this call.
+/// Whether this is the thread that called `MPI_Init` (whose calls are reported).
+#[inline]
+pub fn reporting() -> bool {
+    REPORTING.with(Cell::get)
+}
+
+/// Whether the debugger should hear of this call.
 #[inline]
 pub fn active() -> bool {
-    REPORTING.with(Cell::get)
+    reporting()
         && CORE
             .get()
             .is_some_and(|c| c.hot.load(Relaxed) && !c.off.load(Relaxed))
+}
+
+/// Tell the debugger of an error (a replay's divergence); `false` if none is attached.
+pub(crate) fn report_error(message: &str) -> bool {
+    let Some(core) = CORE.get().filter(|c| c.agent.is_attached()) else {
+        return false;
+    };
+    core.agent.reply(racetrack_protocol::Event::Error {
+        message: message.to_owned(),
+        req: None,
+    });
+    true
+}
+
+/// The agent's `take_over` and `save_scenario` for an MPI rank.
+struct TakeOver;
+
+impl racetrack_agent::agent::ReplayControl for TakeOver {
+    fn take_over(&self) -> Result<String, String> {
+        match crate::choices::take_over() {
+            Some((made, Some(recorded))) => Ok(format!(
+                "taken over after {made} of the {recorded} recorded calls"
+            )),
+            Some((made, None)) => Ok(format!("taken over after {made} calls")),
+            None => Err("this rank is not replaying a log".into()),
+        }
+    }
+
+    fn save_scenario(&self, _path: &str) -> Result<String, String> {
+        Err("saving a scenario from an MPI job is not supported yet: record it with `racetrack mpirun --record`".into())
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

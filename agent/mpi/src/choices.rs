@@ -1,0 +1,642 @@
+//! Record and replay of what MPI leaves to timing, per rank (`RACETRACK_RECORD`,
+//! `RACETRACK_REPLAY`; `racetrack mpirun --record`, `racetrack replay`).
+//!
+//! A rank's calls are numbered from 0 on its `MPI_Init` thread. What a run does not
+//! determine itself is, by MPI's non-overtaking rule, only: the message each receive or
+//! probe from `MPI_ANY_SOURCE` matched (its source and tag), whether each poll (`MPI_Test*`,
+//! `MPI_Iprobe`) found something, and which requests `MPI_Waitany`/`Testany`/
+//! `Waitsome`/`Testsome` completed. Recording keeps exactly those, as
+//! [`racetrack_protocol::replay_log::Choice`]s; the prediction for a poll is "it found",
+//! so only misses are written, as runs, and a program that polls a thousand times before
+//! a message arrives costs one choice.
+//!
+//! A replay forces them: a wildcard receive or probe gets the recorded source and tag
+//! (the wrappers pass them to MPI in place of the wildcard); a poll that missed returns
+//! "nothing" without calling MPI, one that found calls the blocking form (`MPI_Wait`,
+//! `MPI_Probe`, …) so it finds the same thing however late it comes; `any`/`some`
+//! completions wait for the recorded requests. A call that is not the recorded one, or
+//! calls past the recorded run's, stop the job (exit code 3) saying where, or, under a
+//! debugger, become an `error` event and the rank runs free.
+//!
+//! Recording never writes on the program's thread until `MPI_Finalize`: choices are
+//! buffered and a `racetrack-record` thread appends them to the rank's part file
+//! (`LOG.rank<R>`) every 50 ms; `racetrack mpirun --record` merges the parts into `LOG`.
+
+use racetrack_protocol::launch as env;
+use racetrack_protocol::replay_log::{self, Choice, Chose, LogHeader, MpiJob, ReplayLog};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::time::Duration;
+
+/// Choices buffered before recording gives up (bounds the memory a rank spends on it).
+const MAX_PENDING: usize = 1 << 20;
+/// How often the writer thread appends buffered choices to the part file.
+const WRITE_EVERY: Duration = Duration::from_millis(50);
+
+static CHOICES: OnceLock<Choices> = OnceLock::new();
+
+/// What a call is, for record and replay.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// A receive or probe whose source or tag is a wildcard (Sendrecv: always, as its
+    /// receive side is not described to the core).
+    Wildcard {
+        nonblocking: bool,
+        poll: bool,
+    },
+    /// `MPI_Test`, `MPI_Testall`, a non-wildcard `MPI_Iprobe`.
+    Poll,
+    /// `MPI_Waitany`/`Waitsome` (`poll`: `Testany`/`Testsome`).
+    Pick {
+        poll: bool,
+    },
+    Finalize,
+    Abort,
+    Other,
+}
+
+fn kind(name: &str, peer: i32) -> Kind {
+    // `MPI_ANY_TAG` from a named source needs nothing: the match is that source's first
+    // message the receive can take, a function of its sends (non-overtaking).
+    let wild = peer == crate::ffi::RT_ANY;
+    match name {
+        "MPI_Recv" | "MPI_Probe" if wild => Kind::Wildcard {
+            nonblocking: false,
+            poll: false,
+        },
+        "MPI_Sendrecv" | "MPI_Sendrecv_replace" => Kind::Wildcard {
+            nonblocking: false,
+            poll: false,
+        },
+        "MPI_Irecv" if wild => Kind::Wildcard {
+            nonblocking: true,
+            poll: false,
+        },
+        "MPI_Iprobe" if wild => Kind::Wildcard {
+            nonblocking: false,
+            poll: true,
+        },
+        "MPI_Iprobe" | "MPI_Test" | "MPI_Testall" => Kind::Poll,
+        "MPI_Waitany" | "MPI_Waitsome" => Kind::Pick { poll: false },
+        "MPI_Testany" | "MPI_Testsome" => Kind::Pick { poll: true },
+        "MPI_Finalize" => Kind::Finalize,
+        "MPI_Abort" => Kind::Abort,
+        _ => Kind::Other,
+    }
+}
+
+/// The call's index in [`crate::core::CALLS`] (the op byte of its choices).
+fn op_of(name: &str) -> u8 {
+    crate::core::CALLS
+        .iter()
+        .position(|c| *c == name)
+        .and_then(|i| u8::try_from(i).ok())
+        .unwrap_or(63)
+}
+
+fn op_name(op: u8) -> &'static str {
+    crate::core::CALLS
+        .get(usize::from(op))
+        .copied()
+        .unwrap_or("another call")
+}
+
+/// What a replay makes of a call (the wrappers apply it).
+#[derive(Debug, Default)]
+pub struct Forcing {
+    /// The source and tag a wildcard receive or probe must match.
+    pub matched: Option<(i32, i32)>,
+    /// A poll: `Some(false)` finds nothing (MPI is not called), `Some(true)` finds (the
+    /// blocking form is called).
+    pub found: Option<bool>,
+    /// The request indices an `any`/`some` completion must complete (valid until the
+    /// call's `rt_stop`: they live in the replay's choices, which never change).
+    pub indices: Option<(*const i32, i32)>,
+}
+
+/// The call in progress (one at a time: only the `MPI_Init` thread reports).
+struct Current {
+    call: u64,
+    name: &'static str,
+    kind: Kind,
+    matched: Option<(i32, i32)>,
+    indices: Vec<u32>,
+}
+
+struct Recording {
+    file: PathBuf,
+    /// Choices not yet written, by call (an `MPI_Irecv`'s arrives at its completion,
+    /// after later calls').
+    pending: BTreeMap<u64, Choice>,
+    /// Wildcard `MPI_Irecv`s not completed yet: their request, and their call.
+    irecvs: HashMap<i64, u64>,
+    open: BTreeSet<u64>,
+    /// The first call after the last choice written.
+    written_next: u64,
+    /// Recording stopped (too much buffered, or the file could not be written).
+    lost: bool,
+}
+
+/// A replayed choice, its indices as the wrappers take them.
+struct Forced {
+    choice: Choice,
+    indices: Box<[i32]>,
+}
+
+struct Replay {
+    choices: Vec<Forced>,
+    /// The first choice not behind the current call.
+    at: usize,
+    /// The calls the recorded rank made up to `MPI_Finalize`, if it got there.
+    calls: Option<u64>,
+    /// Still forcing (a divergence under a debugger, or taking over, ends it).
+    active: bool,
+}
+
+struct State {
+    /// Calls made so far.
+    next: u64,
+    current: Option<Current>,
+    record: Option<Recording>,
+    replay: Option<Replay>,
+    finished: bool,
+}
+
+/// One rank's record and replay.
+pub(crate) struct Choices {
+    rank: usize,
+    state: Mutex<State>,
+    /// Set at `MPI_Finalize`: the writer thread's last round.
+    done: Arc<(Mutex<bool>, Condvar)>,
+    header: LogHeader,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Whether this rank records or replays (then every call goes through the core).
+#[inline]
+pub(crate) fn on() -> bool {
+    CHOICES.get().is_some()
+}
+
+/// Set up record and replay as the environment says; `false` if neither applies. A log
+/// that cannot be read stops the rank (exit 2): the job would otherwise run unforced.
+pub(crate) fn init(rank: i32, size: i32, implementation: &str) -> bool {
+    let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    let (record_to, replay_from) = (var(env::ENV_RECORD), var(env::ENV_REPLAY));
+    if record_to.is_none() && replay_from.is_none() {
+        return false;
+    }
+    let rank = usize::try_from(rank).unwrap_or(0);
+    let replay = replay_from.map(|path| match ReplayLog::read(std::path::Path::new(&path)) {
+        Ok(log) => {
+            if log.header.mpi.is_none() {
+                eprintln!("racetrack: {path} is the replay log of a program on Racetrack's runtime, not of an MPI job");
+                std::process::exit(2);
+            }
+            let mine = log.ranks.get(rank).cloned().unwrap_or_default();
+            Replay {
+                choices: mine
+                    .choices
+                    .into_iter()
+                    .map(|c| {
+                        let indices: Box<[i32]> = match &c.what {
+                            Chose::Index(i) => Box::new([i32::try_from(*i).unwrap_or(-1)]),
+                            Chose::Indices(v) => v.iter().map(|&i| i32::try_from(i).unwrap_or(-1)).collect(),
+                            _ => Box::new([]),
+                        };
+                        Forced { choice: c, indices }
+                    })
+                    .collect(),
+                at: 0,
+                calls: mine.calls,
+                active: true,
+            }
+        }
+        Err(e) => {
+            eprintln!("racetrack: rank {rank}: {e}");
+            std::process::exit(2);
+        }
+    });
+    let record = record_to.map(|log| {
+        let file = replay_log::rank_part_path(&log, rank);
+        Recording {
+            file,
+            pending: BTreeMap::new(),
+            irecvs: HashMap::new(),
+            open: BTreeSet::new(),
+            written_next: 0,
+            lost: false,
+        }
+    });
+    let mut argv = std::env::args();
+    let header = LogHeader {
+        program: argv.next().unwrap_or_default(),
+        args: argv.collect(),
+        mpi: Some(MpiJob {
+            ranks: usize::try_from(size).unwrap_or(0),
+            implementation: implementation.to_owned(),
+        }),
+    };
+    let recording = record.is_some();
+    let choices = Choices {
+        rank,
+        state: Mutex::new(State {
+            next: 0,
+            current: None,
+            record,
+            replay,
+            finished: false,
+        }),
+        done: Arc::new((Mutex::new(false), Condvar::new())),
+        header,
+    };
+    if CHOICES.set(choices).is_err() {
+        return true;
+    }
+    if recording {
+        start_writer();
+    }
+    true
+}
+
+/// The writer thread: the part file's header now, then buffered choices every 50 ms.
+fn start_writer() {
+    let Some(ch) = CHOICES.get() else { return };
+    {
+        let mut st = lock(&ch.state);
+        let Some(rec) = st.record.as_mut() else { return };
+        let header = replay_log::header_bytes(&ch.header);
+        if let Err(e) = std::fs::write(&rec.file, header) {
+            eprintln!(
+                "racetrack: rank {}: cannot write {}: {e}; this rank is not recorded",
+                ch.rank,
+                rec.file.display()
+            );
+            rec.lost = true;
+            return;
+        }
+    }
+    let done = ch.done.clone();
+    let spawned = std::thread::Builder::new()
+        .name("racetrack-record".into())
+        .spawn(move || loop {
+            let (flag, cv) = &*done;
+            let finished = {
+                let g = lock(flag);
+                let (g, _) = cv
+                    .wait_timeout(g, WRITE_EVERY)
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                *g
+            };
+            if finished {
+                return;
+            }
+            ch.write(false);
+        });
+    if spawned.is_err() {
+        // Written at MPI_Finalize instead.
+        eprintln!(
+            "racetrack: rank {}: no writer thread; choices are written at MPI_Finalize",
+            ch.rank
+        );
+    }
+}
+
+impl Choices {
+    /// Append what can be written: every choice before the oldest open wildcard
+    /// `MPI_Irecv` (`all`: everything, at the end), but a run of misses that may go on.
+    fn write(&self, all: bool) {
+        let (bytes, file) = {
+            let mut st = lock(&self.state);
+            let next = st.next;
+            let Some(rec) = st.record.as_mut().filter(|r| !r.lost) else {
+                return;
+            };
+            let limit = if all {
+                u64::MAX
+            } else {
+                let open = rec.open.first().copied().unwrap_or(u64::MAX);
+                // A miss run ending at the last call may still grow.
+                let growing = rec
+                    .pending
+                    .last_key_value()
+                    .filter(|(_, c)| matches!(c.what, Chose::Miss { .. }) && c.call + c.calls() == next)
+                    .map_or(u64::MAX, |(k, _)| *k);
+                open.min(growing)
+            };
+            let rest = rec.pending.split_off(&limit);
+            let ready = std::mem::replace(&mut rec.pending, rest);
+            if ready.is_empty() {
+                return;
+            }
+            let ready: Vec<Choice> = ready.into_values().collect();
+            let mut bytes = Vec::with_capacity(ready.len() * 4 + 8);
+            rec.written_next = replay_log::put_calls_record(&mut bytes, self.rank, rec.written_next, &ready);
+            (bytes, rec.file.clone())
+        };
+        if let Err(e) = append(&file, &bytes) {
+            eprintln!(
+                "racetrack: rank {}: cannot write {}: {e}; recording stops",
+                self.rank,
+                file.display()
+            );
+            if let Some(rec) = lock(&self.state).record.as_mut() {
+                rec.lost = true;
+            }
+        }
+    }
+
+    /// A divergence: under a debugger an `error` event, and the rank runs free; else the
+    /// job stops (exit code 3).
+    fn diverged(&self, replay: &mut Replay, what: &str) {
+        replay.active = false;
+        let message = format!("replay diverged from the log: rank {}: {what}", self.rank);
+        if crate::core::report_error(&format!("{message}; the rank runs free from here")) {
+            eprintln!("racetrack: {message}");
+            return;
+        }
+        eprintln!("racetrack: {message}");
+        std::process::exit(3);
+    }
+}
+
+fn append(file: &PathBuf, bytes: &[u8]) -> std::io::Result<()> {
+    let mut f = std::fs::OpenOptions::new().append(true).open(file)?;
+    f.write_all(bytes)
+}
+
+/// `rt_start`: number the call and say what a replay forces. Returns the call's token
+/// (its number plus one).
+pub(crate) fn start(name: &'static str, peer: i32) -> (u64, Forcing) {
+    let Some(ch) = CHOICES.get() else {
+        return (0, Forcing::default());
+    };
+    let mut st = lock(&ch.state);
+    let call = st.next;
+    st.next += 1;
+    let kind = kind(name, peer);
+    st.current = Some(Current {
+        call,
+        name,
+        kind,
+        matched: None,
+        indices: Vec::new(),
+    });
+    let mut forcing = Forcing::default();
+    let Some(rp) = st.replay.as_mut().filter(|r| r.active) else {
+        return (call + 1, forcing);
+    };
+    while rp
+        .choices
+        .get(rp.at)
+        .is_some_and(|f| f.choice.call + f.choice.calls() <= call)
+    {
+        rp.at += 1;
+    }
+    if let Some(calls) = rp.calls {
+        if call >= calls {
+            let what = format!(
+                "its call {} is {name}, and the recorded rank made only {calls} calls",
+                call + 1
+            );
+            ch.diverged(rp, &what);
+            return (call + 1, forcing);
+        }
+    }
+    let here = rp.choices.get(rp.at).filter(|f| f.choice.call <= call);
+    let poll = matches!(
+        kind,
+        Kind::Poll | Kind::Pick { poll: true } | Kind::Wildcard { poll: true, .. }
+    );
+    match here {
+        Some(f) => {
+            let op = op_of(name);
+            if f.choice.op != op {
+                let what = format!(
+                    "its call {} is {name}; the recorded rank's was {}",
+                    call + 1,
+                    op_name(f.choice.op)
+                );
+                ch.diverged(rp, &what);
+                return (call + 1, forcing);
+            }
+            match &f.choice.what {
+                Chose::Match { source, tag } => {
+                    forcing.matched = Some((*source, *tag));
+                    if poll {
+                        forcing.found = Some(true);
+                    }
+                }
+                Chose::Miss { .. } => forcing.found = Some(false),
+                Chose::Index(_) | Chose::Indices(_) => {
+                    forcing.found = Some(true);
+                    forcing.indices = Some((f.indices.as_ptr(), i32::try_from(f.indices.len()).unwrap_or(0)));
+                }
+            }
+        }
+        // A poll with no choice found something.
+        None if poll => forcing.found = Some(true),
+        None => {}
+    }
+    (call + 1, forcing)
+}
+
+/// `rt_matched`: the call's receive or probe matched.
+pub(crate) fn matched(token: u64, source: i32, tag: i32) {
+    with_current(token, |c| c.matched = Some((source, tag)));
+}
+
+/// `rt_indices`: the requests an `any`/`some` completion completed.
+pub(crate) fn indices(token: u64, done: &[i32]) {
+    with_current(token, |c| {
+        c.indices = done.iter().filter_map(|&i| u32::try_from(i).ok()).collect();
+    });
+}
+
+fn with_current(token: u64, f: impl FnOnce(&mut Current)) {
+    let Some(ch) = CHOICES.get() else { return };
+    let mut st = lock(&ch.state);
+    if let Some(c) = st.current.as_mut().filter(|c| c.call + 1 == token) {
+        f(c);
+    }
+}
+
+/// `rt_request`: a wildcard `MPI_Irecv`'s request, whose completion says its match.
+pub(crate) fn request(token: u64, request: i64) {
+    let Some(ch) = CHOICES.get() else { return };
+    let mut st = lock(&ch.state);
+    let Some(call) = st
+        .current
+        .as_ref()
+        .filter(|c| {
+            c.call + 1 == token
+                && matches!(
+                    c.kind,
+                    Kind::Wildcard {
+                        nonblocking: true,
+                        ..
+                    }
+                )
+        })
+        .map(|c| c.call)
+    else {
+        return;
+    };
+    if let Some(rec) = st.record.as_mut() {
+        rec.irecvs.insert(request, call);
+        rec.open.insert(call);
+    }
+}
+
+/// `rt_completed`: a request completed; a wildcard `MPI_Irecv`'s says what it matched.
+pub(crate) fn completed(request: i64, source: i32, tag: i32, cancelled: bool) {
+    let Some(ch) = CHOICES.get() else { return };
+    let mut st = lock(&ch.state);
+    let Some(rec) = st.record.as_mut() else { return };
+    let Some(call) = rec.irecvs.remove(&request) else {
+        return;
+    };
+    rec.open.remove(&call);
+    if !cancelled {
+        let choice = Choice {
+            call,
+            op: op_of("MPI_Irecv"),
+            what: Chose::Match { source, tag },
+        };
+        keep(ch.rank, rec, choice);
+    }
+}
+
+/// Buffer `choice`, or give up recording when too much is buffered.
+fn keep(rank: usize, rec: &mut Recording, choice: Choice) {
+    if rec.lost {
+        return;
+    }
+    if rec.pending.len() >= MAX_PENDING {
+        eprintln!(
+            "racetrack: rank {rank}: {MAX_PENDING} choices wait to be written (a wildcard MPI_Irecv never completed?); recording stops here"
+        );
+        rec.lost = true;
+        rec.pending.clear();
+        return;
+    }
+    // A miss right after a run of the same call's misses extends it.
+    if let Chose::Miss { .. } = choice.what {
+        if let Some((_, last)) = rec.pending.iter_mut().next_back() {
+            if let Chose::Miss { n } = &mut last.what {
+                if last.op == choice.op && last.call + *n == choice.call {
+                    *n += 1;
+                    return;
+                }
+            }
+        }
+    }
+    rec.pending.insert(choice.call, choice);
+}
+
+/// `rt_stop`: record the call's outcome. `found`: a poll's.
+pub(crate) fn stop(token: u64, rc: i32, found: Option<bool>) {
+    let Some(ch) = CHOICES.get() else { return };
+    let mut st = lock(&ch.state);
+    let Some(cur) = st.current.take().filter(|c| c.call + 1 == token) else {
+        return;
+    };
+    let Some(rec) = st.record.as_mut() else { return };
+    if rc != 0 {
+        return;
+    }
+    let op = op_of(cur.name);
+    let what = match (cur.kind, found) {
+        (Kind::Poll | Kind::Pick { poll: true } | Kind::Wildcard { poll: true, .. }, Some(false)) => {
+            Some(Chose::Miss { n: 1 })
+        }
+        (
+            Kind::Wildcard {
+                nonblocking: false, ..
+            },
+            _,
+        ) => cur.matched.map(|(source, tag)| Chose::Match { source, tag }),
+        (Kind::Pick { .. }, _) => match cur.indices.as_slice() {
+            [] => None,
+            [i] if matches!(cur.name, "MPI_Waitany" | "MPI_Testany") => Some(Chose::Index(*i)),
+            _ => Some(Chose::Indices(cur.indices.clone())),
+        },
+        _ => None,
+    };
+    if let Some(what) = what {
+        keep(
+            ch.rank,
+            rec,
+            Choice {
+                call: cur.call,
+                op,
+                what,
+            },
+        );
+    }
+}
+
+/// `rt_finalize` (also reached from `MPI_Abort`): a recording's last choices and, if the
+/// rank reached `MPI_Finalize`, its end; a replay checks that the rank made the recorded
+/// run's calls.
+pub(crate) fn finalize() {
+    let Some(ch) = CHOICES.get() else { return };
+    let (aborted, calls) = {
+        let mut st = lock(&ch.state);
+        if st.finished {
+            return;
+        }
+        st.finished = true;
+        let aborted = st.current.as_ref().is_some_and(|c| c.kind == Kind::Abort)
+            || !matches!(st.current.as_ref().map(|c| c.kind), None | Some(Kind::Finalize));
+        // The MPI_Finalize call was numbered by its rt_start and ended by its rt_stop.
+        let calls = st.next;
+        let rank = ch.rank;
+        if let Some(rp) = st.replay.as_mut().filter(|r| r.active) {
+            if let (Some(recorded), false) = (rp.calls, aborted) {
+                if calls != recorded {
+                    let what = format!(
+                        "it reached MPI_Finalize after {calls} calls; the recorded rank {rank} after {recorded}"
+                    );
+                    ch.diverged(rp, &what);
+                }
+            }
+        }
+        (aborted, calls)
+    };
+    if lock(&ch.state).record.is_none() {
+        return;
+    }
+    let (flag, cv) = &*ch.done;
+    *lock(flag) = true;
+    cv.notify_all();
+    ch.write(true);
+    let st = lock(&ch.state);
+    if let Some(rec) = st.record.as_ref().filter(|r| !r.lost && !aborted) {
+        let file = rec.file.clone();
+        drop(st);
+        if let Err(e) = append(&file, &replay_log::rank_end_record(ch.rank, calls)) {
+            eprintln!(
+                "racetrack: rank {}: cannot write {}: {e}",
+                ch.rank,
+                file.display()
+            );
+        }
+    }
+}
+
+/// Stop forcing (the debugger took over); `None` if this rank is not replaying, else
+/// the calls made and the calls recorded.
+pub(crate) fn take_over() -> Option<(u64, Option<u64>)> {
+    let ch = CHOICES.get()?;
+    let mut st = lock(&ch.state);
+    let next = st.next;
+    let rp = st.replay.as_mut()?;
+    rp.active = false;
+    Some((next, rp.calls))
+}
