@@ -1316,3 +1316,379 @@ fn idle_poll_run(imp: Impl) {
     s.send(json!({"cmd":"wait","until":"exit","timeout_ms":30000}));
     s.finish_correctly();
 }
+
+// ---- record and replay (issue 19) ----
+
+/// A file in a directory of this test's own, emptied first.
+fn scratch(imp: Impl, name: &str) -> PathBuf {
+    let dir = bin_dir()
+        .join("mpi-replay")
+        .join(format!("{}-{}", imp.key(), std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    let _ = std::fs::remove_file(&path);
+    path
+}
+
+/// `racetrack ARGS -- PROG PROG_ARGS` to its end: (exit code, the last stdout line as
+/// JSON or `Null`, stderr).
+fn racetrack_cli(args: &[&str], prog: &Path, prog_args: &[&str]) -> (Option<i32>, Value, String) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_racetrack"));
+    cmd.args(args)
+        .arg("--")
+        .arg(prog)
+        .args(prog_args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    job_output(cmd, "racetrack")
+}
+
+/// Run `cmd` (in its own process group, killed at the deadline): (exit code, the last
+/// stdout line as JSON or `Null`, stderr).
+fn job_output(mut cmd: Command, what: &str) -> (Option<i32>, Value, String) {
+    let mut g = Group::spawn(&mut cmd);
+    let (mut out, mut err) = (g.0.stdout.take().unwrap(), g.0.stderr.take().unwrap());
+    let out = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = out.read_to_string(&mut s);
+        s
+    });
+    let err = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err.read_to_string(&mut s);
+        s
+    });
+    let st = g.wait_until(Instant::now() + JOB_LIMIT, what);
+    let (out, err) = (out.join().unwrap(), err.join().unwrap());
+    let last = out
+        .lines()
+        .rev()
+        .find_map(|l| serde_json::from_str(l).ok())
+        .unwrap_or(Value::Null);
+    (st.code(), last, err)
+}
+
+/// A report without its timing (what must be the same in every replay).
+fn outcome_of(report: &Value) -> Value {
+    let mut r = report.clone();
+    r.as_object_mut().expect("a JSON report").remove("elapsed_ms");
+    r
+}
+
+fn read_log(path: &Path) -> racetrack_protocol::replay_log::ReplayLog {
+    racetrack_protocol::replay_log::ReplayLog::read(path).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Record `prog args` with `racetrack mpirun --record`; its report and its log.
+fn record_job(
+    imp: Impl,
+    prog: &Path,
+    args: &[&str],
+    log: &Path,
+) -> (Value, racetrack_protocol::replay_log::ReplayLog) {
+    let l = log.to_str().unwrap();
+    let (code, report, err) = racetrack_cli(
+        &["mpirun", "--record", l, "--impl", imp.key(), "-n", "4"],
+        prog,
+        args,
+    );
+    assert_eq!(code, Some(0), "the recorded run: {err}");
+    assert!(err.contains("racetrack: replay log"), "{err}");
+    (report, read_log(log))
+}
+
+/// The ranks of `imp` with the MPI library preloaded and `env`, running `prog args`
+/// free (no debugger): (exit code, last stdout JSON, stderr).
+fn preloaded_run(
+    imp: Impl,
+    prog: &Path,
+    args: &[&str],
+    env: &[(&str, String)],
+) -> (Option<i32>, Value, String) {
+    let libs = racetrack::mpirun::libs(racetrack_impl(imp), &bin_dir()).unwrap();
+    let mut vars = vec![(
+        "LD_PRELOAD",
+        format!("{}:{}", libs[0].display(), libs[1].display()),
+    )];
+    vars.extend(env.iter().cloned());
+    let mut cmd = imp.mpiexec(RANKS, &vars);
+    cmd.arg(prog)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    job_output(cmd, "the preloaded job")
+}
+
+on_both!(
+    replay_master_worker,
+    replay_polls,
+    replay_divergence,
+    replay_under_ctl
+);
+
+/// master_worker, whose rank 0 takes results with `MPI_Recv(MPI_ANY_SOURCE,
+/// MPI_ANY_TAG)`: recorded, then replayed 20 times with the recorded outcome (which
+/// worker did how many tasks) and the recorded matches, each replay recorded in turn and
+/// its log compared choice by choice. Free runs differ, so the comparison can fail.
+fn replay_master_worker(imp: Impl) {
+    let Some(dir) = setup(imp) else { return };
+    let prog = dir.join("master_worker");
+    let args = ["--tasks", "40"];
+    let log = scratch(imp, "mw.rtrec");
+    let (recorded, rec_log) = record_job(imp, &prog, &args, &log);
+    assert_eq!(recorded["matches_reference"], true, "{recorded}");
+    // Rank 0 matched 40 results from MPI_ANY_SOURCE; the workers' receives name rank 0.
+    assert_eq!(rec_log.ranks.len(), RANKS);
+    assert_eq!(rec_log.ranks[0].choices.len(), 40, "{:?}", rec_log.ranks[0]);
+    assert!(rec_log.ranks[1..].iter().all(|r| r.choices.is_empty()));
+    assert!(rec_log.complete(), "every rank reached MPI_Finalize");
+    let sources: Vec<i32> = rec_log.ranks[0]
+        .choices
+        .iter()
+        .map(|c| match c.what {
+            racetrack_protocol::replay_log::Chose::Match { source, tag } => {
+                assert_eq!(tag, 2, "a result's tag");
+                source
+            }
+            ref other => panic!("rank 0's choice {other:?}"),
+        })
+        .collect();
+    let mut counted = [0i64; RANKS];
+    for s in &sources {
+        counted[usize::try_from(*s).unwrap()] += 1;
+    }
+    assert_eq!(
+        recorded["per_worker"],
+        json!(counted[1..]),
+        "the log's matches are the report's tasks per worker"
+    );
+
+    // Free runs do not all come out as the recording did.
+    let differs = (0..20).any(|_| {
+        let (code, free) = plain_run(imp, &prog, &args);
+        assert_eq!(code, Some(0));
+        free["per_worker"] != recorded["per_worker"]
+    });
+    assert!(
+        differs,
+        "20 free runs all gave {}: the comparison could not fail",
+        recorded["per_worker"]
+    );
+
+    let l = log.to_str().unwrap();
+    for i in 0..20 {
+        if i % 2 == 0 {
+            let (code, report, err) = racetrack_cli(&["replay", l], &prog, &args);
+            assert_eq!(code, Some(0), "replay {i}: {err}");
+            assert_eq!(outcome_of(&report), outcome_of(&recorded), "replay {i}");
+        } else {
+            // Replayed and recorded at once: the replay's own log has the same choices.
+            let again = scratch(imp, &format!("again-{i}.rtrec"));
+            let a = again.to_str().unwrap().to_owned();
+            let env = [
+                ("RACETRACK_REPLAY", l.to_owned()),
+                ("RACETRACK_RECORD", a.clone()),
+            ];
+            let (code, report, err) = preloaded_run(imp, &prog, &args, &env);
+            assert_eq!(code, Some(0), "replay {i}: {err}");
+            assert_eq!(outcome_of(&report), outcome_of(&recorded), "replay {i}");
+            let merged = racetrack::mpirun::merge_parts(&a, RANKS, &rec_log.header).unwrap();
+            assert!(merged.unfinished.is_empty());
+            let replayed = read_log(&again);
+            for r in 0..RANKS {
+                assert_eq!(
+                    replayed.ranks[r], rec_log.ranks[r],
+                    "replay {i}: rank {r}'s matches and calls"
+                );
+            }
+        }
+    }
+
+    // The log names ranks and tags, not handles: it replays under the other implementation.
+    let other = examples(imp.other()).join("master_worker");
+    let (code, report, err) = racetrack_cli(&["replay", l], &other, &args);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(
+        outcome_of(&report),
+        outcome_of(&recorded),
+        "replayed under {}",
+        imp.other().key()
+    );
+}
+
+/// ring --poll, whose ranks spin on `MPI_Test` and count the calls: the counts are
+/// timing's, and a replay makes exactly the recorded ones (missed tests are forced to
+/// find nothing, the one that found waits for its message).
+fn replay_polls(imp: Impl) {
+    let Some(dir) = setup(imp) else { return };
+    let prog = dir.join("ring");
+    let args = ["--poll"];
+    let log = scratch(imp, "ring-poll.rtrec");
+    let (recorded, rec_log) = record_job(imp, &prog, &args, &log);
+    let tests: i64 = recorded["tests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_i64().unwrap())
+        .sum();
+    let misses: u64 = rec_log
+        .ranks
+        .iter()
+        .flat_map(|r| &r.choices)
+        .map(|c| match c.what {
+            racetrack_protocol::replay_log::Chose::Miss { n } => n,
+            _ => 0,
+        })
+        .sum();
+    // Each rank's last test of a round found its message; the others missed.
+    assert_eq!(
+        misses,
+        u64::try_from(tests).unwrap() - 3 * RANKS as u64,
+        "the log's misses are the program's tests less those that found: {recorded}"
+    );
+    assert!(
+        rec_log.choices() <= 3 * RANKS,
+        "one run of misses per round and rank at most: {} choices",
+        rec_log.choices()
+    );
+    let l = log.to_str().unwrap();
+    for i in 0..3 {
+        let (code, report, err) = racetrack_cli(&["replay", l], &prog, &args);
+        assert_eq!(code, Some(0), "replay {i}: {err}");
+        assert_eq!(
+            report["tests"], recorded["tests"],
+            "replay {i}: every rank's MPI_Test calls"
+        );
+        assert_eq!(outcome_of(&report), outcome_of(&recorded));
+    }
+}
+
+/// A replay that cannot follow its log says where: other arguments are refused before
+/// the job starts; a rank whose calls differ from the recorded ones stops the job (exit
+/// code 3) naming its call; a damaged log is refused naming its byte.
+fn replay_divergence(imp: Impl) {
+    let Some(dir) = setup(imp) else { return };
+    let mw = dir.join("master_worker");
+    let log = scratch(imp, "mw-div.rtrec");
+    record_job(imp, &mw, &["--tasks", "12"], &log);
+    let l = log.to_str().unwrap();
+
+    let (code, _, err) = racetrack_cli(&["replay", l], &mw, &["--tasks", "13"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("master_worker --tasks 12") && err.contains("--tasks 13"),
+        "{err}"
+    );
+
+    // The ranks themselves, given another program's log (as a job started by hand is).
+    // The rank exits with code 3; Hydra may report the others' kill signal instead.
+    let (code, _, err) = preloaded_run(imp, &dir.join("ring"), &[], &[("RACETRACK_REPLAY", l.to_owned())]);
+    assert!(code.is_some_and(|c| c != 0), "{code:?}: {err}");
+    assert!(
+        err.contains("racetrack: replay diverged from the log: rank "),
+        "{err}"
+    );
+    // Whichever rank gets there first: "its call 7 is MPI_Send, and the recorded rank
+    // made only 6 calls", or "its call 9 is MPI_Bcast; the recorded rank's was MPI_Recv".
+    assert!(
+        err.contains(": its call ") && err.contains(" is MPI_") && err.contains("the recorded rank"),
+        "the call that differs is named: {err}"
+    );
+
+    // Damaged: cut inside a record, and not a log at all.
+    let bytes = std::fs::read(&log).unwrap();
+    let cut = scratch(imp, "cut.rtrec");
+    std::fs::write(&cut, &bytes[..bytes.len() - 3]).unwrap();
+    let (code, _, err) = racetrack_cli(&["replay", cut.to_str().unwrap()], &mw, &["--tasks", "12"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("damaged replay log at byte"), "{err}");
+    let (code, _, err) = preloaded_run(
+        imp,
+        &mw,
+        &["--tasks", "12"],
+        &[("RACETRACK_REPLAY", cut.to_str().unwrap().to_owned())],
+    );
+    assert_ne!(code, Some(0), "{err}");
+    assert!(
+        err.contains("damaged replay log at byte"),
+        "each rank refuses it too: {err}"
+    );
+}
+
+/// A replay under the controller: every rank held at its start, a breakpoint on rank 0's
+/// receives holds, the `recv` events show the recorded sources in order, and the result
+/// is the recording's. `take_over` answers from every rank and the job then runs free.
+fn replay_under_ctl(imp: Impl) {
+    let Some(dir) = setup(imp) else { return };
+    let prog = dir.join("master_worker");
+    let args = ["--tasks", "20"];
+    let log = scratch(imp, "mw-ctl.rtrec");
+    let (recorded, rec_log) = record_job(imp, &prog, &args, &log);
+    let sources: Vec<i64> = rec_log.ranks[0]
+        .choices
+        .iter()
+        .filter_map(|c| match c.what {
+            racetrack_protocol::replay_log::Chose::Match { source, .. } => Some(i64::from(source)),
+            _ => None,
+        })
+        .collect();
+    let l = log.to_str().unwrap();
+    let replay_ctl = |script: Option<&Path>| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_racetrack"));
+        cmd.args(["replay", l, "--ctl"]);
+        if let Some(s) = script {
+            cmd.arg("--script").arg(s);
+        }
+        cmd.arg("--").arg(&prog).args(args);
+        Ctl::spawn(cmd)
+    };
+
+    let mut c = replay_ctl(None);
+    c.all_held_at_start();
+    c.send(json!({"cmd":"break","op":"MPI_Recv","thread":"rank[0]","on":true}));
+    c.send(json!({"cmd":"continue"}));
+    let held = c.expect("held at rank 0's MPI_Recv", |v| {
+        v["event"] == "start" && v["op"] == "MPI_Recv" && v["thread"] == "rank[0]" && v["held"] == true
+    });
+    assert_eq!(held["reason"], "break", "{held}");
+    c.send(json!({"cmd":"break","op":"MPI_Recv","thread":"rank[0]","on":false}));
+    c.send(json!({"cmd":"continue"}));
+    let report = c.finish_correctly();
+    assert_eq!(outcome_of(&report), outcome_of(&recorded));
+    let seen: Vec<i64> = events(&c.seen)
+        .iter()
+        .filter(|v| v["event"] == "recv" && v["thread"] == "rank[0]")
+        .map(|v| v["call"]["matched"]["source"].as_i64().unwrap())
+        .collect();
+    assert_eq!(
+        seen, sources,
+        "rank 0's receives matched the recorded sources, in order"
+    );
+
+    // A scenario: a command sent to every rank is answered there (interactively, only a
+    // refusal of one is).
+    let script = scratch(imp, "take-over.jsonl");
+    let waits: String = (0..RANKS)
+        .map(|r| format!("{{\"cmd\":\"wait\",\"until\":\"held\",\"thread\":\"rank[{r}]\"}}\n"))
+        .collect();
+    std::fs::write(
+        &script,
+        format!("{waits}{{\"cmd\":\"take_over\"}}\n{{\"cmd\":\"continue\"}}\n{{\"cmd\":\"wait\",\"until\":\"exit\",\"timeout_ms\":30000}}\n"),
+    )
+    .unwrap();
+    let mut c = replay_ctl(Some(&script));
+    let ok = c.expect("take_over answered", |v| {
+        v["cmd"] == "take_over" || v["event"] == "error"
+    });
+    assert_eq!(ok["event"], "ok", "{ok}");
+    assert!(
+        ok["target"]
+            .as_str()
+            .unwrap()
+            .contains("taken over after 1 of the"),
+        "{ok}"
+    );
+    c.finish_correctly();
+}
