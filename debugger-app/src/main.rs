@@ -413,7 +413,7 @@ fn mpi_record(mut plan: Plan, program: &str, log: &str) -> i32 {
             implementation: plan.imp.key().to_owned(),
         }),
     };
-    match racetrack::mpirun::merge_parts(&path, plan.ranks, &header) {
+    match racetrack::mpirun::merge_parts(&path, plan.ranks, Some(&header), false) {
         Ok(m) => {
             let unfinished = if m.unfinished.is_empty() {
                 String::new()

@@ -107,14 +107,16 @@ pub struct Merged {
 }
 
 /// Merge the part files the `ranks` ranks of a job recording `log` wrote
-/// (`LOG.rank<R>`) into `log`, with `header`, and remove them.
+/// (`LOG.rank<R>`) into `log`, with `header` (else rank 0's), and remove them.
+/// `prefix`: the parts are a scenario saved mid-session.
 pub fn merge_parts(
     log: &str,
     ranks: usize,
-    header: &racetrack_protocol::replay_log::LogHeader,
+    header: Option<&racetrack_protocol::replay_log::LogHeader>,
+    prefix: bool,
 ) -> Result<Merged, String> {
     use racetrack_protocol::replay_log::{self as rl, LogEnd, LogThread, ReplayLog};
-    let mut out = rl::header_bytes(header);
+    let mut out = Vec::new();
     let mut merged = Merged {
         bytes: 0,
         choices: 0,
@@ -131,6 +133,9 @@ pub fn merge_parts(
             )
         })?;
         let got = ReplayLog::parse(&bytes).map_err(|e| format!("{}: {e}", part.display()))?;
+        if rank == 0 {
+            out = rl::header_bytes(header.unwrap_or(&got.header));
+        }
         let mine = got.ranks.get(rank).cloned().unwrap_or_default();
         if !mine.choices.is_empty() {
             rl::put_calls_record(&mut out, rank, 0, &mine.choices);
@@ -152,7 +157,7 @@ pub fn merge_parts(
         out.extend(rl::end_record(&LogEnd {
             threads,
             ops: Vec::new(),
-            prefix: false,
+            prefix,
         }));
     }
     std::fs::write(log, &out).map_err(|e| format!("cannot write {log}: {e}"))?;

@@ -1494,7 +1494,7 @@ fn replay_master_worker(imp: Impl) {
             let (code, report, err) = preloaded_run(imp, &prog, &args, &env);
             assert_eq!(code, Some(0), "replay {i}: {err}");
             assert_eq!(outcome_of(&report), outcome_of(&recorded), "replay {i}");
-            let merged = racetrack::mpirun::merge_parts(&a, RANKS, &rec_log.header).unwrap();
+            let merged = racetrack::mpirun::merge_parts(&a, RANKS, Some(&rec_log.header), false).unwrap();
             assert!(merged.unfinished.is_empty());
             let replayed = read_log(&again);
             for r in 0..RANKS {
@@ -1691,4 +1691,79 @@ fn replay_under_ctl(imp: Impl) {
         "{ok}"
     );
     c.finish_correctly();
+}
+
+on_both!(scenario_from_session);
+
+/// The thesis' race provoked in a session (rank 0's first wildcard receive forced to
+/// take rank 2's message, which is truncated), saved with `save_scenario` while every
+/// rank is held at `MPI_Finalize`, then replayed with no debugger: the race happens
+/// every time. A free run sorts correctly.
+fn scenario_from_session(imp: Impl) {
+    let Some(dir) = setup(imp) else { return };
+    let prog = dir.join("mergesort");
+    let args = ["--size", "4000"];
+    let scenario = scratch(imp, "mergesort-race.rtrec");
+    let mut s = Ctl::mpirun(imp, &prog, &args);
+    s.all_held_at_start();
+    s.send(json!({"cmd":"break","op":"MPI_Recv","thread":"rank[0]","on":true}));
+    s.send(json!({"cmd":"break","op":"MPI_Finalize","on":true}));
+    s.send(json!({"cmd":"continue"}));
+    let start = s.expect("rank[0]'s wildcard receive held", |v| {
+        v["event"] == "start" && v["thread"] == "rank[0]" && v["held"] == true && v["op"] == "MPI_Recv"
+    });
+    assert_eq!(start["call"]["peer"], "MPI_ANY_SOURCE", "{start}");
+    s.send(json!({"cmd":"match","event_id":start["event_id"],"source":2}));
+    s.send(json!({"cmd":"break","op":"MPI_Recv","thread":"rank[0]","on":false}));
+    s.send(json!({"cmd":"continue"}));
+    // Every rank held at MPI_Finalize, in whatever order.
+    let at_finalize = |seen: &[Value]| {
+        seen.iter()
+            .filter(|v| v["event"] == "start" && v["op"] == "MPI_Finalize" && v["held"] == true)
+            .count()
+    };
+    while at_finalize(&s.seen) < RANKS {
+        if !s.pull() {
+            s.fail("not every rank held at MPI_Finalize");
+        }
+    }
+    s.send(json!({"cmd":"save_scenario","path":scenario.to_str().unwrap()}));
+    let ok = s.expect("save_scenario answered", |v| {
+        v["cmd"] == "save_scenario" || v["event"] == "error"
+    });
+    assert_eq!(ok["event"], "ok", "{ok}");
+    assert!(ok["target"].as_str().unwrap().contains("choices in"), "{ok}");
+    s.send(json!({"cmd":"break","op":"MPI_Finalize","on":false}));
+    s.send(json!({"cmd":"continue"}));
+    let (code, last) = s.finish();
+    assert_eq!(
+        (code, &last["matches_reference"]),
+        (Some(1), &json!(false)),
+        "{last}"
+    );
+
+    let log = read_log(&scenario);
+    assert!(
+        log.end.as_ref().is_some_and(|e| e.prefix),
+        "a scenario is a prefix"
+    );
+    let first = &log.ranks[0].choices[0];
+    assert_eq!(
+        first.what,
+        racetrack_protocol::replay_log::Chose::Match { source: 2, tag: 0 },
+        "{log:?}"
+    );
+    let (code, free) = plain_run(imp, &prog, &args);
+    assert_eq!(
+        (code, &free["matches_reference"]),
+        (Some(0), &json!(true)),
+        "{free}"
+    );
+    for i in 0..5 {
+        let (code, report, err) = racetrack_cli(&["replay", scenario.to_str().unwrap()], &prog, &args);
+        assert_eq!(code, Some(1), "replay {i}: {err}");
+        assert_eq!(report["matches_reference"], false, "replay {i}: {report}");
+        let error = report["error"].as_str().unwrap_or_default();
+        assert!(error.contains("matched rank 2's message"), "replay {i}: {report}");
+    }
 }

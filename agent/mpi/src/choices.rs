@@ -126,7 +126,9 @@ struct Current {
 }
 
 struct Recording {
-    file: PathBuf,
+    /// The part file; `None`: a debugging session's, kept in memory until saved as a
+    /// scenario.
+    file: Option<PathBuf>,
     /// Choices not yet written, by call (an `MPI_Irecv`'s arrives at its completion,
     /// after later calls').
     pending: BTreeMap<u64, Choice>,
@@ -149,8 +151,12 @@ struct Replay {
     choices: Vec<Forced>,
     /// The first choice not behind the current call.
     at: usize,
-    /// The calls the recorded rank made up to `MPI_Finalize`, if it got there.
-    calls: Option<u64>,
+    /// The calls the log covers for this rank: those the recorded rank made up to
+    /// `MPI_Finalize`, or a scenario's; else up to its last choice.
+    calls: u64,
+    /// The log covers the whole recorded run: a call past `calls`, or `MPI_Finalize`
+    /// before, is a divergence (else the rank runs free from there).
+    strict: bool,
     /// Still forcing (a divergence under a debugger, or taking over, ends it).
     active: bool,
 }
@@ -188,7 +194,9 @@ pub(crate) fn on() -> bool {
 pub(crate) fn init(rank: i32, size: i32, implementation: &str) -> bool {
     let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
     let (record_to, replay_from) = (var(env::ENV_RECORD), var(env::ENV_REPLAY));
-    if record_to.is_none() && replay_from.is_none() {
+    // A debugging session records in memory, for `save_scenario`.
+    let session = var(env::ENV_CONNECT).is_some();
+    if record_to.is_none() && replay_from.is_none() && !session {
         return false;
     }
     let rank = usize::try_from(rank).unwrap_or(0);
@@ -199,7 +207,11 @@ pub(crate) fn init(rank: i32, size: i32, implementation: &str) -> bool {
                 std::process::exit(2);
             }
             let mine = log.ranks.get(rank).cloned().unwrap_or_default();
+            let strict = log.complete();
+            let last = mine.choices.last().map_or(0, |c| c.call + c.calls());
             Replay {
+                calls: mine.calls.unwrap_or(last),
+                strict: strict && mine.calls.is_some(),
                 choices: mine
                     .choices
                     .into_iter()
@@ -213,7 +225,6 @@ pub(crate) fn init(rank: i32, size: i32, implementation: &str) -> bool {
                     })
                     .collect(),
                 at: 0,
-                calls: mine.calls,
                 active: true,
             }
         }
@@ -222,8 +233,8 @@ pub(crate) fn init(rank: i32, size: i32, implementation: &str) -> bool {
             std::process::exit(2);
         }
     });
-    let record = record_to.map(|log| {
-        let file = replay_log::rank_part_path(&log, rank);
+    let record = (record_to.is_some() || session).then(|| {
+        let file = record_to.map(|log| replay_log::rank_part_path(&log, rank));
         Recording {
             file,
             pending: BTreeMap::new(),
@@ -242,7 +253,7 @@ pub(crate) fn init(rank: i32, size: i32, implementation: &str) -> bool {
             implementation: implementation.to_owned(),
         }),
     };
-    let recording = record.is_some();
+    let recording = record.as_ref().is_some_and(|r| r.file.is_some());
     let choices = Choices {
         rank,
         state: Mutex::new(State {
@@ -270,12 +281,13 @@ fn start_writer() {
     {
         let mut st = lock(&ch.state);
         let Some(rec) = st.record.as_mut() else { return };
+        let Some(file) = rec.file.as_ref() else { return };
         let header = replay_log::header_bytes(&ch.header);
-        if let Err(e) = std::fs::write(&rec.file, header) {
+        if let Err(e) = std::fs::write(file, header) {
             eprintln!(
                 "racetrack: rank {}: cannot write {}: {e}; this rank is not recorded",
                 ch.rank,
-                rec.file.display()
+                file.display()
             );
             rec.lost = true;
             return;
@@ -314,7 +326,7 @@ impl Choices {
         let (bytes, file) = {
             let mut st = lock(&self.state);
             let next = st.next;
-            let Some(rec) = st.record.as_mut().filter(|r| !r.lost) else {
+            let Some(rec) = st.record.as_mut().filter(|r| !r.lost && r.file.is_some()) else {
                 return;
             };
             let limit = if all {
@@ -337,7 +349,7 @@ impl Choices {
             let ready: Vec<Choice> = ready.into_values().collect();
             let mut bytes = Vec::with_capacity(ready.len() * 4 + 8);
             rec.written_next = replay_log::put_calls_record(&mut bytes, self.rank, rec.written_next, &ready);
-            (bytes, rec.file.clone())
+            (bytes, rec.file.clone().unwrap_or_default())
         };
         if let Err(e) = append(&file, &bytes) {
             eprintln!(
@@ -398,15 +410,19 @@ pub(crate) fn start(name: &'static str, peer: i32) -> (u64, Forcing) {
     {
         rp.at += 1;
     }
-    if let Some(calls) = rp.calls {
-        if call >= calls {
+    if call >= rp.calls {
+        if rp.strict {
             let what = format!(
-                "its call {} is {name}, and the recorded rank made only {calls} calls",
-                call + 1
+                "its call {} is {name}, and the recorded rank made only {} calls",
+                call + 1,
+                rp.calls
             );
             ch.diverged(rp, &what);
-            return (call + 1, forcing);
+        } else {
+            // A scenario, or a recording cut short: the log ends here.
+            rp.active = false;
         }
+        return (call + 1, forcing);
     }
     let here = rp.choices.get(rp.at).filter(|f| f.choice.call <= call);
     let poll = matches!(
@@ -547,7 +563,8 @@ pub(crate) fn stop(token: u64, rc: i32, found: Option<bool>) {
         return;
     };
     let Some(rec) = st.record.as_mut() else { return };
-    if rc != 0 {
+    // A failed call decides nothing, but a receive's truncated message was matched.
+    if rc != 0 && cur.matched.is_none() {
         return;
     }
     let op = op_of(cur.name);
@@ -597,19 +614,18 @@ pub(crate) fn finalize() {
         // The MPI_Finalize call was numbered by its rt_start and ended by its rt_stop.
         let calls = st.next;
         let rank = ch.rank;
-        if let Some(rp) = st.replay.as_mut().filter(|r| r.active) {
-            if let (Some(recorded), false) = (rp.calls, aborted) {
-                if calls != recorded {
-                    let what = format!(
-                        "it reached MPI_Finalize after {calls} calls; the recorded rank {rank} after {recorded}"
-                    );
-                    ch.diverged(rp, &what);
-                }
+        if let Some(rp) = st.replay.as_mut().filter(|r| r.active && r.strict) {
+            if !aborted && calls != rp.calls {
+                let what = format!(
+                    "it reached MPI_Finalize after {calls} calls; the recorded rank {rank} after {}",
+                    rp.calls
+                );
+                ch.diverged(rp, &what);
             }
         }
         (aborted, calls)
     };
-    if lock(&ch.state).record.is_none() {
+    if lock(&ch.state).record.as_ref().is_none_or(|r| r.file.is_none()) {
         return;
     }
     let (flag, cv) = &*ch.done;
@@ -618,7 +634,7 @@ pub(crate) fn finalize() {
     ch.write(true);
     let st = lock(&ch.state);
     if let Some(rec) = st.record.as_ref().filter(|r| !r.lost && !aborted) {
-        let file = rec.file.clone();
+        let file = rec.file.clone().unwrap_or_default();
         drop(st);
         if let Err(e) = append(&file, &replay_log::rank_end_record(ch.rank, calls)) {
             eprintln!(
@@ -632,11 +648,59 @@ pub(crate) fn finalize() {
 
 /// Stop forcing (the debugger took over); `None` if this rank is not replaying, else
 /// the calls made and the calls recorded.
-pub(crate) fn take_over() -> Option<(u64, Option<u64>)> {
+pub(crate) fn take_over() -> Option<(u64, u64)> {
     let ch = CHOICES.get()?;
     let mut st = lock(&ch.state);
     let next = st.next;
     let rp = st.replay.as_mut()?;
     rp.active = false;
     Some((next, rp.calls))
+}
+
+/// `save_scenario`: this rank's choices so far, up to the first call not over yet (the
+/// one held, or a wildcard `MPI_Irecv` not completed), as its part of a scenario
+/// (`PATH.rank<R>`, which the debugger merges into `PATH`).
+pub(crate) fn save(path: &str) -> Result<String, String> {
+    let ch = CHOICES.get().ok_or("this rank records nothing")?;
+    let st = lock(&ch.state);
+    let rec = st.record.as_ref().ok_or("this rank records nothing")?;
+    if rec.lost {
+        return Err(format!(
+            "rank {}: its recording stopped (too many choices buffered)",
+            ch.rank
+        ));
+    }
+    if rec.written_next > 0 {
+        return Err(format!(
+            "rank {}: its choices go to a recording's file already; that file is the scenario",
+            ch.rank
+        ));
+    }
+    let held = st.current.as_ref().map_or(st.next, |c| c.call);
+    let upto = rec.open.first().copied().unwrap_or(u64::MAX).min(held);
+    let choices: Vec<Choice> = rec
+        .pending
+        .values()
+        .filter(|c| c.call < upto)
+        .cloned()
+        .map(|mut c| {
+            // A run of misses that goes on past the prefix ends with it.
+            if let Chose::Miss { n } = &mut c.what {
+                *n = (*n).min(upto - c.call);
+            }
+            c
+        })
+        .collect();
+    drop(st);
+    let mut bytes = replay_log::header_bytes(&ch.header);
+    replay_log::put_calls_record(&mut bytes, ch.rank, 0, &choices);
+    bytes.extend(replay_log::rank_end_record(ch.rank, upto));
+    let part = replay_log::rank_part_path(path, ch.rank);
+    std::fs::write(&part, bytes)
+        .map_err(|e| format!("rank {}: cannot write {}: {e}", ch.rank, part.display()))?;
+    Ok(format!(
+        "rank {}: {} choices in {upto} calls",
+        ch.rank,
+        choices.len()
+    ))
 }

@@ -55,6 +55,9 @@ pub(super) struct Merge {
     /// The request numbers given here, and the next one.
     internal: std::collections::HashSet<u64>,
     next_internal: u64,
+    /// `save_scenario` commands every rank is answering, by request number: the file
+    /// their parts merge into once all did.
+    saving: HashMap<u64, String>,
 }
 
 /// Where a command goes.
@@ -109,6 +112,7 @@ impl Merge {
             failure: None,
             internal: std::collections::HashSet::new(),
             next_internal: INTERNAL_REQ,
+            saving: HashMap::new(),
         }
     }
 
@@ -354,7 +358,13 @@ impl Merge {
             return;
         }
         if let Some((_, first_error)) = self.verdicts.remove(&n) {
-            if self.internal.remove(&n) {
+            let internal = self.internal.remove(&n);
+            if let Some(path) = self.saving.remove(&n) {
+                let ev = self.merge_scenario(&path, first_error, if internal { None } else { Some(n) });
+                self.forward(ConnEvent::Event(ev));
+                return;
+            }
+            if internal {
                 // Numbered here: only a refusal is told, as it would have been.
                 if let Some(Event::Error { message, .. }) = first_error {
                     self.forward(ConnEvent::Event(Event::Error { message, req: None }));
@@ -386,6 +396,15 @@ impl Merge {
     }
 
     async fn command(&mut self, mut req: Request) {
+        // The ranks write their parts beside the file, wherever they run from.
+        let saving = if let Command::SaveScenario { path } = &mut req.cmd {
+            if let Ok(abs) = std::path::absolute(&*path) {
+                *path = abs.display().to_string();
+            }
+            Some(path.clone())
+        } else {
+            None
+        };
         let to: Vec<usize> = match target(&req.cmd) {
             Target::Event(id) => match self.held.get(&id) {
                 Some(i) => vec![*i],
@@ -406,7 +425,7 @@ impl Merge {
         };
         if matches!(target(&req.cmd), Target::All)
             && req.req.is_none()
-            && to.len() > 1
+            && (to.len() > 1 || saving.is_some())
             && !matches!(req.cmd, Command::Detach)
         {
             req.req = Some(self.next_internal);
@@ -415,6 +434,9 @@ impl Merge {
         }
         if let (Target::All, Some(n)) = (target(&req.cmd), req.req) {
             self.verdicts.insert(n, (to.clone(), None));
+            if let Some(path) = saving {
+                self.saving.insert(n, path);
+            }
         }
         let text = req.to_json();
         for i in to {
@@ -422,6 +444,30 @@ impl Merge {
                 self.failure
                     .get_or_insert(format!("rank connection {i} lost: {e}"));
             }
+        }
+    }
+
+    /// Every rank answered `save_scenario` (writing `PATH.rank<R>`): their parts as one
+    /// scenario at `path`, or the first rank's refusal.
+    fn merge_scenario(&self, path: &str, first_error: Option<Event>, req: Option<u64>) -> Event {
+        if let Some(Event::Error { message, .. }) = first_error {
+            return Event::Error { message, req };
+        }
+        match crate::mpirun::merge_parts(path, self.ranks.len(), None, true) {
+            Ok(m) => Event::Ok {
+                cmd: "save_scenario".into(),
+                target: Some(format!(
+                    "scenario {path}: {} choices in {} calls of {} ranks",
+                    m.choices,
+                    m.calls,
+                    self.ranks.len()
+                )),
+                req,
+            },
+            Err(e) => Event::Error {
+                message: format!("save_scenario: {e}"),
+                req,
+            },
         }
     }
 

@@ -250,16 +250,15 @@ struct TakeOver;
 impl racetrack_agent::agent::ReplayControl for TakeOver {
     fn take_over(&self) -> Result<String, String> {
         match crate::choices::take_over() {
-            Some((made, Some(recorded))) => Ok(format!(
+            Some((made, recorded)) => Ok(format!(
                 "taken over after {made} of the {recorded} recorded calls"
             )),
-            Some((made, None)) => Ok(format!("taken over after {made} calls")),
             None => Err("this rank is not replaying a log".into()),
         }
     }
 
-    fn save_scenario(&self, _path: &str) -> Result<String, String> {
-        Err("saving a scenario from an MPI job is not supported yet: record it with `racetrack mpirun --record`".into())
+    fn save_scenario(&self, path: &str) -> Result<String, String> {
+        crate::choices::save(path)
     }
 }
 
