@@ -424,8 +424,8 @@ fn mpi_record(mut plan: Plan, program: &str, log: &str) -> i32 {
                 )
             };
             eprintln!(
-                "racetrack: replay log {log} ({} bytes: {} choices in {} calls of {} ranks{unfinished})",
-                m.bytes, m.choices, m.calls, plan.ranks
+                "racetrack: replay log {log} ({} bytes: {} choices in {} calls of {} ranks, {} clock readings{unfinished})",
+                m.bytes, m.choices, m.calls, plan.ranks, m.clocks
             );
         }
         Err(e) => eprintln!("racetrack: no replay log written: {e}"),

@@ -100,6 +100,8 @@ pub fn core_lib(dir: &Path) -> PathBuf {
 pub struct Merged {
     pub bytes: u64,
     pub choices: usize,
+    /// `MPI_Wtime` readings.
+    pub clocks: usize,
     /// Calls made, over the ranks that reached `MPI_Finalize`.
     pub calls: u64,
     /// Ranks that did not reach `MPI_Finalize` (the log covers a prefix of theirs).
@@ -120,6 +122,7 @@ pub fn merge_parts(
     let mut merged = Merged {
         bytes: 0,
         choices: 0,
+        clocks: 0,
         calls: 0,
         unfinished: Vec::new(),
     };
@@ -140,6 +143,10 @@ pub fn merge_parts(
         if !mine.choices.is_empty() {
             rl::put_calls_record(&mut out, rank, 0, &mine.choices);
         }
+        if !mine.clocks.is_empty() {
+            rl::put_clocks_record(&mut out, rank, 0, &mine.clocks);
+        }
+        merged.clocks += mine.clocks.len();
         merged.choices += mine.choices.len();
         match mine.calls {
             Some(calls) => {

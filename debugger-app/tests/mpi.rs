@@ -1767,3 +1767,41 @@ fn scenario_from_session(imp: Impl) {
         assert!(error.contains("matched rank 2's message"), "replay {i}: {report}");
     }
 }
+
+on_both!(replay_clock);
+
+/// ring --min-ms, whose rank 0 decides by `MPI_Wtime` how many rounds to make: the log
+/// keeps rank 0's readings (one per decision, plus the start and the end: none of the MPI
+/// library's own), and a replay makes the recorded number of rounds and reports the
+/// recorded time, exactly. Free runs make different numbers of rounds.
+fn replay_clock(imp: Impl) {
+    let Some(dir) = setup(imp) else { return };
+    let prog = dir.join("ring");
+    let args = ["--rounds", "1", "--min-ms", "150"];
+    let log = scratch(imp, "ring-clock.rtrec");
+    let (recorded, rec_log) = record_job(imp, &prog, &args, &log);
+    let rounds = recorded["rounds"].as_u64().unwrap();
+    assert!(rounds > 10, "{recorded}");
+    assert_eq!(
+        rec_log.ranks[0].clocks.len() as u64,
+        rounds + 2,
+        "rank 0 read the clock at its start, before each round after the first, and at its end"
+    );
+    let differs = (0..5).any(|_| {
+        let (code, free) = plain_run(imp, &prog, &args);
+        assert_eq!(code, Some(0));
+        free["rounds"] != recorded["rounds"]
+    });
+    assert!(
+        differs,
+        "5 free runs all made {rounds} rounds: the comparison could not fail"
+    );
+    for i in 0..3 {
+        let (code, report, err) = racetrack_cli(&["replay", log.to_str().unwrap()], &prog, &args);
+        assert_eq!(code, Some(0), "replay {i}: {err}");
+        assert_eq!(
+            report, recorded,
+            "replay {i}: the same rounds, and the recorded elapsed_ms"
+        );
+    }
+}

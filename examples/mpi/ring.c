@@ -4,6 +4,11 @@
  * that overlap waiting with work do; the report then lists each rank's MPI_Test calls
  * (`tests`), gathered to rank 0 with one MPI_Gather.
  *
+ * `--min-ms M`: after the N rounds, more rounds until M ms have passed since the start by
+ * rank 0's MPI_Wtime (it broadcasts its decision before each round): how many rounds
+ * that makes (`rounds` in the report) is the clock's, as in benchmarks that size their
+ * loops by the time they take.
+ *
  * `--idle-ms N`: after the rounds, every rank probes five times for a message nobody sends
  * (MPI_Iprobe, tag 99), then computes (sleeps) N ms before the final MPI_Allreduce.
  *
@@ -18,7 +23,8 @@
 #include "common.h"
 #include <time.h>
 
-static const char *const USAGE = "usage: ring [--rounds N] [--poll] [--idle-ms N]";
+static const char *const USAGE =
+    "usage: ring [--rounds N] [--min-ms M] [--poll] [--idle-ms N]";
 
 /* The MPI_Test calls this rank made (`--poll`). */
 static long long tests;
@@ -54,14 +60,27 @@ static long long reference_token(int ranks, long rounds)
     return token;
 }
 
+/* Whether to make round `round`: `rounds` of them, and (`min_ms` >= 0) more until
+ * `min_ms` ms have passed since `t0` by rank 0's clock. */
+static int another_round(long round, long rounds, long min_ms, double t0)
+{
+    if (min_ms < 0)
+        return round < rounds;
+    int go = round < rounds || (MPI_Wtime() - t0) * 1e3 < (double)min_ms;
+    MPI_Bcast(&go, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    return go;
+}
+
 /* Runs the rounds; returns the token as rank 0 holds it at the end (other ranks: 0) and
- * sets `*added` to what this rank added. */
-static long long pass_token(int rank, int size, long rounds, int poll, long long *added)
+ * sets `*added` to what this rank added and `*done` to the rounds made. */
+static long long pass_token(int rank, int size, long rounds, long min_ms, double t0, int poll,
+                            long long *added, long *done)
 {
     long long token = 0;
     int next = (rank + 1) % size, prev = (rank + size - 1) % size;
     *added = 0;
-    for (long round = 0; round < rounds; round++) {
+    long round = 0;
+    for (; another_round(round, rounds, min_ms, t0); round++) {
         if (size == 1) {
             token += contribution(rank, round);
             *added += contribution(rank, round);
@@ -75,13 +94,14 @@ static long long pass_token(int rank, int size, long rounds, int poll, long long
         if (rank == 0)
             receive(&token, prev, poll);
     }
+    *done = round;
     return rank == 0 ? token : 0;
 }
 
 int main(int argc, char **argv)
 {
     int rank, size;
-    long rounds = 3, idle_ms = -1;
+    long rounds = 3, idle_ms = -1, min_ms = -1;
     int poll = 0;
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -91,14 +111,18 @@ int main(int argc, char **argv)
             poll = 1;
         else if (ex_long_opt(argc, argv, &i, "--idle-ms", &idle_ms) == 1)
             continue;
+        else if (ex_long_opt(argc, argv, &i, "--min-ms", &min_ms) == 1)
+            continue;
         else if (ex_long_opt(argc, argv, &i, "--rounds", &rounds) != 1)
-            ex_usage_exit(rank, "bad argument (expected --rounds N, --poll or --idle-ms N)",
+            ex_usage_exit(rank, "bad argument (expected --rounds N, --min-ms M, --poll or --idle-ms N)",
                           USAGE);
     }
 
     double t0 = MPI_Wtime();
     long long added = 0, total = 0;
-    long long token = pass_token(rank, size, rounds, poll, &added);
+    long done = 0;
+    long long token = pass_token(rank, size, rounds, min_ms, t0, poll, &added, &done);
+    rounds = done;
     if (idle_ms >= 0) {
         int found = 0, any = 0;
         for (int k = 0; k < 5; k++) {

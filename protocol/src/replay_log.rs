@@ -33,11 +33,18 @@
 //!   count and each.
 //! - [`TAG_RANK_END`] (MPI jobs): a rank (varint) and the calls it made (varint): that
 //!   rank reached `MPI_Finalize`.
+//! - [`TAG_CLOCKS`] (MPI jobs): a rank (varint), a count (varint), then each
+//!   `MPI_Wtime` reading, its IEEE 754 bits (as an i64) less the rank's previous
+//!   reading's (zigzag varint; the first less 0). Exact: a replay returns the very value,
+//!   and readings a millisecond apart differ by a few thousand in their bits (2 bytes).
+//!   A rank's readings are the concatenation of its records.
 //!
 //! An MPI job's log holds, per rank, only what MPI leaves to timing: the source and tag
 //! each receive or probe from `MPI_ANY_SOURCE` matched, the polls (`MPI_Test*`, `MPI_Iprobe`) that
 //! found nothing (as runs; a poll not in one found something), and which requests each
-//! `MPI_Waitany`/`Testany`/`Waitsome`/`Testsome` completed. Receives that name their
+//! `MPI_Waitany`/`Testany`/`Waitsome`/`Testsome` completed; and what `MPI_Wtime` read,
+//! since a program may decide how long to loop by the clock (hpcc's latency and bandwidth
+//! tests do). Receives that name their
 //! source and tag cost nothing: MPI's non-overtaking rule makes their match a function of
 //! the sends.
 
@@ -59,6 +66,8 @@ pub const TAG_EDIT: u8 = 3;
 pub const TAG_CALLS: u8 = 4;
 /// An MPI rank reached `MPI_Finalize`.
 pub const TAG_RANK_END: u8 = 5;
+/// An MPI rank's clock readings.
+pub const TAG_CLOCKS: u8 = 6;
 /// The sender code of a schedule's input (the program's own thread, outside the runtime).
 pub const SENDER_INPUT: u64 = 0;
 /// Largest JSON part accepted (a header or summary beyond it is damage, not data).
@@ -139,6 +148,8 @@ pub struct RankLog {
     /// The calls it made up to `MPI_Finalize`; `None` if it did not get there (the log
     /// covers a prefix of its run).
     pub calls: Option<u64>,
+    /// What its `MPI_Wtime` calls read, in order, as `f64::to_bits`.
+    pub clocks: Vec<u64>,
 }
 
 /// One thread of the recorded run, in the summary.
@@ -303,6 +314,19 @@ pub fn put_calls_record(out: &mut Vec<u8>, rank: usize, mut next: u64, choices: 
     next
 }
 
+/// Append a record of `rank`'s clock readings (`f64::to_bits`), `prev` being its last
+/// reading before them (0 for its first record); returns the last.
+pub fn put_clocks_record(out: &mut Vec<u8>, rank: usize, mut prev: u64, readings: &[u64]) -> u64 {
+    out.push(TAG_CLOCKS);
+    put_u(out, rank as u64);
+    put_u(out, readings.len() as u64);
+    for &r in readings {
+        put_u(out, zigzag(r.wrapping_sub(prev) as i64));
+        prev = r;
+    }
+    prev
+}
+
 /// The record that says `rank` reached `MPI_Finalize` after `calls` calls.
 pub fn rank_end_record(rank: usize, calls: u64) -> Vec<u8> {
     let mut out = vec![TAG_RANK_END];
@@ -368,8 +392,9 @@ impl ReplayLog {
                 err(*i, format!("{what}: {why}"))
             })
         };
-        // Where each rank's next record starts counting calls.
+        // Where each rank's next record starts counting calls, and its last clock reading.
         let mut next_call: Vec<u64> = Vec::new();
+        let mut last_clock: Vec<u64> = Vec::new();
         while i < b.len() {
             let at = i;
             if log.end.is_some() {
@@ -480,6 +505,27 @@ impl ReplayLog {
                             .checked_add(choice.calls())
                             .ok_or_else(|| err(c_at, "a call number beyond 2^64".into()))?;
                         log.ranks[rank].choices.push(choice);
+                    }
+                }
+                TAG_CLOCKS => {
+                    i += 1;
+                    let rank = rank_index(&mut i, &varint, at)?;
+                    let n = varint(&mut i, "reading count")?;
+                    if n > (b.len() - i) as u64 {
+                        return Err(err(
+                            at,
+                            format!("{n} clock readings announced, more than the bytes left"),
+                        ));
+                    }
+                    if log.ranks.len() <= rank {
+                        log.ranks.resize_with(rank + 1, RankLog::default);
+                        next_call.resize(rank + 1, 0);
+                    }
+                    last_clock.resize(last_clock.len().max(rank + 1), 0);
+                    for _ in 0..n {
+                        let d = unzigzag(varint(&mut i, "clock reading")?);
+                        last_clock[rank] = last_clock[rank].wrapping_add(d as u64);
+                        log.ranks[rank].clocks.push(last_clock[rank]);
                     }
                 }
                 TAG_RANK_END => {
@@ -695,6 +741,14 @@ mod tests {
             "tag, rank, count, and 3 bytes for the choice"
         );
         put_calls_record(&mut b, 1, 1005, &choices[3..]);
+        let clocks = [1.764e9_f64, 1.764e9 + 0.001, 1.764e9 - 2.5].map(f64::to_bits);
+        let last = put_clocks_record(&mut b, 0, 0, &clocks[..2]);
+        let before = b.len();
+        put_clocks_record(&mut b, 0, last, &clocks[2..]);
+        assert!(
+            b.len() - before <= 7,
+            "a reading 2.5 s back costs 4 bytes or less"
+        );
         b.extend(rank_end_record(1, 2100));
         b.extend(rank_end_record(0, 10));
         (b, choices)
@@ -710,6 +764,16 @@ mod tests {
         assert_eq!(log.ranks[1].calls, Some(2100));
         assert_eq!(log.ranks[0].calls, Some(10));
         assert!(log.ranks[0].choices.is_empty());
+        assert_eq!(
+            log.ranks[0]
+                .clocks
+                .iter()
+                .map(|&c| f64::from_bits(c))
+                .collect::<Vec<_>>(),
+            [1.764e9, 1.764e9 + 0.001, 1.764e9 - 2.5],
+            "readings come back exactly"
+        );
+        assert!(log.ranks[1].clocks.is_empty());
         assert_eq!(log.choices(), 4);
         for n in 0..b.len() {
             let _ = ReplayLog::parse(&b[..n]);

@@ -137,6 +137,9 @@ struct Recording {
     open: BTreeSet<u64>,
     /// The first call after the last choice written.
     written_next: u64,
+    /// `MPI_Wtime` readings not yet written (`f64::to_bits`), and the last one written.
+    clocks: Vec<u64>,
+    clock_written: u64,
     /// Recording stopped (too much buffered, or the file could not be written).
     lost: bool,
 }
@@ -159,6 +162,9 @@ struct Replay {
     strict: bool,
     /// Still forcing (a divergence under a debugger, or taking over, ends it).
     active: bool,
+    /// The recorded `MPI_Wtime` readings (`f64::to_bits`), and the next one to return.
+    clocks: Vec<u64>,
+    clock_at: usize,
 }
 
 struct State {
@@ -168,6 +174,8 @@ struct State {
     record: Option<Recording>,
     replay: Option<Replay>,
     finished: bool,
+    /// `MPI_Wtime` callers, and whether each is inside the MPI library.
+    callers: HashMap<usize, bool>,
 }
 
 /// One rank's record and replay.
@@ -226,6 +234,8 @@ pub(crate) fn init(rank: i32, size: i32, implementation: &str) -> bool {
                     .collect(),
                 at: 0,
                 active: true,
+                clocks: mine.clocks.clone(),
+                clock_at: 0,
             }
         }
         Err(e) => {
@@ -241,6 +251,8 @@ pub(crate) fn init(rank: i32, size: i32, implementation: &str) -> bool {
             irecvs: HashMap::new(),
             open: BTreeSet::new(),
             written_next: 0,
+            clocks: Vec::new(),
+            clock_written: 0,
             lost: false,
         }
     });
@@ -262,6 +274,7 @@ pub(crate) fn init(rank: i32, size: i32, implementation: &str) -> bool {
             record,
             replay,
             finished: false,
+            callers: HashMap::new(),
         }),
         done: Arc::new((Mutex::new(false), Condvar::new())),
         header,
@@ -343,12 +356,20 @@ impl Choices {
             };
             let rest = rec.pending.split_off(&limit);
             let ready = std::mem::replace(&mut rec.pending, rest);
-            if ready.is_empty() {
+            if ready.is_empty() && rec.clocks.is_empty() {
                 return;
             }
             let ready: Vec<Choice> = ready.into_values().collect();
-            let mut bytes = Vec::with_capacity(ready.len() * 4 + 8);
-            rec.written_next = replay_log::put_calls_record(&mut bytes, self.rank, rec.written_next, &ready);
+            let mut bytes = Vec::with_capacity(ready.len() * 4 + rec.clocks.len() * 4 + 16);
+            if !ready.is_empty() {
+                rec.written_next =
+                    replay_log::put_calls_record(&mut bytes, self.rank, rec.written_next, &ready);
+            }
+            if !rec.clocks.is_empty() {
+                rec.clock_written =
+                    replay_log::put_clocks_record(&mut bytes, self.rank, rec.clock_written, &rec.clocks);
+                rec.clocks.clear();
+            }
             (bytes, rec.file.clone().unwrap_or_default())
         };
         if let Err(e) = append(&file, &bytes) {
@@ -528,6 +549,54 @@ pub(crate) fn completed(request: i64, source: i32, tag: i32, cancelled: bool) {
     }
 }
 
+/// `rt_wtime`: `MPI_Wtime` read `t`. Recording keeps it; a replay returns the recorded
+/// reading instead (the real one past the log's).
+pub(crate) fn wtime(t: f64, caller: usize) -> f64 {
+    let Some(ch) = CHOICES.get() else { return t };
+    let mut st = lock(&ch.state);
+    if st.current.is_some() || from_mpi(&mut st.callers, caller) {
+        // Read by the MPI library itself (Open MPI's progress does, as time and load
+        // decide): not the program's, and a replay need not make the same readings.
+        return t;
+    }
+    let mut t = t;
+    if let Some(rp) = st.replay.as_mut().filter(|r| r.active) {
+        if let Some(&bits) = rp.clocks.get(rp.clock_at) {
+            rp.clock_at += 1;
+            t = f64::from_bits(bits);
+        }
+    }
+    if let Some(rec) = st.record.as_mut().filter(|r| !r.lost) {
+        if rec.clocks.len() + rec.pending.len() >= MAX_PENDING {
+            eprintln!(
+                "racetrack: rank {}: {MAX_PENDING} clock readings and choices wait to be written; recording stops here",
+                ch.rank
+            );
+            rec.lost = true;
+            rec.clocks.clear();
+            rec.pending.clear();
+        } else {
+            rec.clocks.push(t.to_bits());
+        }
+    }
+    t
+}
+
+/// Whether `caller`, the return address of an `MPI_Wtime` call, is inside the MPI
+/// library (`libmpi*`, `libmpich*`, Open MPI's `libopen-*`), remembered per address.
+fn from_mpi(callers: &mut HashMap<usize, bool>, caller: usize) -> bool {
+    *callers.entry(caller).or_insert_with(|| {
+        crate::ffi::module_at(caller)
+            .and_then(|m| m.path)
+            .is_some_and(|p| {
+                let name = p.rsplit('/').next().unwrap_or(&p);
+                ["libmpi", "libopen-", "libpmpi"]
+                    .iter()
+                    .any(|l| name.starts_with(l))
+            })
+    })
+}
+
 /// Buffer `choice`, or give up recording when too much is buffered.
 fn keep(rank: usize, rec: &mut Recording, choice: Choice) {
     if rec.lost {
@@ -691,16 +760,19 @@ pub(crate) fn save(path: &str) -> Result<String, String> {
             c
         })
         .collect();
+    let clocks = rec.clocks.clone();
     drop(st);
     let mut bytes = replay_log::header_bytes(&ch.header);
     replay_log::put_calls_record(&mut bytes, ch.rank, 0, &choices);
+    replay_log::put_clocks_record(&mut bytes, ch.rank, 0, &clocks);
     bytes.extend(replay_log::rank_end_record(ch.rank, upto));
     let part = replay_log::rank_part_path(path, ch.rank);
     std::fs::write(&part, bytes)
         .map_err(|e| format!("rank {}: cannot write {}: {e}", ch.rank, part.display()))?;
     Ok(format!(
-        "rank {}: {} choices in {upto} calls",
+        "rank {}: {} choices in {upto} calls, {} clock readings",
         ch.rank,
-        choices.len()
+        choices.len(),
+        clocks.len()
     ))
 }

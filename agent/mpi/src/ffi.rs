@@ -228,6 +228,13 @@ pub extern "C" fn rt_completed(
     });
 }
 
+/// `rt_wtime`: what `MPI_Wtime` returns, given what it read and who called it (a
+/// replay's recorded reading, for the program's own calls).
+#[no_mangle]
+pub extern "C" fn rt_wtime(t: f64, caller: *const c_void) -> f64 {
+    std::panic::catch_unwind(|| choices::wtime(t, caller as usize)).unwrap_or(t)
+}
+
 /// `rt_pcontrol`: reporting on or off, or a label.
 #[no_mangle]
 pub extern "C" fn rt_pcontrol(level: i32, label: *const c_char) {

@@ -457,10 +457,11 @@ impl Merge {
             Ok(m) => Event::Ok {
                 cmd: "save_scenario".into(),
                 target: Some(format!(
-                    "scenario {path}: {} choices in {} calls of {} ranks",
+                    "scenario {path}: {} choices in {} calls of {} ranks, {} clock readings",
                     m.choices,
                     m.calls,
-                    self.ranks.len()
+                    self.ranks.len(),
+                    m.clocks
                 )),
                 req,
             },
