@@ -1695,46 +1695,34 @@ fn replay_under_ctl(imp: Impl) {
 
 on_both!(scenario_from_session);
 
-/// The thesis' race provoked in a session (rank 0's first wildcard receive forced to
-/// take rank 2's message, which is truncated), saved with `save_scenario` while every
-/// rank is held at `MPI_Finalize`, then replayed with no debugger: the race happens
-/// every time. A free run sorts correctly.
+/// The thesis' race provoked in a session and saved, by the shipped script
+/// `examples/mpi/mergesort_race.jsonl`: rank 0's first wildcard receive forced onto rank
+/// 2's message (truncated), `save_scenario` while every rank is held at `MPI_Finalize`.
+/// Replayed with no debugger, the race happens every time; a free run sorts correctly.
 fn scenario_from_session(imp: Impl) {
     let Some(dir) = setup(imp) else { return };
     let prog = dir.join("mergesort");
     let args = ["--size", "4000"];
     let scenario = scratch(imp, "mergesort-race.rtrec");
-    let mut s = Ctl::mpirun(imp, &prog, &args);
-    s.all_held_at_start();
-    s.send(json!({"cmd":"break","op":"MPI_Recv","thread":"rank[0]","on":true}));
-    s.send(json!({"cmd":"break","op":"MPI_Finalize","on":true}));
-    s.send(json!({"cmd":"continue"}));
-    let start = s.expect("rank[0]'s wildcard receive held", |v| {
-        v["event"] == "start" && v["thread"] == "rank[0]" && v["held"] == true && v["op"] == "MPI_Recv"
-    });
-    assert_eq!(start["call"]["peer"], "MPI_ANY_SOURCE", "{start}");
-    s.send(json!({"cmd":"match","event_id":start["event_id"],"source":2}));
-    s.send(json!({"cmd":"break","op":"MPI_Recv","thread":"rank[0]","on":false}));
-    s.send(json!({"cmd":"continue"}));
-    // Every rank held at MPI_Finalize, in whatever order.
-    let at_finalize = |seen: &[Value]| {
-        seen.iter()
-            .filter(|v| v["event"] == "start" && v["op"] == "MPI_Finalize" && v["held"] == true)
-            .count()
-    };
-    while at_finalize(&s.seen) < RANKS {
-        if !s.pull() {
-            s.fail("not every rank held at MPI_Finalize");
-        }
-    }
-    s.send(json!({"cmd":"save_scenario","path":scenario.to_str().unwrap()}));
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/mpi/mergesort_race.jsonl");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_racetrack"));
+    cmd.args(["mpirun", "--ctl", "--script"])
+        .arg(&script)
+        .arg("--set")
+        .arg(format!("SCENARIO={}", scenario.display()))
+        .args(["--impl", imp.key(), "-n"])
+        .arg(RANKS.to_string())
+        .arg("--")
+        .arg(&prog)
+        .args(args);
+    let mut s = Ctl::spawn(cmd);
+    let matched = s.expect("match answered", |v| v["cmd"] == "match" || v["event"] == "error");
+    assert_eq!(matched["event"], "ok", "{matched}");
     let ok = s.expect("save_scenario answered", |v| {
         v["cmd"] == "save_scenario" || v["event"] == "error"
     });
     assert_eq!(ok["event"], "ok", "{ok}");
     assert!(ok["target"].as_str().unwrap().contains("choices in"), "{ok}");
-    s.send(json!({"cmd":"break","op":"MPI_Finalize","on":false}));
-    s.send(json!({"cmd":"continue"}));
     let (code, last) = s.finish();
     assert_eq!(
         (code, &last["matches_reference"]),
