@@ -9,7 +9,9 @@ prints the medians and their ratios to configuration 0 as a Markdown table:
    wrappers run, the agent stays idle;
 2. `racetrack mpirun --ctl -n 4 -- PROGRAM`, `continue`, then a free run to the exit,
    the controller printing every event as a JSON line to a file this script counts
-   afterwards.
+   afterwards;
+3. `racetrack mpirun --record LOG -n 4 -- PROGRAM`: a free run recording a replay log
+   (the log's bytes and choices are printed with it).
 
 Workloads: Debian's `hpcc` on `hpcc/hpccinf.txt` (wall time of the whole job, and hpcc's
 own HPL and MPIRandomAccess times from `hpccoutf.txt`), and `ring --rounds R` (4 ranks,
@@ -33,7 +35,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 RANKS = 4
-CONFIGS = ["0. plain mpiexec", "1. library preloaded, idle", "2. ctl attached, free run"]
+CONFIGS = ["0. plain mpiexec", "1. library preloaded, idle", "2. ctl attached, free run",
+           "3. recording (mpirun --record)"]
 CTL_INPUT = '{"cmd":"continue"}\n{"cmd":"wait","until":"exit","timeout_ms":600000}\n'
 
 
@@ -54,7 +57,8 @@ def mpiexec(preload=None):
 
 
 def run(config, rel, prog, cwd):
-    """One run of `prog` (a list) under `config`; (seconds, events the ctl printed)."""
+    """One run of `prog` (a list) under `config`; (seconds, events the ctl printed, or for
+    a recording (log bytes, choices, clock readings))."""
     preload = f"{rel}/libracetrack_mpi.so:{rel}/libracetrack_mpi_openmpi.so"
     quiet = dict(cwd=cwd, stderr=subprocess.DEVNULL)
     t0 = time.perf_counter()
@@ -63,6 +67,15 @@ def run(config, rel, prog, cwd):
         subprocess.run(mpiexec() + prog, stdout=subprocess.DEVNULL, check=True, **quiet)
     elif config == 1:
         subprocess.run(mpiexec(preload) + prog, stdout=subprocess.DEVNULL, check=True, **quiet)
+    elif config == 3:
+        log = os.path.join(cwd, "bench.rtrec")
+        cmd = [f"{rel}/racetrack", "mpirun", "--record", log, "--impl", "openmpi", "-n", str(RANKS), "--"]
+        p = subprocess.run(cmd + prog, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=cwd, check=True)
+        elapsed = time.perf_counter() - t0
+        m = re.search(rb"\((\d+) bytes: (\d+) choices in \d+ calls of \d+ ranks, (\d+) clock readings", p.stderr)
+        if not m:
+            sys.exit(f"the recorded job wrote no log: {p.stderr!r}")
+        return elapsed, tuple(int(g) for g in m.groups())
     else:
         # The events go to a file, counted after the run: a script reading them as they
         # come would take CPU from the job on this machine's two cores, and be measured
@@ -104,9 +117,9 @@ def table(rows, headers):
 def bench_hpcc(rel, reps):
     work = tempfile.mkdtemp(prefix="racetrack-bench-hpcc-")
     shutil.copy(os.path.join(HERE, "hpcc", "hpccinf.txt"), work)
-    samples = {c: [] for c in range(3)}
+    samples = {c: [] for c in range(4)}
     for _ in range(reps):
-        for c in range(3):
+        for c in range(4):
             out = os.path.join(work, "hpccoutf.txt")
             if os.path.exists(out):
                 os.remove(out)
@@ -115,14 +128,22 @@ def bench_hpcc(rel, reps):
     shutil.rmtree(work)
     base = [statistics.median(s[i] for s in samples[0]) for i in range(3)]
     rows = []
-    for c in range(3):
+    for c in range(4):
         med = [statistics.median(s[i] for s in samples[c]) for i in range(3)]
-        ev = "-" if c < 2 else f"{statistics.median(s[3] for s in samples[c]):.0f}"
+        ev = "-" if c < 2 else (f"{statistics.median(s[3] for s in samples[c]):.0f}" if c == 2
+                                else log_figures(s[3] for s in samples[c]))
         rows.append(["hpcc, N = 200", CONFIGS[c], f"{med[0]:.2f}", f"{med[0] / base[0]:.2f}",
                      f"{med[1] * 1e3:.0f}", f"{med[1] / base[1]:.2f}",
                      f"{med[2]:.2f}", f"{med[2] / base[2]:.2f}", ev])
     table(rows, ["workload", "configuration", "wall s", "ratio", "HPL ms", "ratio",
-                 "RandomAccess s", "ratio", "events"])
+                 "RandomAccess s", "ratio", "events / log"])
+
+
+def log_figures(logs):
+    """Medians of a recording's log: bytes, choices, clock readings."""
+    logs = list(logs)
+    med = [statistics.median(l[i] for l in logs) for i in range(3)]
+    return f"{med[0]:.0f} B: {med[1]:.0f} choices, {med[2]:.0f} clocks"
 
 
 def bench_ring(rel, reps, rounds):
@@ -131,9 +152,9 @@ def bench_ring(rel, reps, rounds):
                    stdout=subprocess.DEVNULL)
     prog = [os.path.join(build, "ring"), "--rounds", str(rounds)]
     short = [os.path.join(build, "ring"), "--rounds", "1"]
-    samples = {c: [] for c in range(3)}
+    samples = {c: [] for c in range(4)}
     for _ in range(reps):
-        for c in range(3):
+        for c in range(4):
             # The job's fixed cost (launch, MPI_Init, attach) is the 1-round run's; the
             # calls' cost is what the long run takes beyond it.
             full, events = run(c, rel, prog, build)
@@ -143,12 +164,13 @@ def bench_ring(rel, reps, rounds):
     calls = 2 * (rounds - 1)
     base = statistics.median(s[0] for s in samples[0])
     rows = []
-    for c in range(3):
+    for c in range(4):
         med = statistics.median(s[0] for s in samples[c])
-        ev = "-" if c < 2 else f"{statistics.median(s[1] for s in samples[c]):.0f}"
+        ev = "-" if c < 2 else (f"{statistics.median(s[1] for s in samples[c]):.0f}" if c == 2
+                                else log_figures(s[1] for s in samples[c]))
         rows.append([f"ring, {rounds} rounds", CONFIGS[c], f"{med * 1e6 / calls:.2f}",
                      f"{med / base:.2f}", ev])
-    table(rows, ["workload", "configuration", "µs per call", "ratio", "events"])
+    table(rows, ["workload", "configuration", "µs per call", "ratio", "events / log"])
 
 
 def main():

@@ -636,7 +636,6 @@ pub(crate) fn stop(token: u64, rc: i32, found: Option<bool>) {
     if rc != 0 && cur.matched.is_none() {
         return;
     }
-    let op = op_of(cur.name);
     let what = match (cur.kind, found) {
         (Kind::Poll | Kind::Pick { poll: true } | Kind::Wildcard { poll: true, .. }, Some(false)) => {
             Some(Chose::Miss { n: 1 })
@@ -655,6 +654,7 @@ pub(crate) fn stop(token: u64, rc: i32, found: Option<bool>) {
         _ => None,
     };
     if let Some(what) = what {
+        let op = op_of(cur.name);
         keep(
             ch.rank,
             rec,
