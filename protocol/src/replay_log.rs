@@ -395,6 +395,24 @@ impl ReplayLog {
         // Where each rank's next record starts counting calls, and its last clock reading.
         let mut next_call: Vec<u64> = Vec::new();
         let mut last_clock: Vec<u64> = Vec::new();
+        // A rank record's count of items (a byte each at least), checked against the bytes.
+        let counted = |i: &mut usize, items: &str, at: usize| -> Result<u64, LogError> {
+            let n = varint(i, &format!("count of {items}"))?;
+            if n > (b.len() - *i) as u64 {
+                return Err(err(
+                    at,
+                    format!("{n} {items} announced, more than the bytes left"),
+                ));
+            }
+            Ok(n)
+        };
+        let grow = |log: &mut ReplayLog, next_call: &mut Vec<u64>, last_clock: &mut Vec<u64>, rank: usize| {
+            if log.ranks.len() <= rank {
+                log.ranks.resize_with(rank + 1, RankLog::default);
+            }
+            next_call.resize(next_call.len().max(rank + 1), 0);
+            last_clock.resize(last_clock.len().max(rank + 1), 0);
+        };
         while i < b.len() {
             let at = i;
             if log.end.is_some() {
@@ -440,17 +458,8 @@ impl ReplayLog {
                 TAG_CALLS => {
                     i += 1;
                     let rank = rank_index(&mut i, &varint, at)?;
-                    let n = varint(&mut i, "choice count")?;
-                    if n > (b.len() - i) as u64 {
-                        return Err(err(
-                            at,
-                            format!("{n} choices announced, more than the bytes left"),
-                        ));
-                    }
-                    if log.ranks.len() <= rank {
-                        log.ranks.resize_with(rank + 1, RankLog::default);
-                        next_call.resize(rank + 1, 0);
-                    }
+                    let n = counted(&mut i, "choices", at)?;
+                    grow(&mut log, &mut next_call, &mut last_clock, rank);
                     for _ in 0..n {
                         let c_at = i;
                         let skip = varint(&mut i, "choice's call")?;
@@ -510,18 +519,8 @@ impl ReplayLog {
                 TAG_CLOCKS => {
                     i += 1;
                     let rank = rank_index(&mut i, &varint, at)?;
-                    let n = varint(&mut i, "reading count")?;
-                    if n > (b.len() - i) as u64 {
-                        return Err(err(
-                            at,
-                            format!("{n} clock readings announced, more than the bytes left"),
-                        ));
-                    }
-                    if log.ranks.len() <= rank {
-                        log.ranks.resize_with(rank + 1, RankLog::default);
-                        next_call.resize(rank + 1, 0);
-                    }
-                    last_clock.resize(last_clock.len().max(rank + 1), 0);
+                    let n = counted(&mut i, "clock readings", at)?;
+                    grow(&mut log, &mut next_call, &mut last_clock, rank);
                     for _ in 0..n {
                         let d = unzigzag(varint(&mut i, "clock reading")?);
                         last_clock[rank] = last_clock[rank].wrapping_add(d as u64);
@@ -532,10 +531,7 @@ impl ReplayLog {
                     i += 1;
                     let rank = rank_index(&mut i, &varint, at)?;
                     let calls = varint(&mut i, "calls made")?;
-                    if log.ranks.len() <= rank {
-                        log.ranks.resize_with(rank + 1, RankLog::default);
-                        next_call.resize(rank + 1, 0);
-                    }
+                    grow(&mut log, &mut next_call, &mut last_clock, rank);
                     if calls < next_call[rank] {
                         return Err(err(
                             at,
