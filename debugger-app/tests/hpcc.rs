@@ -179,3 +179,120 @@ fn hpcc_free_run() {
         assert!(n >= 10_000, "{rank}: {n} calls");
     }
 }
+
+/// `racetrack ARGS` in `dir` to its end (its process group killed at the deadline): its
+/// exit code and stderr.
+fn racetrack_in(dir: &Path, args: &[&str]) -> (Option<i32>, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_racetrack"))
+        .args(args)
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .expect("racetrack starts");
+    let mut err = child.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = std::io::Read::read_to_string(&mut err, &mut s);
+        s
+    });
+    let deadline = Instant::now() + JOB_LIMIT;
+    let status = loop {
+        match child.try_wait().unwrap() {
+            Some(st) => break st.code(),
+            None if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
+            None => break None,
+        }
+    };
+    let _ = Command::new("kill")
+        .args(["-KILL", "--", &format!("-{}", child.id())])
+        .stderr(Stdio::null())
+        .status();
+    let _ = child.wait();
+    (status, reader.join().unwrap())
+}
+
+/// hpcc's report without what a replay does not reproduce: the CPU times it reads with
+/// `getrusage` (`CPU time used`, and PTRANS's rows by CPU time).
+fn replayable(report: &str) -> Vec<&str> {
+    report
+        .lines()
+        .filter(|l| !l.contains("CPU time") && !l.starts_with("CPU "))
+        .collect()
+}
+
+/// hpcc recorded with `racetrack mpirun --record`, then replayed twice: its report, wall
+/// times and rates included (it sizes loops and picks ranks by `MPI_Wtime` and
+/// `time(NULL)`), comes out line for line as recorded, CPU times aside. A free run's
+/// differs, so the comparison can fail.
+#[test]
+fn hpcc_replay() {
+    if !on_path("hpcc") || !on_path("mpiexec.openmpi") {
+        if std::env::var("RACETRACK_NO_MPI").is_ok_and(|v| v == "1") {
+            return println!("left out: hpcc not installed (RACETRACK_NO_MPI=1)");
+        }
+        panic!("hpcc not found: install the Debian package hpcc (or set RACETRACK_NO_MPI=1)");
+    }
+    let dir = std::env::temp_dir().join(format!("racetrack-hpcc-replay-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("hpccinf.txt"), tiny_input()).unwrap();
+    let report = |what: &str| {
+        let out = std::fs::read_to_string(dir.join("hpccoutf.txt"))
+            .unwrap_or_else(|e| panic!("{what}: no hpccoutf.txt ({e})"));
+        std::fs::remove_file(dir.join("hpccoutf.txt")).unwrap();
+        assert!(
+            out.lines().any(|l| l == "Success=1"),
+            "{what}: hpcc's own checks failed"
+        );
+        out
+    };
+
+    let n = RANKS.to_string();
+    let (code, err) = racetrack_in(
+        &dir,
+        &["mpirun", "--record", "hpcc.rtrec", "-n", &n, "--", "hpcc"],
+    );
+    assert_eq!(code, Some(0), "the recorded run: {err}");
+    let recorded = report("the recorded run");
+    let log = racetrack_protocol::replay_log::ReplayLog::read(&dir.join("hpcc.rtrec")).unwrap();
+    println!("{}", err.lines().last().unwrap_or_default());
+    assert!(log.complete(), "every rank reached MPI_Finalize");
+    assert!(log.choices() > 1000, "{} choices", log.choices());
+    assert!(
+        log.ranks.iter().all(|r| !r.clocks.is_empty()),
+        "every rank read the clock"
+    );
+
+    let (code, err) = racetrack_in(
+        &dir,
+        &["mpirun", "-n", &n, "--record", "other.rtrec", "--", "hpcc"],
+    );
+    assert_eq!(code, Some(0), "a free run: {err}");
+    let free = report("a free run");
+    assert_ne!(
+        replayable(&free),
+        replayable(&recorded),
+        "a free run reports other times"
+    );
+
+    for i in 0..2 {
+        let (code, err) = racetrack_in(&dir, &["replay", "hpcc.rtrec", "--", "hpcc"]);
+        assert_eq!(code, Some(0), "replay {i}: {err}");
+        assert!(!err.contains("diverged"), "replay {i}: {err}");
+        let replayed = report(&format!("replay {i}"));
+        let (a, b) = (replayable(&recorded), replayable(&replayed));
+        let differ: Vec<(&&str, &&str)> = a.iter().zip(&b).filter(|(x, y)| x != y).collect();
+        assert!(
+            a.len() == b.len() && differ.is_empty(),
+            "replay {i}: lines differ: {differ:?}"
+        );
+        println!(
+            "replay {i}: {} of {} lines as recorded",
+            b.len(),
+            replayed.lines().count()
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -33,8 +33,8 @@
 //!   count and each.
 //! - [`TAG_RANK_END`] (MPI jobs): a rank (varint) and the calls it made (varint): that
 //!   rank reached `MPI_Finalize`.
-//! - [`TAG_CLOCKS`] (MPI jobs): a rank (varint), a count (varint), then each
-//!   `MPI_Wtime` reading, its IEEE 754 bits (as an i64) less the rank's previous
+//! - [`TAG_CLOCKS`] (MPI jobs): a rank (varint), a count (varint), then each clock
+//!   reading (`MPI_Wtime`, or `time()` as a double), its IEEE 754 bits (as an i64) less the rank's previous
 //!   reading's (zigzag varint; the first less 0). Exact: a replay returns the very value,
 //!   and readings a millisecond apart differ by a few thousand in their bits (2 bytes).
 //!   A rank's readings are the concatenation of its records.
@@ -42,9 +42,9 @@
 //! An MPI job's log holds, per rank, only what MPI leaves to timing: the source and tag
 //! each receive or probe from `MPI_ANY_SOURCE` matched, the polls (`MPI_Test*`, `MPI_Iprobe`) that
 //! found nothing (as runs; a poll not in one found something), and which requests each
-//! `MPI_Waitany`/`Testany`/`Waitsome`/`Testsome` completed; and what `MPI_Wtime` read,
-//! since a program may decide how long to loop by the clock (hpcc's latency and bandwidth
-//! tests do). Receives that name their
+//! `MPI_Waitany`/`Testany`/`Waitsome`/`Testsome` completed; and what the program's clocks
+//! read (`MPI_Wtime`, `time()`), since a program may size its loops by the clock or seed a
+//! choice with it (hpcc does both). Receives that name their
 //! source and tag cost nothing: MPI's non-overtaking rule makes their match a function of
 //! the sends.
 

@@ -120,13 +120,6 @@ int rtw_pcontrol(int level, const char *label) {
     return level == 2 ? PMPI_Pcontrol(level, label) : PMPI_Pcontrol(level);
 }
 
-/* A program may decide by the clock how long to loop (hpcc's latency and bandwidth tests
- * do): a replay gives it the recorded readings. */
-double MPI_Wtime(void) {
-    double t = PMPI_Wtime();
-    return rt_active() ? rt_wtime(t, RT_CALLER) : t;
-}
-
 /* ---- the C entry points ---- */
 
 int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *out) {

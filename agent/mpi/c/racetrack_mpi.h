@@ -125,10 +125,11 @@ void rt_request(rt_call *c, int64_t request);
 void rt_completed(rt_call *c, int64_t request, int32_t source, int32_t tag, int64_t bytes,
                   int32_t cancelled);
 
-/* MPI_Wtime, called from `caller` (its return address), read `t`: what it returns (when
- * recording, `t`, kept; when replaying, the recorded reading). Readings by the MPI library
- * itself are neither kept nor replayed. Called only when rt_active(). */
-double rt_wtime(double t, const void *caller);
+/* A clock, called from `caller` (its return address), read `t`: what it returns (when
+ * recording, `t`, kept; when replaying, the recorded reading). `libc`: 0 for MPI_Wtime
+ * (readings by the MPI library itself are neither kept nor replayed), 1 for time() (only
+ * the program's own calls, from its executable, are). Called only when rt_active(). */
+double rt_clock(double t, const void *caller, int32_t libc);
 
 /* MPI_Pcontrol(level, ...): level 0 stops reporting this rank's calls, 1 resumes, 2 sets
  * `label` (the first variadic argument, a C string) as a mark in the graph. */

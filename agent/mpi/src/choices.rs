@@ -174,8 +174,8 @@ struct State {
     record: Option<Recording>,
     replay: Option<Replay>,
     finished: bool,
-    /// `MPI_Wtime` callers, and whether each is inside the MPI library.
-    callers: HashMap<usize, bool>,
+    /// Clock callers, and where each is.
+    callers: HashMap<usize, Module>,
 }
 
 /// One rank's record and replay.
@@ -549,14 +549,20 @@ pub(crate) fn completed(request: i64, source: i32, tag: i32, cancelled: bool) {
     }
 }
 
-/// `rt_wtime`: `MPI_Wtime` read `t`. Recording keeps it; a replay returns the recorded
-/// reading instead (the real one past the log's).
-pub(crate) fn wtime(t: f64, caller: usize) -> f64 {
+/// `rt_clock`: `MPI_Wtime` (or `time()`, `libc`) read `t`. Recording keeps it; a replay
+/// returns the recorded reading instead (the real one past the log's).
+pub(crate) fn clock(t: f64, caller: usize, libc: bool) -> f64 {
     let Some(ch) = CHOICES.get() else { return t };
     let mut st = lock(&ch.state);
-    if st.current.is_some() || from_mpi(&mut st.callers, caller) {
-        // Read by the MPI library itself (Open MPI's progress does, as time and load
-        // decide): not the program's, and a replay need not make the same readings.
+    let from = *st.callers.entry(caller).or_insert_with(|| Module::of(caller));
+    // Read by the MPI library itself (Open MPI's progress does, as time and load decide),
+    // or by libc for itself: not the program's, and a replay need not make the same.
+    let program = if libc {
+        from == Module::Program
+    } else {
+        from != Module::Mpi
+    };
+    if st.current.is_some() || !program {
         return t;
     }
     let mut t = t;
@@ -582,19 +588,35 @@ pub(crate) fn wtime(t: f64, caller: usize) -> f64 {
     t
 }
 
-/// Whether `caller`, the return address of an `MPI_Wtime` call, is inside the MPI
-/// library (`libmpi*`, `libmpich*`, Open MPI's `libopen-*`), remembered per address.
-fn from_mpi(callers: &mut HashMap<usize, bool>, caller: usize) -> bool {
-    *callers.entry(caller).or_insert_with(|| {
-        crate::ffi::module_at(caller)
-            .and_then(|m| m.path)
-            .is_some_and(|p| {
+/// Where a clock's caller is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Module {
+    /// The program's executable.
+    Program,
+    /// The MPI library (`libmpi*`, `libmpich*`, Open MPI's `libopen-*`).
+    Mpi,
+    /// Any other library.
+    Other,
+}
+
+impl Module {
+    fn of(caller: usize) -> Module {
+        match crate::ffi::module_at(caller).map(|m| m.path) {
+            Some(None) => Module::Program,
+            Some(Some(p)) => {
                 let name = p.rsplit('/').next().unwrap_or(&p);
-                ["libmpi", "libopen-", "libpmpi"]
+                if ["libmpi", "libopen-", "libpmpi"]
                     .iter()
                     .any(|l| name.starts_with(l))
-            })
-    })
+                {
+                    Module::Mpi
+                } else {
+                    Module::Other
+                }
+            }
+            None => Module::Other,
+        }
+    }
 }
 
 /// Buffer `choice`, or give up recording when too much is buffered.

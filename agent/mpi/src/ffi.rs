@@ -228,11 +228,11 @@ pub extern "C" fn rt_completed(
     });
 }
 
-/// `rt_wtime`: what `MPI_Wtime` returns, given what it read and who called it (a
-/// replay's recorded reading, for the program's own calls).
+/// `rt_clock`: what `MPI_Wtime` (`libc` 0) or `time()` (1) returns, given what it read
+/// and who called it (a replay's recorded reading, for the program's own calls).
 #[no_mangle]
-pub extern "C" fn rt_wtime(t: f64, caller: *const c_void) -> f64 {
-    std::panic::catch_unwind(|| choices::wtime(t, caller as usize)).unwrap_or(t)
+pub extern "C" fn rt_clock(t: f64, caller: *const c_void, libc: i32) -> f64 {
+    std::panic::catch_unwind(|| choices::clock(t, caller as usize, libc != 0)).unwrap_or(t)
 }
 
 /// `rt_pcontrol`: reporting on or off, or a label.

@@ -67,6 +67,8 @@ for r in 0 1 2 3; do
     done
     expect calls.err 3 "^RT $r start MPI_Barrier "
     expect calls.err 1 "^RT $r finalize$"
+    expect calls.err 1 "^RT $r clock MPI_Wtime from calls$"
+    expect calls.err 1 "^RT $r clock time from calls$"
     expect calls.err 3 "^RT $r pcontrol "
     expect calls.err 1 "^RT $r start MPI_Sendrecv peer=$(((r + 1) % 4)) peer_world=$(((r + 1) % 4)) tag=7 count=1 .*datatype=MPI_DOUBLE comm=MPI_COMM_WORLD bytes=8 kind=f size=8 send=1"
     expect calls.err 1 "^RT $r matched MPI_Sendrecv source=$(((r + 3) % 4)) tag=7 bytes=8$"

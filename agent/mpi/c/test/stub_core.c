@@ -111,6 +111,17 @@ void rt_completed(rt_call *c, int64_t request, int32_t source, int32_t tag, int6
          (long long)request, source, tag, (long long)bytes, cancelled);
 }
 
+void rt_indices(rt_call *c, const int32_t *indices, int32_t n) {
+    emit("indices %s n=%d first=%d", c->name, n, n > 0 ? indices[0] : -1);
+}
+
+/* Clocks are reported with the object their caller is in: the program's own readings are
+ * the ones a replay log keeps. */
+double rt_clock(double t, const void *caller, int32_t libc) {
+    emit("clock %s from %s", libc ? "time" : "MPI_Wtime", site(caller));
+    return t;
+}
+
 void rt_pcontrol(int32_t level, const char *label) {
     emit("pcontrol level=%d label=%s", level, s(label));
 }
