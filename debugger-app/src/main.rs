@@ -395,6 +395,10 @@ fn absolute(log: &str) -> String {
 fn mpi_record(mut plan: Plan, program: &str, log: &str) -> i32 {
     use racetrack_protocol::replay_log::{rank_part_path, LogHeader, MpiJob};
     let path = absolute(log);
+    // The ranks write beside it: a place they cannot write is refused before they start.
+    if let Err(e) = std::fs::write(&path, b"") {
+        fail(&format!("cannot write the replay log {log}: {e}"));
+    }
     let _ = std::fs::remove_file(&path);
     for r in 0..plan.ranks {
         let _ = std::fs::remove_file(rank_part_path(&path, r));

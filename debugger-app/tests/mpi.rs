@@ -1575,6 +1575,18 @@ fn replay_divergence(imp: Impl) {
     record_job(imp, &mw, &["--tasks", "12"], &log);
     let l = log.to_str().unwrap();
 
+    // A log nobody can write is refused before the job starts.
+    let (code, _, err) = racetrack_cli(
+        &["mpirun", "--record", "/nonexistent-dir/mw.rtrec", "-n", "4"],
+        &mw,
+        &["--tasks", "12"],
+    );
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("cannot write the replay log /nonexistent-dir/mw.rtrec"),
+        "{err}"
+    );
+
     let (code, _, err) = racetrack_cli(&["replay", l], &mw, &["--tasks", "13"]);
     assert_eq!(code, Some(2), "{err}");
     assert!(
