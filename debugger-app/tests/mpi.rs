@@ -1777,24 +1777,28 @@ on_both!(replay_clock);
 fn replay_clock(imp: Impl) {
     let Some(dir) = setup(imp) else { return };
     let prog = dir.join("ring");
-    let args = ["--rounds", "1", "--min-ms", "150"];
+    // MPICH's ranks, oversubscribed, make a round in about 10 ms; Open MPI's in µs.
+    let args = ["--rounds", "1", "--min-ms", "300"];
     let log = scratch(imp, "ring-clock.rtrec");
     let (recorded, rec_log) = record_job(imp, &prog, &args, &log);
     let rounds = recorded["rounds"].as_u64().unwrap();
-    assert!(rounds > 10, "{recorded}");
+    assert!(
+        rounds >= 2,
+        "the clock decided at least once to go on: {recorded}"
+    );
     assert_eq!(
         rec_log.ranks[0].clocks.len() as u64,
         rounds + 2,
         "rank 0 read the clock at its start, before each round after the first, and at its end"
     );
-    let differs = (0..5).any(|_| {
+    let differs = (0..10).any(|_| {
         let (code, free) = plain_run(imp, &prog, &args);
         assert_eq!(code, Some(0));
         free["rounds"] != recorded["rounds"]
     });
     assert!(
         differs,
-        "5 free runs all made {rounds} rounds: the comparison could not fail"
+        "10 free runs all made {rounds} rounds: the comparison could not fail"
     );
     for i in 0..3 {
         let (code, report, err) = racetrack_cli(&["replay", log.to_str().unwrap()], &prog, &args);

@@ -144,6 +144,21 @@ struct Recording {
     lost: bool,
 }
 
+impl Recording {
+    fn new(file: Option<PathBuf>) -> Self {
+        Recording {
+            file,
+            pending: BTreeMap::new(),
+            irecvs: HashMap::new(),
+            open: BTreeSet::new(),
+            written_next: 0,
+            clocks: Vec::new(),
+            clock_written: 0,
+            lost: false,
+        }
+    }
+}
+
 /// A replayed choice, its indices as the wrappers take them.
 struct Forced {
     choice: Choice,
@@ -243,19 +258,8 @@ pub(crate) fn init(rank: i32, size: i32, implementation: &str) -> bool {
             std::process::exit(2);
         }
     });
-    let record = (record_to.is_some() || session).then(|| {
-        let file = record_to.map(|log| replay_log::rank_part_path(&log, rank));
-        Recording {
-            file,
-            pending: BTreeMap::new(),
-            irecvs: HashMap::new(),
-            open: BTreeSet::new(),
-            written_next: 0,
-            clocks: Vec::new(),
-            clock_written: 0,
-            lost: false,
-        }
-    });
+    let record = (record_to.is_some() || session)
+        .then(|| Recording::new(record_to.map(|log| replay_log::rank_part_path(&log, rank))));
     let mut argv = std::env::args();
     let header = LogHeader {
         program: argv.next().unwrap_or_default(),
@@ -803,19 +807,6 @@ pub(crate) fn save(path: &str) -> Result<String, String> {
 mod tests {
     use super::*;
 
-    fn recording() -> Recording {
-        Recording {
-            file: None,
-            pending: BTreeMap::new(),
-            irecvs: HashMap::new(),
-            open: BTreeSet::new(),
-            written_next: 0,
-            clocks: Vec::new(),
-            clock_written: 0,
-            lost: false,
-        }
-    }
-
     fn miss(call: u64, op: u8) -> Choice {
         Choice {
             call,
@@ -828,7 +819,7 @@ mod tests {
     fn consecutive_misses_of_one_call_are_one_run() {
         let test = op_of("MPI_Test");
         let iprobe = op_of("MPI_Iprobe");
-        let mut rec = recording();
+        let mut rec = Recording::new(None);
         for call in 10..15 {
             keep(0, &mut rec, miss(call, test));
         }
