@@ -9,7 +9,8 @@ use racetrack_protocol::launch as env;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// The MPI implementations Debian ships (DESIGN §7).
+/// The two MPI implementations Debian ships. Their ABIs differ (handles, `MPI_Status`,
+/// constants), so each gets its own build of the wrappers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Impl {
     Mpich,

@@ -1,5 +1,5 @@
-//! `heat`: 1-D heat diffusion with neighbourhood exchange — the reference race of
-//! `shared/DESIGN.md` §4.
+//! `heat`: 1-D heat diffusion with neighbourhood exchange — the reference race
+//! (`docs/GUIDE.md`, "Concepts").
 //!
 //! The domain is split over `proc[0..n]`, one slice each, kept in the thread state. One
 //! schedule call per iteration:

@@ -1,6 +1,7 @@
-//! What an MPI call carries, in the events the MPI interposition library reports (DESIGN
-//! §7): the `call` field of `start`, `stop`, `send` and `recv`. The flow-graph runtime's
-//! events have none. Every field is optional: a call carries those that apply to it.
+//! What an MPI call carries, in the events the MPI interposition library reports
+//! (`docs/PROTOCOL.md`, "MPI jobs"): the `call` field of `start`, `stop`, `send` and
+//! `recv`. The flow-graph runtime's events have none. Every field is optional: a call
+//! carries those that apply to it.
 
 use serde::{Deserialize, Serialize};
 

@@ -13,7 +13,7 @@
 use serde::{Deserialize, Serialize};
 use smol_str::SmolStr;
 
-/// The kind of a compact event: the four notifications (`shared/DESIGN.md` §2). On the
+/// The kind of a compact event: the four notifications (`docs/GUIDE.md`, "Concepts"). On the
 /// wire it is a number (0–3), the first element of a packed event and the low two bits of
 /// a binary one's head.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

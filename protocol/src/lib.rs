@@ -6,7 +6,7 @@
 //! - The agent sends [`Event`]s: `hello` and `structure` first, then `snapshot`, then
 //!   `batch` frames of streamed events and single frames for held events and replies.
 //! - The debugger sends [`Command`]s. The same JSON objects, one per line, are the
-//!   `racetrack ctl` scripting contract (`shared/DESIGN.md` §5); `ctl` adds `wait` and
+//!   `racetrack ctl` scripting interface (`docs/PROTOCOL.md`, "Commands"); `ctl` adds `wait` and
 //!   prints `output` and `exit` itself.
 //!
 //! Field names are part of the contract; golden tests (`tests/golden.rs`) pin them.

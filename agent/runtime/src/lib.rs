@@ -1,5 +1,5 @@
 //! Racetrack's parallel runtime: thread collections, flow graphs and schedule calls (the
-//! DPS programming model of `shared/DESIGN.md` §1).
+//! Dynamic Parallel Schedules programming model; `docs/GUIDE.md`, "Concepts").
 //!
 //! - [`Runtime`] owns thread collections ([`Runtime::collection`]); each thread is a named
 //!   OS thread with a FIFO queue and a thread-local state.

@@ -1,5 +1,5 @@
-//! `racetrack ctl`: the headless controller. Commands are JSON lines on stdin
-//! (`shared/DESIGN.md` §5), events JSON lines on stdout. `wait` is handled here:
+//! `racetrack ctl`: the headless controller. Commands are JSON lines on stdin (those of
+//! `docs/PROTOCOL.md`), events JSON lines on stdout. `wait` is handled here:
 //!
 //! - `{"cmd":"wait","until":"held"}` — some event is held (optionally `"thread"`, `"op"`);
 //! - `{"cmd":"wait","until":"exit"}` — the program exited (or the connection closed);

@@ -1,7 +1,7 @@
 //! One session over the ranks of an MPI job. The debugger listens; every rank's agent
 //! dials in (`RACETRACK_CONNECT`); the ranks' streams are merged into one [`Connection`],
 //! so the controller and the GUI see one program whose threads are the ranks (`rank[0]`,
-//! `rank[1]`, … of the collection `rank`, DESIGN §7):
+//! `rank[1]`, … of the collection `rank`; `docs/PROTOCOL.md`, "MPI jobs"):
 //!
 //! - one `structure` (the ranks' merged) and one `snapshot`, when every rank sent its
 //!   own (a rank's events wait until then; the structure is sent again when it changes),
