@@ -86,7 +86,7 @@ fn hpcc_free_run() {
         if std::env::var("RACETRACK_NO_MPI").is_ok_and(|v| v == "1") {
             return println!("left out: hpcc not installed (RACETRACK_NO_MPI=1)");
         }
-        panic!("hpcc not found: install the Debian package hpcc (or set RACETRACK_NO_MPI=1)");
+        panic!("hpcc not found: scripts/test.sh installs it (the Debian package hpcc), or set RACETRACK_NO_MPI=1");
     }
     let dir = std::env::temp_dir().join(format!("racetrack-hpcc-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -233,7 +233,7 @@ fn hpcc_replay() {
         if std::env::var("RACETRACK_NO_MPI").is_ok_and(|v| v == "1") {
             return println!("left out: hpcc not installed (RACETRACK_NO_MPI=1)");
         }
-        panic!("hpcc not found: install the Debian package hpcc (or set RACETRACK_NO_MPI=1)");
+        panic!("hpcc not found: scripts/test.sh installs it (the Debian package hpcc), or set RACETRACK_NO_MPI=1");
     }
     let dir = std::env::temp_dir().join(format!("racetrack-hpcc-replay-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
