@@ -411,10 +411,15 @@ pub enum Command {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         rest: Option<Rest>,
     },
-    /// Replace the content of a held send.
+    /// Replace the content of a held send, named by its event, by the thread held at it,
+    /// or by both (they must agree; see [`Command::held_target`]).
     Edit {
         /// The held send event.
-        event_id: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        event_id: Option<u64>,
+        /// The thread held at the send.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        thread: Option<String>,
         /// The new content.
         content: Value,
     },
@@ -424,22 +429,35 @@ pub enum Command {
     /// receives.
     Match {
         /// The held `start` event of the receive or probe.
-        event_id: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        event_id: Option<u64>,
+        /// The thread (rank) held at that `start`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        thread: Option<String>,
         /// The sender's rank in the call's communicator.
         source: i32,
         /// The tag to match (absent: the call's own tag).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         tag: Option<i32>,
     },
-    /// Ask for a suspended thread's state (answered by a `state` event).
+    /// Ask for a suspended thread's state (answered by a `state` event); the thread is
+    /// named, or the event it is held at, or both.
     State {
         /// The held thread whose state to read.
-        thread: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        thread: Option<String>,
+        /// The event it is held at.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        event_id: Option<u64>,
     },
-    /// Replace a suspended thread's state.
+    /// Replace a suspended thread's state (named as for `state`).
     SetState {
         /// The held thread whose state to replace.
-        thread: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        thread: Option<String>,
+        /// The event it is held at.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        event_id: Option<u64>,
         /// The new state.
         content: Value,
     },
@@ -471,6 +489,19 @@ pub enum Command {
 }
 
 impl Command {
+    /// How a command served by one held event names it — `edit`, `match`, `state` and
+    /// `set_state` take its `event_id`, the `thread` held at it, or both (which must
+    /// agree): `(event_id, thread)`. `None` for the other commands.
+    pub fn held_target(&self) -> Option<(Option<u64>, Option<&str>)> {
+        match self {
+            Command::Edit { event_id, thread, .. }
+            | Command::Match { event_id, thread, .. }
+            | Command::State { thread, event_id }
+            | Command::SetState { thread, event_id, .. } => Some((*event_id, thread.as_deref())),
+            _ => None,
+        }
+    }
+
     /// The command's wire name.
     pub fn name(&self) -> &'static str {
         match self {

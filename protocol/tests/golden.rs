@@ -375,20 +375,40 @@ fn commands() {
     golden_cmd(
         r#"{"cmd":"edit","event_id":42,"content":{"target":3}}"#,
         Command::Edit {
-            event_id: 42,
+            event_id: Some(42),
+            thread: None,
+            content: json!({"target": 3}),
+        },
+    );
+    // The held event named by the thread held at it (or by both: the agent checks that
+    // they agree).
+    golden_cmd(
+        r#"{"cmd":"edit","thread":"main[0]","content":{"target":3}}"#,
+        Command::Edit {
+            event_id: None,
+            thread: Some("main[0]".into()),
             content: json!({"target": 3}),
         },
     );
     golden_cmd(
         r#"{"cmd":"state","thread":"proc[1]"}"#,
         Command::State {
-            thread: "proc[1]".into(),
+            thread: Some("proc[1]".into()),
+            event_id: None,
+        },
+    );
+    golden_cmd(
+        r#"{"cmd":"state","event_id":42}"#,
+        Command::State {
+            thread: None,
+            event_id: Some(42),
         },
     );
     golden_cmd(
         r#"{"cmd":"set_state","thread":"proc[1]","content":{"x":1}}"#,
         Command::SetState {
-            thread: "proc[1]".into(),
+            thread: Some("proc[1]".into()),
+            event_id: None,
             content: json!({"x": 1}),
         },
     );
@@ -405,7 +425,26 @@ fn commands() {
     golden_cmd(
         r#"{"cmd":"match","event_id":42,"source":2}"#,
         Command::Match {
-            event_id: 42,
+            event_id: Some(42),
+            thread: None,
+            source: 2,
+            tag: None,
+        },
+    );
+    golden_cmd(
+        r#"{"cmd":"match","thread":"rank[0]","source":2}"#,
+        Command::Match {
+            event_id: None,
+            thread: Some("rank[0]".into()),
+            source: 2,
+            tag: None,
+        },
+    );
+    golden_cmd(
+        r#"{"cmd":"match","event_id":42,"thread":"rank[0]","source":2}"#,
+        Command::Match {
+            event_id: Some(42),
+            thread: Some("rank[0]".into()),
             source: 2,
             tag: None,
         },
@@ -413,7 +452,8 @@ fn commands() {
     golden_cmd(
         r#"{"cmd":"match","event_id":42,"source":2,"tag":7}"#,
         Command::Match {
-            event_id: 42,
+            event_id: Some(42),
+            thread: None,
             source: 2,
             tag: Some(7),
         },
@@ -516,8 +556,8 @@ fn bad_commands_say_what_is_wrong() {
         e.contains("bad `step_mode` command") && e.contains("invalid type"),
         "{e}"
     );
-    let e = Command::parse(r#"{"cmd":"edit","content":{}}"#).unwrap_err();
-    assert!(e.contains("missing field `event_id`"), "{e}");
+    let e = Command::parse(r#"{"cmd":"edit","event_id":4}"#).unwrap_err();
+    assert!(e.contains("missing field `content`"), "{e}");
     let e = Command::parse(r#"{"cmd":"pause","thread":"proc[1]","on":true,"bogus":1}"#).unwrap_err();
     assert!(e.contains("unknown field `bogus`"), "{e}");
 }

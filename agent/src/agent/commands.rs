@@ -63,14 +63,25 @@ impl Agent {
             Command::Pause { thread, on } => self.cmd_pause(&thread, on),
             Command::Queue { thread, content } => self.cmd_queue(&thread, content),
             Command::Reorder { thread, order, rest } => self.cmd_reorder(&thread, order, rest, req),
-            Command::Edit { event_id, content } => self.cmd_edit(event_id, content, req),
+            Command::Edit {
+                event_id,
+                thread,
+                content,
+            } => self.cmd_edit(self.held_event(event_id, thread.as_deref())?, content, req),
             Command::Match {
                 event_id,
+                thread,
                 source,
                 tag,
-            } => self.cmd_match(event_id, source, tag, req),
-            Command::State { thread } => self.cmd_state(&thread, req),
-            Command::SetState { thread, content } => self.cmd_set_state(&thread, content, req),
+            } => self.cmd_match(self.held_event(event_id, thread.as_deref())?, source, tag, req),
+            Command::State { thread, event_id } => {
+                self.cmd_state(self.held_event(event_id, thread.as_deref())?, req)
+            }
+            Command::SetState {
+                thread,
+                event_id,
+                content,
+            } => self.cmd_set_state(self.held_event(event_id, thread.as_deref())?, content, req),
             Command::Detach => self.cmd_detach(),
             Command::TakeOver => self.cmd_replay(req, "take_over", |r| r.take_over()),
             Command::SaveScenario { path } => {
@@ -246,57 +257,121 @@ impl Agent {
         Ok(Answer::ByHeldThread)
     }
 
-    fn cmd_edit(&self, event_id: u64, content: Value, req: Option<u64>) -> Result<Answer, String> {
-        let is_send = {
-            let s = lock(&self.stream.state);
-            s.held.get(&event_id).map(|h| h.is_send)
+    /// The held event an `edit`, `match`, `state` or `set_state` names: by its number, by
+    /// the thread held at it, or by both, which must agree. Resolved here, in the agent,
+    /// rather than in a front end: the agent alone knows what is held right now (a
+    /// controller's view lags the stream), and every debugger — `racetrack ctl`, the GUI,
+    /// a scenario, a client of its own — gets the same rule and the same errors.
+    fn held_event(&self, event_id: Option<u64>, thread: Option<&str>) -> Result<HeldEvent, String> {
+        let t = thread.map(|t| self.thread_named(t)).transpose()?;
+        let s = lock(&self.stream.state);
+        let of_thread = |t: &Thread| {
+            s.held
+                .iter()
+                .find(|(_, h)| h.thread == t.global)
+                .map(|(id, h)| (*id, h))
         };
-        match is_send {
-            None => Err(format!("event {event_id} is not held")),
-            Some(false) => Err(format!(
-                "event {event_id} is not a send; only held sends can be edited"
-            )),
-            Some(true) => {
-                if !self.to_held(|i, _| i == event_id, HeldCmd::Edit { content, req }) {
-                    return Err(format!("event {event_id} is not held any more"));
+        let (id, h) = match (event_id, &t) {
+            (Some(id), None) => match s.held.get(&id) {
+                Some(h) => (id, h),
+                None => return Err(format!("event {id} is not held")),
+            },
+            (None, Some(t)) => of_thread(t).ok_or_else(|| {
+                format!(
+                    "{} is running; the command needs it suspended (held at an event)",
+                    t.name
+                )
+            })?,
+            (Some(id), Some(t)) => match (s.held.get(&id), of_thread(t)) {
+                (Some(h), _) if h.thread == t.global => (id, h),
+                (_, Some((other, _))) => {
+                    return Err(format!(
+                        "event {id} and thread {} disagree: {} is held at event {other}",
+                        t.name, t.name
+                    ))
                 }
-                Ok(Answer::ByHeldThread)
+                (Some(h), None) => {
+                    return Err(format!(
+                        "event {id} and thread {} disagree: event {id} holds {}, and {} is running",
+                        t.name, h.thread_name, t.name
+                    ))
+                }
+                (None, None) => {
+                    return Err(format!(
+                        "event {id} and thread {} disagree: neither is held",
+                        t.name
+                    ))
+                }
+            },
+            (None, None) => {
+                let mut held: Vec<(u64, &str)> =
+                    s.held.iter().map(|(id, h)| (*id, &*h.thread_name)).collect();
+                held.sort_unstable();
+                let list: Vec<String> = held.iter().map(|(id, t)| format!("{t} (event {id})")).collect();
+                return Err(if list.is_empty() {
+                    "name the held event by `thread` or `event_id`; no thread is held now".to_owned()
+                } else {
+                    format!(
+                        "name the held event by `thread` or `event_id`; held now: {}",
+                        list.join(", ")
+                    )
+                });
             }
+        };
+        Ok(HeldEvent {
+            id,
+            thread: h.thread_name.clone(),
+            is_send: h.is_send,
+        })
+    }
+
+    fn cmd_edit(&self, held: HeldEvent, content: Value, req: Option<u64>) -> Result<Answer, String> {
+        let id = held.id;
+        if !held.is_send {
+            return Err(format!(
+                "event {id} ({} held) is not a send; only held sends can be edited",
+                held.thread
+            ));
         }
+        if !self.to_held(|i, _| i == id, HeldCmd::Edit { content, req }) {
+            return Err(format!("event {id} is not held any more"));
+        }
+        Ok(Answer::ByHeldThread)
     }
 
     fn cmd_match(
         &self,
-        event_id: u64,
+        held: HeldEvent,
         source: i32,
         tag: Option<i32>,
         req: Option<u64>,
     ) -> Result<Answer, String> {
-        if !self.to_held(|i, _| i == event_id, HeldCmd::Match { source, tag, req }) {
+        let id = held.id;
+        if !self.to_held(|i, _| i == id, HeldCmd::Match { source, tag, req }) {
             return Err(format!(
-                "event {event_id} is not held; only a held wildcard receive or probe can be matched"
+                "event {id} is not held any more; only a held wildcard receive or probe can be matched"
             ));
         }
         Ok(Answer::ByHeldThread)
     }
 
-    fn cmd_state(&self, thread: &str, req: Option<u64>) -> Result<Answer, String> {
-        let t = self.thread_named(thread)?;
-        if !self.to_held(|_, h| h.thread == t.global, HeldCmd::GetState { req }) {
+    fn cmd_state(&self, held: HeldEvent, req: Option<u64>) -> Result<Answer, String> {
+        let id = held.id;
+        if !self.to_held(|i, _| i == id, HeldCmd::GetState { req }) {
             return Err(format!(
                 "{} is running; its state can be read only while it is suspended",
-                t.name
+                held.thread
             ));
         }
         Ok(Answer::ByHeldThread)
     }
 
-    fn cmd_set_state(&self, thread: &str, content: Value, req: Option<u64>) -> Result<Answer, String> {
-        let t = self.thread_named(thread)?;
-        if !self.to_held(|_, h| h.thread == t.global, HeldCmd::SetState { content, req }) {
+    fn cmd_set_state(&self, held: HeldEvent, content: Value, req: Option<u64>) -> Result<Answer, String> {
+        let id = held.id;
+        if !self.to_held(|i, _| i == id, HeldCmd::SetState { content, req }) {
             return Err(format!(
                 "{} is running; its state can be set only while it is suspended",
-                t.name
+                held.thread
             ));
         }
         Ok(Answer::ByHeldThread)
@@ -320,6 +395,13 @@ impl Agent {
             }
         }
     }
+}
+
+/// The held event a command names (see [`Agent::held_event`]).
+struct HeldEvent {
+    id: u64,
+    thread: std::sync::Arc<str>,
+    is_send: bool,
 }
 
 /// A `break` command's fields (see [`Command::Break`]).

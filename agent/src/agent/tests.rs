@@ -319,3 +319,235 @@ fn call_conditions_are_refused_for_a_program_without_calls() {
     );
     assert!(!agent.policy.may_hold(), "nothing was set");
 }
+
+/// A held thread's site: a state to read and a send to edit.
+struct StateSite;
+
+impl held::Site for StateSite {
+    fn reorder(&mut self, _: &[String], _: Option<proto::Rest>) -> Result<bool, String> {
+        Err("no queue".into())
+    }
+    fn edit(&mut self, _: serde_json::Value) -> Result<(), String> {
+        Ok(())
+    }
+    fn state(&self) -> Result<serde_json::Value, String> {
+        Ok(serde_json::json!({"x": 1}))
+    }
+    fn set_state(&mut self, _: serde_json::Value) -> Result<(), String> {
+        Ok(())
+    }
+    fn queue(&self, _: usize) -> (Vec<QueueEntry>, usize) {
+        (Vec::new(), 0)
+    }
+}
+
+/// The events up to the verdict of request `req` (a held thread answers on its own
+/// thread: wait for it, at most 10 s).
+fn until_verdict(agent: &Agent, req: u64) -> Vec<Event> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let mut evs = Vec::new();
+    loop {
+        evs.extend(replies(agent));
+        let done = evs.iter().any(
+            |e| matches!(e, Event::Ok { req: Some(n), .. } | Event::Error { req: Some(n), .. } if *n == req),
+        );
+        if done {
+            return evs;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no verdict for {req}: {evs:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
+fn error_of(evs: &[Event], req: u64) -> String {
+    match evs
+        .iter()
+        .find(|e| matches!(e, Event::Error { req: Some(n), .. } if *n == req))
+    {
+        Some(Event::Error { message, .. }) => message.clone(),
+        _ => panic!("request {req} was not refused: {evs:?}"),
+    }
+}
+
+/// `edit`, `match`, `state` and `set_state` name the held event by number, by the thread
+/// held at it, or by both (which must agree); with neither, the error lists what is held.
+#[test]
+fn a_held_event_is_named_by_its_thread_or_its_number() {
+    let agent = Arc::new(attached());
+    let name: Arc<str> = "proc[0]".into();
+    let send = Event::Send(proto::SendEv {
+        event_id: 0,
+        thread: Some("proc[0]".into()),
+        op: Some("Work".into()),
+        msg: "0.1".into(),
+        to_op: None,
+        to_thread: None,
+        type_name: "u32".into(),
+        traced: false,
+        held: true,
+        reason: Some(proto::HoldReason::Pause),
+        content: Some(serde_json::json!(1)),
+        call: None,
+    });
+    let held = {
+        let (agent, name) = (agent.clone(), name.clone());
+        std::thread::spawn(move || {
+            agent.hold(
+                send,
+                (1, &name),
+                proto::HoldReason::Pause,
+                &mut StateSite,
+                &|| true,
+            )
+        })
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let id = loop {
+        if let Some(id) = lock(&agent.stream.state).held.keys().next() {
+            break *id;
+        }
+        assert!(std::time::Instant::now() < deadline, "never held");
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    };
+    let _ = replies(&agent);
+    let t = |s: &str| Some(s.to_owned());
+
+    // By thread.
+    agent.apply(
+        Command::State {
+            thread: t("proc[0]"),
+            event_id: None,
+        },
+        Some(1),
+    );
+    let evs = until_verdict(&agent, 1);
+    assert!(
+        matches!(&evs[..], [Event::State { thread, .. }, Event::Ok { req: Some(1), .. }] if thread == "proc[0]"),
+        "{evs:?}"
+    );
+    agent.apply(
+        Command::Edit {
+            event_id: None,
+            thread: t("proc[0]"),
+            content: serde_json::json!(2),
+        },
+        Some(2),
+    );
+    let evs = until_verdict(&agent, 2);
+    assert!(
+        matches!(&evs[..], [Event::Ok { cmd, target: Some(target), req: Some(2) }] if cmd == "edit" && *target == id.to_string()),
+        "{evs:?}"
+    );
+    // By both, agreeing.
+    agent.apply(
+        Command::SetState {
+            thread: t("proc[0]"),
+            event_id: Some(id),
+            content: serde_json::json!({"x": 2}),
+        },
+        Some(3),
+    );
+    let evs = until_verdict(&agent, 3);
+    assert!(matches!(&evs[..], [Event::Ok { req: Some(3), .. }]), "{evs:?}");
+    // By both, disagreeing: the thread is not the one held at that event.
+    agent.apply(
+        Command::Match {
+            event_id: Some(id),
+            thread: t("proc[1]"),
+            source: 1,
+            tag: None,
+        },
+        Some(4),
+    );
+    let e = error_of(&until_verdict(&agent, 4), 4);
+    assert!(
+        e.contains(&format!("event {id} and thread proc[1] disagree")) && e.contains("holds proc[0]"),
+        "{e}"
+    );
+    // Another event of the held thread.
+    agent.apply(
+        Command::State {
+            thread: t("proc[0]"),
+            event_id: Some(id + 7),
+        },
+        Some(5),
+    );
+    let e = error_of(&until_verdict(&agent, 5), 5);
+    assert!(
+        e.contains(&format!("event {} and thread proc[0] disagree", id + 7))
+            && e.contains(&format!("proc[0] is held at event {id}")),
+        "{e}"
+    );
+    // Neither: the error says what is held.
+    agent.apply(
+        Command::Edit {
+            event_id: None,
+            thread: None,
+            content: serde_json::json!(3),
+        },
+        Some(6),
+    );
+    let e = error_of(&until_verdict(&agent, 6), 6);
+    assert!(
+        e.contains("name the held event by `thread` or `event_id`")
+            && e.contains(&format!("proc[0] (event {id})")),
+        "{e}"
+    );
+    // A thread that is not held, an unknown one.
+    agent.apply(
+        Command::SetState {
+            thread: t("proc[1]"),
+            event_id: None,
+            content: serde_json::json!({}),
+        },
+        Some(7),
+    );
+    let e = error_of(&until_verdict(&agent, 7), 7);
+    assert!(e.contains("proc[1] is running"), "{e}");
+    agent.apply(
+        Command::Match {
+            event_id: None,
+            thread: t("proc[9]"),
+            source: 1,
+            tag: None,
+        },
+        Some(8),
+    );
+    let e = error_of(&until_verdict(&agent, 8), 8);
+    assert!(e.contains("unknown thread `proc[9]`"), "{e}");
+    // An edit of a thread held at a send: a match there is the site's refusal (no MPI).
+    agent.apply(
+        Command::Match {
+            event_id: None,
+            thread: t("proc[0]"),
+            source: 1,
+            tag: None,
+        },
+        Some(9),
+    );
+    let e = error_of(&until_verdict(&agent, 9), 9);
+    assert!(e.contains("not a wildcard receive"), "{e}");
+
+    agent.apply(
+        Command::Continue {
+            thread: None,
+            event_id: None,
+            trace: None,
+        },
+        None,
+    );
+    assert_eq!(held.join().ok(), Some(None), "released");
+    // Nothing held any more: the error says so.
+    agent.apply(
+        Command::State {
+            thread: None,
+            event_id: None,
+        },
+        Some(10),
+    );
+    let e = error_of(&until_verdict(&agent, 10), 10);
+    assert!(e.contains("no thread is held now"), "{e}");
+}

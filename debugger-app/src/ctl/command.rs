@@ -20,13 +20,57 @@ pub(super) enum CtlCommand {
 }
 
 impl CtlCommand {
-    pub(super) fn parse(line: &str) -> Result<Self, String> {
-        let v: Value = serde_json::from_str(line).map_err(|e| format!("malformed JSON: {e}"))?;
-        match v.get("cmd").and_then(Value::as_str) {
+    /// A command line and the request number it carries (`"req": N`, which any command
+    /// may carry, the controller's own ones included); on error, the number too when it
+    /// could be read (the refusal carries it).
+    pub(super) fn parse(line: &str) -> Result<(Self, Option<u64>), (Option<u64>, String)> {
+        let mut v: Value = serde_json::from_str(line).map_err(|e| (None, format!("malformed JSON: {e}")))?;
+        let req = match v.as_object_mut().and_then(|o| o.remove("req")) {
+            None => None,
+            Some(r) => Some(
+                r.as_u64()
+                    .ok_or_else(|| (None, format!("`req` must be a non-negative integer, not {r}")))?,
+            ),
+        };
+        let cmd = match v.get("cmd").and_then(Value::as_str) {
             Some("wait") => WaitCmd::parse(&v).map(Self::Wait),
             Some("move") => MoveCmd::parse(&v).map(Self::Move),
             Some("edit_field") => EditFieldCmd::parse(&v).map(Self::EditField),
-            _ => Command::parse(line).map(Self::Agent),
+            // The protocol's own parser (`req` is its business: it reads it again).
+            _ => Request::parse(line)
+                .map(|r| Self::Agent(r.cmd))
+                .map_err(|(_, e)| e),
+        };
+        cmd.map(|c| (c, req)).map_err(|e| (req, e))
+    }
+
+    /// The command's name, for its verdict.
+    fn name(&self) -> &'static str {
+        match self {
+            CtlCommand::Wait(_) => "wait",
+            CtlCommand::Move(_) => "move",
+            CtlCommand::EditField(_) => "edit_field",
+            CtlCommand::Agent(c) => c.name(),
+        }
+    }
+}
+
+/// Why a command line failed.
+pub(super) struct Failed {
+    pub(super) message: String,
+    /// The request number the line carried itself (`"req": N`), if it did: its verdict
+    /// carries it.
+    pub(super) req: Option<u64>,
+    /// The agent refused it, and its `error` carrying the request number was printed.
+    pub(super) answered: bool,
+}
+
+impl Failed {
+    fn here(message: String, req: Option<u64>) -> Self {
+        Failed {
+            message,
+            req,
+            answered: false,
         }
     }
 }
@@ -197,7 +241,8 @@ impl EditFieldCmd {
                 let obj = content.as_object_mut().ok_or("the message is not an object")?;
                 obj.insert(self.field.clone(), self.value.clone());
                 Ok(Command::Edit {
-                    event_id: id,
+                    event_id: Some(id),
+                    thread: None,
                     content,
                 })
             }
@@ -206,29 +251,57 @@ impl EditFieldCmd {
     }
 }
 
-/// Handle one command line. With `req`, a command for the agent is sent with that request
-/// number and its verdict is awaited: an agent's refusal is this line's error.
+/// Handle one command line. A command for the agent is sent with a request number — the
+/// line's own `req`, else `default_req` (a scenario's line number) — and its verdict is
+/// awaited: an agent's refusal is this line's error. A line that carries `req` gets one
+/// verdict carrying it, whatever the command: the agent's for what goes to the agent,
+/// the controller's `ok` (after `waited`, say) or `error` for what it answers itself.
 pub(super) fn handle_line(
     ctl: &Ctl,
     conn: &CommandSender,
     line: &str,
-    req: Option<u64>,
-) -> Result<(), String> {
-    let cmd = match CtlCommand::parse(line)? {
-        CtlCommand::Wait(w) => return wait::wait(ctl, &w),
-        CtlCommand::Move(m) => match m.to_command(&ctl.lock().model)? {
-            Some(cmd) => cmd,
-            None => return Ok(()), // `"optional": true` and nothing to move
+    default_req: Option<u64>,
+) -> Result<(), Failed> {
+    let (parsed, own) = CtlCommand::parse(line).map_err(|(req, e)| Failed::here(e, req))?;
+    let name = parsed.name();
+    let here = |r: Result<(), String>| {
+        r.map_err(|e| Failed::here(e, own))?;
+        if let Some(n) = own {
+            ctl.print(&Event::Ok {
+                cmd: name.to_owned(),
+                target: None,
+                req: Some(n),
+            });
+        }
+        Ok(())
+    };
+    let cmd = match parsed {
+        CtlCommand::Wait(w) => return here(wait::wait(ctl, &w)),
+        CtlCommand::Move(m) => match m.to_command(&ctl.lock().model) {
+            Ok(Some(cmd)) => cmd,
+            Ok(None) => return here(Ok(())), // `"optional": true` and nothing to move
+            Err(e) => return here(Err(e)),
         },
-        CtlCommand::EditField(e) => e.to_command(&ctl.lock().model)?,
+        CtlCommand::EditField(e) => match e.to_command(&ctl.lock().model) {
+            Ok(cmd) => cmd,
+            Err(e) => return here(Err(e)),
+        },
         CtlCommand::Agent(cmd) => cmd,
     };
+    let req = own.or(default_req);
     note_sent(ctl, &cmd);
     if !conn.send(Request { req, cmd }) {
-        return Err("not connected: the command was not sent".into());
+        return Err(Failed::here(
+            "not connected: the command was not sent".into(),
+            own,
+        ));
     }
     match req {
-        Some(n) => verdict(ctl, n),
+        Some(n) => verdict(ctl, n).map_err(|(message, answered)| Failed {
+            message,
+            req: own,
+            answered,
+        }),
         None => Ok(()),
     }
 }
@@ -267,20 +340,22 @@ fn note_sent(ctl: &Ctl, cmd: &Command) {
     st.releasing.extend(releasing);
 }
 
-/// Wait for the verdict of request `n`: the agent's `error` message is the error; no answer
-/// for [`VERDICT_TIMEOUT`] with nothing arriving, or the connection's end, is one too.
-fn verdict(ctl: &Ctl, n: u64) -> Result<(), String> {
+/// Wait for the verdict of request `n`: the agent's `error` message is the error (`true`:
+/// the agent's answer); no answer for [`VERDICT_TIMEOUT`] with nothing arriving, or the
+/// connection's end, is one too (`false`).
+fn verdict(ctl: &Ctl, n: u64) -> Result<(), (String, bool)> {
     let mut st = ctl.lock();
     let mut seen = ctl.announced.load(std::sync::atomic::Ordering::SeqCst);
     let mut deadline = Instant::now() + VERDICT_TIMEOUT;
     loop {
         if let Some(v) = st.verdicts.remove(&n) {
-            return v;
+            return v.map_err(|e| (e, true));
         }
         if st.closed {
-            return Err(
+            return Err((
                 "the connection closed (the program ended?) before the agent answered the command".into(),
-            );
+                false,
+            ));
         }
         let arrived = ctl.announced.load(std::sync::atomic::Ordering::SeqCst);
         let now = Instant::now();
@@ -289,9 +364,9 @@ fn verdict(ctl: &Ctl, n: u64) -> Result<(), String> {
             deadline = now + VERDICT_TIMEOUT;
         }
         if now >= deadline {
-            return Err(format!(
-                "no answer from the agent for {} s",
-                VERDICT_TIMEOUT.as_secs()
+            return Err((
+                format!("no answer from the agent for {} s", VERDICT_TIMEOUT.as_secs()),
+                false,
             ));
         }
         st = ctl
@@ -310,7 +385,7 @@ mod tests {
     fn error(line: &str) -> String {
         match CtlCommand::parse(line) {
             Ok(_) => panic!("accepted: {line}"),
-            Err(e) => e,
+            Err((_, e)) => e,
         }
     }
 
@@ -318,15 +393,41 @@ mod tests {
     fn the_controllers_own_commands_are_typed_and_checked() {
         assert!(matches!(
             CtlCommand::parse(r#"{"cmd":"wait","until":"held","thread":"proc[1]","timeout_ms":500}"#),
-            Ok(CtlCommand::Wait(_))
+            Ok((CtlCommand::Wait(_), None))
         ));
         assert!(matches!(
             CtlCommand::parse(r#"{"cmd":"move","thread":"main[0]","msg":"0.0","to":"back","optional":true}"#),
-            Ok(CtlCommand::Move(_))
+            Ok((CtlCommand::Move(_), None))
         ));
         assert!(matches!(
             CtlCommand::parse(r#"{"cmd":"continue"}"#),
-            Ok(CtlCommand::Agent(racetrack_protocol::Command::Continue { .. }))
+            Ok((
+                CtlCommand::Agent(racetrack_protocol::Command::Continue { .. }),
+                None
+            ))
+        ));
+        // Any command may carry a request number, the controller's own ones too.
+        assert!(matches!(
+            CtlCommand::parse(r#"{"cmd":"continue","req":1}"#),
+            Ok((
+                CtlCommand::Agent(racetrack_protocol::Command::Continue { .. }),
+                Some(1)
+            ))
+        ));
+        assert!(matches!(
+            CtlCommand::parse(r#"{"cmd":"wait","until":"exit","req":7}"#),
+            Ok((CtlCommand::Wait(_), Some(7)))
+        ));
+        assert!(matches!(
+            CtlCommand::parse(r#"{"cmd":"move","thread":"main[0]","op":"Sum","req":2}"#),
+            Ok((CtlCommand::Move(_), Some(2)))
+        ));
+        let e = error(r#"{"cmd":"continue","req":"one"}"#);
+        assert!(e.contains("`req` must be a non-negative integer"), "{e}");
+        // A bad command keeps its number, so the refusal can carry it.
+        assert!(matches!(
+            CtlCommand::parse(r#"{"cmd":"move","thread":"main[0]","req":4}"#),
+            Err((Some(4), _))
         ));
         // A misspelt field is an error, not ignored.
         let e = error(r#"{"cmd":"wait","until":"held","thred":"proc[1]"}"#);

@@ -22,7 +22,9 @@
 //! before the next line: any line refused, by the agent or here, stops the scenario with
 //! `scenario line N: …; stopping the scenario`; the controller detaches, waits for the
 //! program (printing its `exit` and the `outcome`) and exits with [`SCENARIO_STOPPED`].
-//! Stdin lines carry no request number and are not awaited.
+//! A stdin line is sent with the request number it carries, if any (`"req": N`, which any
+//! command may carry, the controller's own ones too), and then awaited like a scenario's
+//! (without stopping anything): its verdict carries `N`. A line without one is not awaited.
 
 mod command;
 mod events;
@@ -159,7 +161,7 @@ fn read_stdin(ctl: &Ctl, conn: &CommandSender) {
         busy.set();
         let cmd = line.trim();
         if !cmd.is_empty() {
-            handle_line_printing(ctl, conn, cmd, None, |e| e);
+            handle_line_printing(ctl, conn, cmd, None, None);
         }
         if !reader.buffer().contains(&b'\n') {
             busy.clear();
@@ -178,9 +180,7 @@ fn run_script(ctl: &Ctl, conn: &CommandSender, text: &str) {
         if line.is_empty() || line.starts_with('#') {
             continue;
         }
-        if !handle_line_printing(ctl, conn, line, Some(n as u64 + 1), |e| {
-            format!("scenario line {}: {e}; stopping the scenario", n + 1)
-        }) {
+        if !handle_line_printing(ctl, conn, line, Some(n as u64 + 1), Some(n + 1)) {
             ctl.scenario_stopped
                 .store(true, std::sync::atomic::Ordering::SeqCst);
             break;
@@ -188,19 +188,27 @@ fn run_script(ctl: &Ctl, conn: &CommandSender, text: &str) {
     }
 }
 
-/// [`command::handle_line`], its error printed as `error` says it; whether it succeeded.
+/// [`command::handle_line`], its error printed; whether it succeeded. `scenario_line`:
+/// the line of a scenario, which a failure stops (said in the error). A refusal the agent
+/// printed itself (its `error` carries the line's `req`) is not printed again on stdin;
+/// an error of the controller's carries the `req` the line itself carried.
 fn handle_line_printing(
     ctl: &Ctl,
     conn: &CommandSender,
     line: &str,
-    req: Option<u64>,
-    error: impl FnOnce(String) -> String,
+    default_req: Option<u64>,
+    scenario_line: Option<usize>,
 ) -> bool {
-    let r = command::handle_line(ctl, conn, line, req);
-    if let Err(e) = &r {
+    let r = command::handle_line(ctl, conn, line, default_req);
+    if let Err(f) = &r {
+        let message = match scenario_line {
+            Some(n) => format!("scenario line {n}: {}; stopping the scenario", f.message),
+            None if f.answered => return false,
+            None => f.message.clone(),
+        };
         ctl.print(&Event::Error {
-            message: error(e.clone()),
-            req: None,
+            message,
+            req: if f.answered { None } else { f.req },
         });
     }
     r.is_ok()

@@ -45,8 +45,8 @@ pub(super) struct Merge {
     pending: Vec<Event>,
     snapshot_sent: bool,
     last_structure: Option<Event>,
-    /// Held events, by number: the rank (connection) holding each.
-    held: HashMap<u64, usize>,
+    /// Held events, by number: the rank (connection) holding each, and the thread.
+    held: HashMap<u64, (usize, String)>,
     /// Commands sent to every rank with a request number: ranks yet to answer, and the
     /// first error.
     verdicts: HashMap<u64, (Vec<usize>, Option<Event>)>,
@@ -64,23 +64,25 @@ pub(super) struct Merge {
 enum Target {
     Thread(String),
     Event(u64),
+    /// The held event an `edit`, `match`, `state` or `set_state` names, by number, thread
+    /// or both (the rank's agent checks that they agree).
+    Held(Option<u64>, Option<String>),
     All,
 }
 
 fn target(cmd: &Command) -> Target {
+    if let Some((id, thread)) = cmd.held_target() {
+        return Target::Held(id, thread.map(str::to_owned));
+    }
     match cmd {
         Command::Continue {
             event_id: Some(id), ..
-        }
-        | Command::Edit { event_id: id, .. }
-        | Command::Match { event_id: id, .. } => Target::Event(*id),
+        } => Target::Event(*id),
         Command::Continue { thread: Some(t), .. }
         | Command::Break { thread: Some(t), .. }
         | Command::Pause { thread: t, .. }
         | Command::Queue { thread: t, .. }
-        | Command::Reorder { thread: t, .. }
-        | Command::State { thread: t, .. }
-        | Command::SetState { thread: t, .. } => Target::Thread(t.clone()),
+        | Command::Reorder { thread: t, .. } => Target::Thread(t.clone()),
         _ => Target::All,
     }
 }
@@ -209,10 +211,11 @@ impl Merge {
                 return self.verdict(i, *n, ev);
             }
             Event::Start(s) | Event::Stop(s) if s.held => {
-                self.held.insert(s.event_id, i);
+                self.held.insert(s.event_id, (i, s.thread.clone()));
             }
             Event::Send(s) if s.held => {
-                self.held.insert(s.event_id, i);
+                self.held
+                    .insert(s.event_id, (i, s.thread.clone().unwrap_or_default()));
             }
             Event::Released { event_id, .. } => {
                 self.held.remove(event_id);
@@ -274,7 +277,8 @@ impl Merge {
                 threads.extend(t.iter().cloned());
                 for e in h {
                     if let Some(id) = e.event_id() {
-                        self.held.insert(id, i);
+                        self.held
+                            .insert(id, (i, e.thread().unwrap_or_default().to_owned()));
                     }
                     held.push(e.clone());
                 }
@@ -391,7 +395,7 @@ impl Merge {
             }
             self.settle(n, None);
         }
-        self.held.retain(|_, r| *r != i);
+        self.held.retain(|_, (r, _)| *r != i);
         self.flush_snapshot(false);
     }
 
@@ -406,21 +410,43 @@ impl Merge {
             None
         };
         let to: Vec<usize> = match target(&req.cmd) {
-            Target::Event(id) => match self.held.get(&id) {
-                Some(i) => vec![*i],
+            Target::Event(id) | Target::Held(Some(id), None) => match self.held.get(&id) {
+                Some((i, _)) => vec![*i],
                 None => return self.refuse(&req, format!("event {id} is not held by any rank")),
             },
-            Target::Thread(t) => match self.ranks.iter().position(|r| r.threads.contains(&t)) {
-                Some(i) => vec![i],
-                None => {
-                    let n = self.ranks.len();
-                    let why = format!(
-                        "no thread `{t}` in this job (its ranks are rank[0] … rank[{}])",
-                        n.saturating_sub(1)
-                    );
-                    return self.refuse(&req, why);
+            Target::Held(Some(id), Some(t)) if self.held.get(&id).is_some_and(|(_, h)| *h != t) => {
+                let holder = self.held.get(&id).map(|(_, h)| h.as_str()).unwrap_or_default();
+                let why = format!("event {id} and thread {t} disagree: event {id} holds {holder}");
+                return self.refuse(&req, why);
+            }
+            Target::Held(None, None) => {
+                let mut held: Vec<(u64, &str)> =
+                    self.held.iter().map(|(id, (_, t))| (*id, t.as_str())).collect();
+                held.sort_unstable();
+                let list: Vec<String> = held.iter().map(|(id, t)| format!("{t} (event {id})")).collect();
+                let why = if list.is_empty() {
+                    "name the held event by `thread` or `event_id`; no thread is held now".to_owned()
+                } else {
+                    format!(
+                        "name the held event by `thread` or `event_id`; held now: {}",
+                        list.join(", ")
+                    )
+                };
+                return self.refuse(&req, why);
+            }
+            Target::Thread(t) | Target::Held(_, Some(t)) => {
+                match self.ranks.iter().position(|r| r.threads.contains(&t)) {
+                    Some(i) => vec![i],
+                    None => {
+                        let n = self.ranks.len();
+                        let why = format!(
+                            "no thread `{t}` in this job (its ranks are rank[0] … rank[{}])",
+                            n.saturating_sub(1)
+                        );
+                        return self.refuse(&req, why);
+                    }
                 }
-            },
+            }
             Target::All => (0..self.ranks.len()).filter(|i| !self.ranks[*i].closed).collect(),
         };
         if matches!(target(&req.cmd), Target::All)

@@ -85,7 +85,8 @@ impl App {
                 Ok(content) => self.act(
                     "edit",
                     Command::Edit {
-                        event_id: id,
+                        event_id: Some(id),
+                        thread: None,
                         content,
                     },
                 ),
@@ -108,7 +109,8 @@ impl App {
                 self.act(
                     "state",
                     Command::State {
-                        thread: thread.to_owned(),
+                        thread: Some(thread.to_owned()),
+                        event_id: None,
                     },
                 );
             }
@@ -131,7 +133,8 @@ impl App {
                     Ok(content) => self.act(
                         "set_state",
                         Command::SetState {
-                            thread: thread.to_owned(),
+                            thread: Some(thread.to_owned()),
+                            event_id: None,
                             content,
                         },
                     ),
