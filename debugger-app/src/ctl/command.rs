@@ -169,6 +169,13 @@ impl MoveCmd {
 
     /// The `reorder` this move is, from what `model` shows of the thread; `None` when
     /// nothing matches and the move is optional.
+    ///
+    /// A move that names its message (`msg`) is sent even when the controller has not
+    /// seen that message pending or held, nor the thread held: the agent knows the
+    /// thread's real queue and the message a held start was about to process (which goes
+    /// back into the queue: `reorder` in docs/PROTOCOL.md), and refuses what does not apply. The
+    /// controller's view may lag the agent: a user or script that reacts to the held
+    /// `start` it just printed must not be refused because of that.
     fn to_command(&self, model: &Model) -> Result<Option<Command>, String> {
         let thread = self.thread.as_str();
         let mut rows: Vec<(String, String)> = Vec::new();
@@ -177,6 +184,7 @@ impl MoveCmd {
                 rows.push((s.msg.clone(), s.op.clone()));
             }
             Some(_) => {}
+            None if self.msg.is_some() && self.op.is_none() && !self.optional => {}
             None => return Err(format!("{thread} is not held; a move needs it suspended")),
         }
         rows.extend(
@@ -198,12 +206,14 @@ impl MoveCmd {
         let picked = |r: &&(String, String)| {
             self.op.as_deref().is_some_and(|o| r.1 == o) || self.msg.as_deref().is_some_and(|m| r.0 == m)
         };
-        let order: Vec<String> = rows.iter().filter(picked).map(key).collect();
+        let mut order: Vec<String> = rows.iter().filter(picked).map(key).collect();
         if order.is_empty() {
-            if self.optional {
-                return Ok(None);
+            match (&self.msg, &self.op) {
+                _ if self.optional => return Ok(None),
+                // Not seen here (yet): the agent decides, on the real queue.
+                (Some(m), None) => order.push(m.clone()),
+                _ => return Err(format!("no message pending on {thread} matches")),
             }
-            return Err(format!("no message pending on {thread} matches"));
         }
         Ok(Some(Command::Reorder {
             thread: thread.to_owned(),
@@ -264,6 +274,9 @@ pub(super) fn handle_line(
 ) -> Result<(), Failed> {
     let (parsed, own) = CtlCommand::parse(line).map_err(|(req, e)| Failed::here(e, req))?;
     let name = parsed.name();
+    if matches!(parsed, CtlCommand::Move(_) | CtlCommand::EditField(_)) {
+        caught_up(ctl);
+    }
     let here = |r: Result<(), String>| {
         r.map_err(|e| Failed::here(e, own))?;
         if let Some(n) = own {
@@ -303,6 +316,22 @@ pub(super) fn handle_line(
             answered,
         }),
         None => Ok(()),
+    }
+}
+
+/// Wait until the model has taken in every event counted as arrived when this is called:
+/// the events thread prints a chunk before it takes it in, so a command sent on seeing a
+/// line (a held `start`) could otherwise be resolved against a model without it. A
+/// chunk's intake is a few microseconds; the connection's end ends the wait.
+fn caught_up(ctl: &Ctl) {
+    let arrived = ctl.announced.load(std::sync::atomic::Ordering::SeqCst);
+    let mut st = ctl.lock();
+    while st.ingested < arrived && !st.closed {
+        st = ctl
+            .changed
+            .wait_timeout(st, Duration::from_millis(50))
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .0;
     }
 }
 

@@ -139,6 +139,7 @@ fn take_chunk(ctl: &Ctl, chunk: &mut Vec<ConnEvent>, printed: &mut Vec<u8>) {
         st.recent_len += item.len();
         st.recent.push_back((first, item));
     }
+    st.ingested = next - 1;
     // Keep at least RECENT_MAX events.
     while st
         .recent

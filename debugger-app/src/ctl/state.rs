@@ -59,6 +59,9 @@ pub(super) struct State {
     pub(super) recent_len: usize,
     /// Arrival index when the last command was sent (see [`Ctl::announced`]).
     pub(super) mark: u64,
+    /// Events taken into `model` (and `recent`): the events thread prints a chunk before
+    /// it takes it in, so this may be behind [`Ctl::announced`] for a moment.
+    pub(super) ingested: u64,
     /// Arrival index when the last `continue` was sent (`wait until event`, `"since":"continue"`).
     pub(super) continue_mark: u64,
     /// Held events a command of ours releases (their `released` may not have arrived yet):
