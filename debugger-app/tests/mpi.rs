@@ -986,6 +986,18 @@ fn bad_commands(imp: Impl) {
         json!({"cmd":"match","event_id":id,"source":1}),
         &["MPI_Send", "not a wildcard"],
     );
+    // The held event named by neither its number nor its thread: the error lists what
+    // is held; by both, disagreeing: the error names both.
+    refused(
+        &mut s,
+        json!({"cmd":"match","source":1}),
+        &["held now", &format!("rank[0] (event {id})")],
+    );
+    refused(
+        &mut s,
+        json!({"cmd":"match","event_id":id,"thread":"rank[1]","source":0}),
+        &[&format!("event {id} and thread rank[1] disagree"), "rank[0]"],
+    );
     // rank[1]'s first start, released long ago.
     let gone = 1_000_000_000_000u64;
     refused(
@@ -1021,7 +1033,7 @@ fn bad_commands(imp: Impl) {
     let last = s.finish_correctly();
     assert_eq!(last["result"], 60, "nothing was edited: {last}");
     // One error per refused command (a command for every rank included).
-    assert_eq!(s.errors().len(), 7, "{:?}", s.errors());
+    assert_eq!(s.errors().len(), 9, "{:?}", s.errors());
 }
 
 /// `racetrack mpirun` refuses a missing program, and a program built for the other
@@ -1709,14 +1721,31 @@ on_both!(scenario_from_session);
 
 /// The thesis' race provoked in a session and saved, by the shipped script
 /// `examples/mpi/mergesort_race.jsonl`: rank 0's first wildcard receive forced onto rank
-/// 2's message (truncated), `save_scenario` while every rank is held at `MPI_Finalize`.
-/// Replayed with no debugger, the race happens every time; a free run sorts correctly.
+/// 2's message (truncated) by `match` naming the held rank, no event id in the file;
+/// `save_scenario` while every rank is held at `MPI_Finalize`. Replayed with no debugger,
+/// the race happens every time; a free run sorts correctly.
 fn scenario_from_session(imp: Impl) {
     let Some(dir) = setup(imp) else { return };
     let prog = dir.join("mergesort");
     let args = ["--size", "4000"];
     let scenario = scratch(imp, "mergesort-race.rtrec");
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/mpi/mergesort_race.jsonl");
+    let text = std::fs::read_to_string(&script).unwrap();
+    let commands: Vec<Value> = text
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.trim_start().starts_with('#'))
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(
+        commands.iter().all(|c| c.get("event_id").is_none()),
+        "the scenario names no event: {commands:?}"
+    );
+    assert!(
+        commands
+            .iter()
+            .any(|c| c["cmd"] == "match" && c["thread"] == "rank[0]" && c["source"] == 2),
+        "the scenario forces rank[0]'s receive by its thread: {commands:?}"
+    );
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_racetrack"));
     cmd.args(["mpirun", "--ctl", "--script"])
         .arg(&script)
@@ -1728,8 +1757,17 @@ fn scenario_from_session(imp: Impl) {
         .arg(&prog)
         .args(args);
     let mut s = Ctl::spawn(cmd);
+    let held = s.expect("rank[0]'s wildcard receive held", |v| {
+        v["event"] == "start" && v["thread"] == "rank[0]" && v["op"] == "MPI_Recv" && v["held"] == true
+    });
     let matched = s.expect("match answered", |v| v["cmd"] == "match" || v["event"] == "error");
     assert_eq!(matched["event"], "ok", "{matched}");
+    // The match applied to the receive rank[0] was held at, named by the thread.
+    assert_eq!(
+        matched["target"],
+        held["event_id"].to_string(),
+        "{matched} {held}"
+    );
     let ok = s.expect("save_scenario answered", |v| {
         v["cmd"] == "save_scenario" || v["event"] == "error"
     });
