@@ -290,6 +290,12 @@ pub struct ExampleOpts {
     /// Panic in this task (farm)
     #[arg(long, value_name = "TASK")]
     pub panic_at: Option<u64>,
+    /// Abort the process in this task (farm)
+    #[arg(long, value_name = "TASK")]
+    pub abort_at: Option<u64>,
+    /// Exit the process in this task (farm)
+    #[arg(long, value_name = "TASK")]
+    pub exit_at: Option<u64>,
     /// Array length (mergesort, search)
     #[arg(long, value_name = "S")]
     pub size: Option<u64>,
@@ -315,6 +321,8 @@ impl ExampleOpts {
             ("tasks", self.tasks),
             ("work-us", self.work_us),
             ("panic-at", self.panic_at),
+            ("abort-at", self.abort_at),
+            ("exit-at", self.exit_at),
             ("size", self.size),
             ("chunks", self.chunks),
             ("stagger-us", self.stagger_us),

@@ -8,7 +8,7 @@ mod support;
 use serde_json::{json, Value};
 use std::process::Command;
 use std::time::{Duration, Instant};
-use support::{cont, is_held, Program, Session};
+use support::{attached_and_held, cont, is_held, Program, Session};
 use tokio_tungstenite::tungstenite;
 
 fn wait_for_held(s: &mut Session) -> Value {
@@ -459,4 +459,43 @@ fn tokens_origins_and_hosts_are_checked() {
     assert!(e.contains("403"), "DNS rebinding host: {e}");
     handshake(&prog.url, &[("origin", "http://ok.example")]).expect("an allowed origin");
     handshake(&prog.url, &[]).expect("a plain loopback client");
+}
+
+/// A runtime program that dies in a step — a panic, `abort()`, `exit` — still delivers
+/// every event it reported before: the `recv` of the message that killed it and the
+/// `start` of the step. Events leave in 10 ms batches; the flush on death (and, for a
+/// panic, the runtime's own end) sends the last batch first. 20 runs of each.
+#[test]
+fn a_program_that_dies_in_a_step_delivers_its_last_events() {
+    const RUNS: usize = 20;
+    let mut tally = Vec::new();
+    for (flag, end) in [
+        ("--panic-at", ("code", 1)),
+        ("--abort-at", ("signal", 6)),
+        ("--exit-at", ("code", 3)),
+    ] {
+        let mut delivered = 0;
+        for _ in 0..RUNS {
+            let mut s = Session::run("farm", &["--threads", "3", "--tasks", "40", flag, "17"]);
+            attached_and_held(&mut s);
+            s.send(cont());
+            s.finish();
+            let exit = s.all("exit").remove(0);
+            assert_eq!(exit[end.0], end.1, "{flag}: {exit}");
+            let step = |event: &str| {
+                s.seen
+                    .iter()
+                    .any(|v| v["event"] == event && v["op"] == "Work" && v["msg"] == "0.17")
+            };
+            if step("recv") && step("start") {
+                delivered += 1;
+            }
+        }
+        tally.push((flag, delivered));
+    }
+    println!("the dying step's recv and start reached the debugger in {tally:?} of {RUNS}");
+    assert!(
+        tally.iter().all(|&(_, d)| d == RUNS),
+        "the dying step's recv and start reached the debugger in {tally:?} of {RUNS}"
+    );
 }

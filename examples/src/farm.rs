@@ -10,7 +10,7 @@ use std::time::Instant;
 
 /// The command line's `--help` text.
 pub const USAGE: &str =
-    "usage: farm [--threads N] [--tasks T] [--work-us US] [--iters K] [--jitter-us US] [--panic-at TASK]";
+    "usage: farm [--threads N] [--tasks T] [--work-us US] [--iters K] [--jitter-us US] [--panic-at TASK] [--abort-at TASK] [--exit-at TASK]";
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -27,6 +27,10 @@ pub struct Config {
     pub jitter_us: u64,
     /// Make the task with this index panic.
     pub panic_at: Option<u64>,
+    /// Make the task with this index end the process: `abort()` (a fatal signal).
+    pub abort_at: Option<u64>,
+    /// Make the task with this index end the process: `exit(3)`.
+    pub exit_at: Option<u64>,
 }
 
 impl Default for Config {
@@ -38,6 +42,8 @@ impl Default for Config {
             iters: 1,
             jitter_us: 0,
             panic_at: None,
+            abort_at: None,
+            exit_at: None,
         }
     }
 }
@@ -56,6 +62,12 @@ pub struct Job {
     /// Make the task with this index panic (to show how failures are reported).
     #[serde(default)]
     pub panic_at: Option<u64>,
+    /// Make the task with this index abort the process.
+    #[serde(default)]
+    pub abort_at: Option<u64>,
+    /// Make the task with this index exit the process.
+    #[serde(default)]
+    pub exit_at: Option<u64>,
 }
 
 /// One task.
@@ -70,6 +82,18 @@ pub struct Task {
     /// Panic instead of computing.
     #[serde(default)]
     pub panic: bool,
+    /// End the process instead of computing: `abort()`, or `exit(3)` (the ways a program
+    /// dies that a debugger must survive; see `racetrack run`'s tests).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub die: Option<Death>,
+}
+
+/// How a task ends the process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Death {
+    Abort,
+    Exit,
 }
 
 /// Per-worker state: how many tasks this thread ran.
@@ -103,11 +127,29 @@ pub fn build(rt: &Runtime, threads: usize) -> Result<FlowGraph<Job, u64>, BuildE
                     work_us: job.work_us,
                     jitter_us: job.jitter_us,
                     panic: job.panic_at == Some(index as u64),
+                    die: if job.abort_at == Some(index as u64) {
+                        Some(Death::Abort)
+                    } else if job.exit_at == Some(index as u64) {
+                        Some(Death::Exit)
+                    } else {
+                        None
+                    },
                 });
             }
         }) >> ops::leaf("Work", &procs, Route::round_robin(), |t: Task, ctx| {
             jitter(t.jitter_us);
             assert!(!t.panic, "task {} failed on purpose (--panic-at)", t.index);
+            match t.die {
+                Some(Death::Abort) => {
+                    eprintln!("task {} aborts the process on purpose (--abort-at)", t.index);
+                    std::process::abort()
+                }
+                Some(Death::Exit) => {
+                    eprintln!("task {} exits the process on purpose (--exit-at)", t.index);
+                    std::process::exit(3)
+                }
+                None => {}
+            }
             busy_work(t.work_us);
             ctx.state.tasks_run += 1;
             f(t.value)
@@ -130,6 +172,8 @@ pub fn run(rt: &Runtime, cfg: &Config) -> Result<Report<u64>, ScheduleError> {
         work_us: cfg.work_us,
         jitter_us: cfg.jitter_us,
         panic_at: cfg.panic_at,
+        abort_at: cfg.abort_at,
+        exit_at: cfg.exit_at,
     };
     let t0 = Instant::now();
     let mut result = 0;

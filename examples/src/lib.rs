@@ -151,17 +151,31 @@ fn cli<C, R: Serialize>(
 
 fn farm_config(a: &args::Args) -> Result<farm::Config, String> {
     let d = farm::Config::default();
-    a.check_known(&["threads", "tasks", "work-us", "iters", "jitter-us", "panic-at"])?;
+    a.check_known(&[
+        "threads",
+        "tasks",
+        "work-us",
+        "iters",
+        "jitter-us",
+        "panic-at",
+        "abort-at",
+        "exit-at",
+    ])?;
+    let task = |name| -> Result<Option<u64>, String> {
+        Ok(match a.num(name, u64::MAX)? {
+            u64::MAX => None,
+            n => Some(n),
+        })
+    };
     Ok(farm::Config {
         threads: a.num("threads", d.threads)?.max(1),
         tasks: a.num("tasks", d.tasks)?,
         work_us: a.num("work-us", d.work_us)?,
         iters: a.num("iters", d.iters)?,
         jitter_us: a.num("jitter-us", d.jitter_us)?,
-        panic_at: match a.num("panic-at", u64::MAX)? {
-            u64::MAX => None,
-            n => Some(n),
-        },
+        panic_at: task("panic-at")?,
+        abort_at: task("abort-at")?,
+        exit_at: task("exit-at")?,
     })
 }
 

@@ -25,12 +25,16 @@ pub enum CtlEvent {
         /// The final line.
         result: Value,
     },
-    /// The program exited (`code` absent if killed by a signal), or the
-    /// connection closed.
+    /// The program exited (`code`), was killed by a signal (`signal`, no `code`), or the
+    /// connection closed (neither).
     Exit {
         /// The program's exit status.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         code: Option<i32>,
+        /// The signal that ended the program (6 for `abort`, 11 for a segmentation
+        /// fault, …).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        signal: Option<i32>,
     },
 }
 

@@ -252,7 +252,20 @@ fn controller_events() {
         CtlEvent::Waited { until: "held".into() },
         r#"{"event":"waited","until":"held"}"#,
     );
-    golden_ctl(CtlEvent::Exit { code: Some(0) }, r#"{"event":"exit","code":0}"#);
+    golden_ctl(
+        CtlEvent::Exit {
+            code: Some(0),
+            signal: None,
+        },
+        r#"{"event":"exit","code":0}"#,
+    );
+    golden_ctl(
+        CtlEvent::Exit {
+            code: None,
+            signal: Some(6),
+        },
+        r#"{"event":"exit","signal":6}"#,
+    );
     golden_ctl(
         CtlEvent::Outcome {
             result: json!({"matches_reference": false}),

@@ -50,10 +50,15 @@ pub use racetrack_protocol::{CallInfo, HoldReason, Kind, MsgPath, Record, Record
 use super::{lock, Agent};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// How long the program's exit waits for a debugger that takes no more events.
 const EXIT_PATIENCE: Duration = Duration::from_secs(10);
+/// How long a dying program waits for the agent's thread without progress (see
+/// [`Agent::flush_before_death`]): the debugger's answer to the close comes within it.
+const DEATH_PATIENCE: Duration = Duration::from_secs(3);
+/// How long a dying program waits in all (other threads may go on reporting).
+const DEATH_LIMIT: Duration = Duration::from_secs(10);
 
 impl Agent {
     /// Whether anything could want events at all: a debugger attached, or the start hold
@@ -183,6 +188,31 @@ impl Agent {
         self.closing.store(true, Relaxed);
         self.release(None, |_, _| true);
         self.stream.space.notify_all();
+    }
+
+    /// The program is dying (a fatal signal, `abort`, `exit` without the usual end: see
+    /// `death`): let the agent's thread send what was reported so far and close, and wait
+    /// for it — as long as it makes progress, giving up after [`DEATH_PATIENCE`] without
+    /// any, or after [`DEATH_LIMIT`] in all. Atomics and sleeps only: it runs in a signal
+    /// handler, where waiting for a lock the dying thread holds would never end. The
+    /// agent's thread needs no wake-up: it looks every 10 ms.
+    pub fn flush_before_death(&self) {
+        use std::sync::atomic::Ordering::Acquire;
+        if !self.attached.load(Relaxed) || self.finished_flag.load(Acquire) {
+            return;
+        }
+        self.finishing.store(true, Relaxed);
+        let start = Instant::now();
+        let (mut last, mut progress) = (self.stream.sent.load(Relaxed), start);
+        while !self.finished_flag.load(Acquire) && start.elapsed() < DEATH_LIMIT {
+            std::thread::sleep(Duration::from_millis(1));
+            let sent = self.stream.sent.load(Relaxed);
+            if sent != last {
+                (last, progress) = (sent, Instant::now());
+            } else if progress.elapsed() > DEATH_PATIENCE {
+                break;
+            }
+        }
     }
 
     /// The program is about to exit: flush everything to the attached debugger and wait

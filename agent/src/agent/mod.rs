@@ -25,6 +25,7 @@
 //! alone; another front end (an MPI library) is a crate of its own on the same API.
 
 mod commands;
+mod death;
 mod debuggee;
 #[cfg(feature = "runtime")]
 mod flow;
@@ -109,12 +110,14 @@ pub fn start_from_env_with(first_event_id: u64, setup: impl FnOnce(&Agent)) -> O
         let agent = Arc::new(Agent::new(wait, token));
         lock(&agent.stream.state).next_id = first_event_id;
         setup(&agent);
+        death::arm(&agent);
         return Some(dial_from(agent, &url));
     }
     let listen = std::env::var(env::ENV_LISTEN).ok()?;
     match start(&listen, wait, token) {
         Ok(agent) => {
             setup(&agent);
+            death::arm(&agent);
             Some(agent)
         }
         Err(e) => {
@@ -177,6 +180,9 @@ pub struct Agent {
     wait_pending: AtomicBool,
     closing: AtomicBool,
     finishing: AtomicBool,
+    /// The session ended after a final flush (what `finished` says, readable without a
+    /// lock: see [`Agent::flush_before_death`]).
+    finished_flag: AtomicBool,
     /// How long the `RACETRACK_WAIT` start hold held the program, in microseconds.
     start_hold_us: AtomicU64,
     token: Option<String>,
@@ -220,6 +226,7 @@ impl Agent {
             wait_pending: AtomicBool::new(wait),
             closing: AtomicBool::new(false),
             finishing: AtomicBool::new(false),
+            finished_flag: AtomicBool::new(false),
             start_hold_us: AtomicU64::new(0),
             token,
             policy: Policy::default(),
@@ -253,6 +260,8 @@ impl Agent {
     /// `Hook::on_finished`).
     fn signal_finished(&self) {
         let (m, cv) = &self.finished;
+        self.finished_flag
+            .store(true, std::sync::atomic::Ordering::Release);
         *lock(m) = true;
         cv.notify_all();
     }

@@ -36,6 +36,7 @@ pub(super) fn spawn(agent: Arc<Agent>, listener: std::net::TcpListener) {
     let spawned = std::thread::Builder::new()
         .name("racetrack-agent".into())
         .spawn(move || {
+            super::death::keep_off_this_thread();
             let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
                 Ok(rt) => rt,
                 Err(e) => return eprintln!("racetrack: agent runtime: {e}"),
@@ -176,6 +177,7 @@ pub(super) fn spawn_dial(agent: Arc<Agent>, url: String) {
     let spawned = std::thread::Builder::new()
         .name("racetrack-agent".into())
         .spawn(move || {
+            super::death::keep_off_this_thread();
             let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
                 Ok(rt) => rt,
                 Err(e) => {

@@ -77,12 +77,15 @@ pub(super) fn watch_program(ctl: Arc<Ctl>, mut l: Launched) {
                     .0;
             }
             drop(st);
-            let code = status.ok().and_then(|s| s.code());
+            let status = status.ok();
+            let code = status.and_then(|s| s.code());
+            let signal = status.and_then(|s| std::os::unix::process::ExitStatusExt::signal(&s));
             // `exit` (and a scenario's `outcome`) are the last lines: stdout stays locked
             // while the process ends, so nothing woken by the exit prints after them.
-            let _last = ctl.print_exit_and_hold(code);
+            let _last = ctl.print_exit_and_hold(code, signal);
             ctl.lock().exit_code = Some(code);
             ctl.changed.notify_all();
-            std::process::exit(ctl.exit_code(code.unwrap_or(1)));
+            // A program killed by a signal: the shell's convention, 128 + the signal.
+            std::process::exit(ctl.exit_code(code.or(signal.map(|s| 128 + s)).unwrap_or(1)));
         });
 }

@@ -108,15 +108,19 @@ impl Ctl {
 
     /// Print `exit` once, however the session ends (and a scenario's `outcome` after it).
     pub(super) fn print_exit(&self, code: Option<i32>) {
-        drop(self.print_exit_and_hold(code));
+        drop(self.print_exit_and_hold(code, None));
     }
 
     /// Like [`Ctl::print_exit`], returning stdout still locked: the caller ends the process
     /// without anything printed after these lines.
-    pub(super) fn print_exit_and_hold(&self, code: Option<i32>) -> MutexGuard<'_, std::io::Stdout> {
+    pub(super) fn print_exit_and_hold(
+        &self,
+        code: Option<i32>,
+        signal: Option<i32>,
+    ) -> MutexGuard<'_, std::io::Stdout> {
         let mut out = self.out.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if !self.exit_printed.swap(true, std::sync::atomic::Ordering::SeqCst) {
-            let _ = writeln!(out, "{}", CtlEvent::Exit { code }.to_json());
+            let _ = writeln!(out, "{}", CtlEvent::Exit { code, signal }.to_json());
             if *self
                 .outcome_pending
                 .lock()
