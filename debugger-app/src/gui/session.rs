@@ -51,7 +51,8 @@ impl Session {
     /// Attach to a running program's agent.
     pub fn attach(url: &str, waker: Waker) -> Result<Self, String> {
         let w = waker.clone();
-        let conn = Connection::connect_with_waker(url, Duration::from_secs(10), Box::new(move || wake(&w)))?;
+        let conn = Connection::connect_with_waker(url, Duration::from_secs(10), Box::new(move || wake(&w)))
+            .map_err(|e| e.to_string())?;
         let (sender, events) = conn.split();
         Ok(Self {
             url: url.to_owned(),
