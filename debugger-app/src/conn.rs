@@ -84,10 +84,9 @@ pub(crate) const EVENTS_CAP: usize = 256;
 
 impl Connection {
     /// Connect to `url` (e.g. `ws://127.0.0.1:4000`), waiting up to `timeout` for the
-    /// handshake. (String until `main.rs` takes any `Display` error: the typed error is
-    /// [`Connection::connect_with_waker`]'s.)
-    pub fn connect(url: &str, timeout: Duration) -> Result<Self, String> {
-        Self::connect_with_waker(url, timeout, Box::new(|| {})).map_err(|e| e.to_string())
+    /// handshake.
+    pub fn connect(url: &str, timeout: Duration) -> Result<Self, ConnectError> {
+        Self::connect_with_waker(url, timeout, Box::new(|| {}))
     }
 
     /// Like [`Connection::connect`]; `waker` is called after events arrive (a GUI asks

@@ -124,14 +124,8 @@ impl Impl {
         }
     }
 
-    /// `--impl NAME`. (String until `main.rs` takes any `Display` error: see
-    /// [`Impl::from_name`].)
-    pub fn parse(name: &str) -> Result<Impl, String> {
-        Self::from_name(name).map_err(|e| e.to_string())
-    }
-
     /// `--impl NAME`.
-    pub fn from_name(name: &str) -> Result<Impl, MpirunError> {
+    pub fn parse(name: &str) -> Result<Impl, MpirunError> {
         match name {
             "mpich" => Ok(Impl::Mpich),
             "openmpi" | "open-mpi" | "ompi" => Ok(Impl::OpenMpi),
@@ -327,19 +321,8 @@ fn find_program(program: &str) -> Result<PathBuf, MpirunError> {
 
 /// Check what can be checked before launching: the program exists, the implementation
 /// (given, or the one the program is linked against, or the first whose wrappers were
-/// built) matches the program, and its libraries were built. (String until `main.rs`
-/// takes any `Display` error: see [`plan_job`].)
-pub fn plan(imp: Option<Impl>, ranks: usize, program: &str, args: &[String]) -> Result<Plan, String> {
-    plan_job(imp, ranks, program, args).map_err(|e| e.to_string())
-}
-
-/// [`plan`], with the error typed.
-pub fn plan_job(
-    imp: Option<Impl>,
-    ranks: usize,
-    program: &str,
-    args: &[String],
-) -> Result<Plan, MpirunError> {
+/// built) matches the program, and its libraries were built.
+pub fn plan(imp: Option<Impl>, ranks: usize, program: &str, args: &[String]) -> Result<Plan, MpirunError> {
     if ranks == 0 {
         return Err(MpirunError::NoRanks);
     }
@@ -458,7 +441,7 @@ mod tests {
         assert_eq!(Impl::in_ldd(ompi), Some(Impl::OpenMpi));
         assert_eq!(Impl::in_ldd("\tlibc.so.6 => /lib/libc.so.6\n"), None);
         assert!(Impl::parse("lam").is_err());
-        let e = Impl::from_name("lam").unwrap_err();
+        let e = Impl::parse("lam").unwrap_err();
         assert!(
             matches!(&e, MpirunError::UnknownImpl { name } if name == "lam"),
             "{e}"

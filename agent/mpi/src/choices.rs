@@ -223,7 +223,7 @@ pub(crate) fn init(rank: i32, size: i32, implementation: &str) -> bool {
         return false;
     }
     let rank = usize::try_from(rank).unwrap_or(0);
-    let replay = replay_from.map(|path| match ReplayLog::open(std::path::Path::new(&path)) {
+    let replay = replay_from.map(|path| match ReplayLog::read(std::path::Path::new(&path)) {
         Ok(log) => {
             if log.header.mpi.is_none() {
                 eprintln!("racetrack: {path} is the replay log of a program on Racetrack's runtime, not of an MPI job");

@@ -83,7 +83,7 @@ pub(super) struct Replayer {
 
 impl Replayer {
     pub(super) fn open(path: &str, debugged: bool) -> Result<Self, ReadLogError> {
-        let log = ReplayLog::open(std::path::Path::new(path))?;
+        let log = ReplayLog::read(std::path::Path::new(path))?;
         let mut argv = std::env::args();
         let program = argv.next().unwrap_or_default();
         let args: Vec<String> = argv.collect();
