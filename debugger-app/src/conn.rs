@@ -15,6 +15,29 @@ use tokio_tungstenite::tungstenite::http::HeaderValue;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::tungstenite::Message;
 
+/// Why a connection to an agent could not be made.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConnectError {
+    /// The connection's thread or its runtime could not be started.
+    #[error("{0}")]
+    Thread(#[source] std::io::Error),
+    /// The URL is not a WebSocket URL, or the agent refused or did not answer.
+    #[error("cannot connect to {url}: {source}")]
+    Connect {
+        /// The agent's URL.
+        url: String,
+        /// tungstenite's error.
+        source: Box<tokio_tungstenite::tungstenite::Error>,
+    },
+    /// No handshake within the timeout.
+    #[error("no answer from the agent within {ms} ms")]
+    Timeout {
+        /// The timeout.
+        ms: u128,
+    },
+}
+
 /// What the connection delivers.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ConnEvent {
@@ -62,13 +85,13 @@ pub(crate) const EVENTS_CAP: usize = 256;
 impl Connection {
     /// Connect to `url` (e.g. `ws://127.0.0.1:4000`), waiting up to `timeout` for the
     /// handshake.
-    pub fn connect(url: &str, timeout: Duration) -> Result<Self, String> {
+    pub fn connect(url: &str, timeout: Duration) -> Result<Self, ConnectError> {
         Self::connect_with_waker(url, timeout, Box::new(|| {}))
     }
 
     /// Like [`Connection::connect`]; `waker` is called after events arrive (a GUI asks
     /// for a repaint there).
-    pub fn connect_with_waker(url: &str, timeout: Duration, waker: Waker) -> Result<Self, String> {
+    pub fn connect_with_waker(url: &str, timeout: Duration, waker: Waker) -> Result<Self, ConnectError> {
         // Bounded: a consumer that falls behind stops this thread reading the socket, which
         // makes the agent slow the program down (backpressure) instead of memory growing here.
         let (ev_tx, ev_rx) = mpsc::sync_channel(EVENTS_CAP);
@@ -81,23 +104,22 @@ impl Connection {
                 let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
                     Ok(rt) => rt,
                     Err(e) => {
-                        let _ = ready_tx.send(Err(e.to_string()));
+                        let _ = ready_tx.send(Err(ConnectError::Thread(e)));
                         return;
                     }
                 };
                 rt.block_on(run(url, ev_tx, cmd_rx, ready_tx, waker));
             })
-            .map_err(|e| e.to_string())?;
+            .map_err(ConnectError::Thread)?;
         match ready_rx.recv_timeout(timeout) {
             Ok(Ok(())) => Ok(Self {
                 events: ev_rx,
                 cmds: cmd_tx,
             }),
             Ok(Err(e)) => Err(e),
-            Err(_) => Err(format!(
-                "no answer from the agent within {} ms",
-                timeout.as_millis()
-            )),
+            Err(_) => Err(ConnectError::Timeout {
+                ms: timeout.as_millis(),
+            }),
         }
     }
 
@@ -141,28 +163,30 @@ async fn connect(
     url: &str,
 ) -> Result<
     tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>,
-    String,
+    ConnectError,
 > {
+    let failed = |e| ConnectError::Connect {
+        url: url.to_owned(),
+        source: Box::new(e),
+    };
     let config = WebSocketConfig::default()
         .max_message_size(Some(MAX_FRAME_BYTES))
         .max_frame_size(Some(MAX_FRAME_BYTES));
-    let mut request = url
-        .into_client_request()
-        .map_err(|e| format!("cannot connect to {url}: {e}"))?;
+    let mut request = url.into_client_request().map_err(failed)?;
     request
         .headers_mut()
         .insert(BINARY_HEADER, HeaderValue::from_static("binary"));
     tokio_tungstenite::connect_async_with_config(request, Some(config), true)
         .await
         .map(|(ws, _)| ws)
-        .map_err(|e| format!("cannot connect to {url}: {e}"))
+        .map_err(failed)
 }
 
 async fn run(
     url: String,
     events: mpsc::SyncSender<ConnEvent>,
     mut cmds: tokio::sync::mpsc::UnboundedReceiver<Request>,
-    ready: mpsc::Sender<Result<(), String>>,
+    ready: mpsc::Sender<Result<(), ConnectError>>,
     waker: Waker,
 ) {
     let ws = match connect(&url).await {

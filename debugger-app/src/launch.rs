@@ -7,6 +7,55 @@ use std::process::{Child, ChildStdout, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+/// Why a program or a job's launcher could not be started, or its agent never listened.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LaunchError {
+    /// The program cannot be started.
+    #[error("cannot start `{program}`: {source}")]
+    Start {
+        /// The program.
+        program: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A job's launcher cannot be started.
+    #[error("cannot start {command}: {source}")]
+    StartJob {
+        /// The launcher's command line, as `Debug` shows it.
+        command: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The child has no stderr pipe.
+    #[error("no stderr pipe")]
+    NoStderr,
+    /// The thread reading its stderr cannot be started.
+    #[error("{0}")]
+    Thread(#[source] std::io::Error),
+    /// The program exited before its agent listened.
+    #[error(
+        "`{program}` exited ({status}) before its agent listened; does it use the Racetrack runtime? It said:\n{}",
+        said.join("\n")
+    )]
+    Exited {
+        /// The program.
+        program: String,
+        /// How it exited.
+        status: std::process::ExitStatus,
+        /// Its stderr lines.
+        said: Vec<String>,
+    },
+    /// The program did not print its `listening` line in time (it is killed).
+    #[error("`{program}` did not print `{LISTENING}...` within {ms} ms")]
+    Timeout {
+        /// The program.
+        program: String,
+        /// The timeout.
+        ms: u128,
+    },
+}
+
 /// A started program whose agent is listening.
 pub struct Launched {
     /// The program's process (to wait for, or kill when the debugger quits).
@@ -20,7 +69,7 @@ pub struct Launched {
 }
 
 /// Start `program args` with the agent, held at its first operation.
-pub fn launch(program: &str, args: &[String], timeout: Duration) -> Result<Launched, String> {
+pub fn launch(program: &str, args: &[String], timeout: Duration) -> Result<Launched, LaunchError> {
     let mut child = Command::new(program)
         .args(args)
         .env(env::ENV_LISTEN, "127.0.0.1:0")
@@ -29,8 +78,11 @@ pub fn launch(program: &str, args: &[String], timeout: Duration) -> Result<Launc
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|e| format!("cannot start `{program}`: {e}"))?;
-    let stderr = child.stderr.take().ok_or("no stderr pipe")?;
+        .map_err(|source| LaunchError::Start {
+            program: program.to_owned(),
+            source,
+        })?;
+    let stderr = child.stderr.take().ok_or(LaunchError::NoStderr)?;
     let (url_tx, url_rx) = mpsc::channel();
     let (line_tx, line_rx) = mpsc::channel();
     std::thread::Builder::new()
@@ -51,7 +103,7 @@ pub fn launch(program: &str, args: &[String], timeout: Duration) -> Result<Launc
                 }
             }
         })
-        .map_err(|e| e.to_string())?;
+        .map_err(LaunchError::Thread)?;
     let deadline = Instant::now() + timeout;
     loop {
         match url_rx.recv_timeout(Duration::from_millis(50)) {
@@ -68,18 +120,18 @@ pub fn launch(program: &str, args: &[String], timeout: Duration) -> Result<Launc
             Err(mpsc::RecvTimeoutError::Disconnected) => {}
         }
         if let Ok(Some(status)) = child.try_wait() {
-            let said: Vec<String> = line_rx.try_iter().collect();
-            return Err(format!(
-                "`{program}` exited ({status}) before its agent listened; does it use the Racetrack runtime? It said:\n{}",
-                said.join("\n")
-            ));
+            return Err(LaunchError::Exited {
+                program: program.to_owned(),
+                status,
+                said: line_rx.try_iter().collect(),
+            });
         }
         if Instant::now() > deadline {
             let _ = child.kill();
-            return Err(format!(
-                "`{program}` did not print `{LISTENING}...` within {} ms",
-                timeout.as_millis()
-            ));
+            return Err(LaunchError::Timeout {
+                program: program.to_owned(),
+                ms: timeout.as_millis(),
+            });
         }
     }
 }
@@ -98,15 +150,15 @@ pub fn rss_kib(pid: u32) -> Option<u64> {
 /// Start a job's launcher (`mpiexec …`, its command built by the caller) with its output
 /// piped: its ranks dial the debugger, so nothing is awaited here. `url` is what they
 /// dial.
-pub fn spawn_job(mut cmd: Command, url: &str) -> Result<Launched, String> {
-    let shown = format!("{cmd:?}");
+pub fn spawn_job(mut cmd: Command, url: &str) -> Result<Launched, LaunchError> {
+    let command = format!("{cmd:?}");
     let mut child = cmd
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|e| format!("cannot start {shown}: {e}"))?;
-    let stderr = child.stderr.take().ok_or("no stderr pipe")?;
+        .map_err(|source| LaunchError::StartJob { command, source })?;
+    let stderr = child.stderr.take().ok_or(LaunchError::NoStderr)?;
     let (line_tx, line_rx) = mpsc::channel();
     std::thread::Builder::new()
         .name("racetrack-stderr".into())
@@ -117,7 +169,7 @@ pub fn spawn_job(mut cmd: Command, url: &str) -> Result<Launched, String> {
                 }
             }
         })
-        .map_err(|e| e.to_string())?;
+        .map_err(LaunchError::Thread)?;
     let stdout = child.stdout.take();
     Ok(Launched {
         child,

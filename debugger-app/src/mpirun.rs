@@ -9,6 +9,94 @@ use racetrack_protocol::launch as env;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+/// Why a job cannot be planned, or its record merged.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum MpirunError {
+    /// `--impl` of no known implementation.
+    #[error("--impl {name}: expected mpich or openmpi")]
+    UnknownImpl {
+        /// What was given.
+        name: String,
+    },
+    /// `-n 0`.
+    #[error("-n needs at least one rank")]
+    NoRanks,
+    /// The program is neither a file nor in `PATH`.
+    #[error("no program `{program}` (not a file, nor in PATH)")]
+    NoProgram {
+        /// As given.
+        program: String,
+    },
+    /// `--impl` names another implementation than the program is linked against.
+    #[error(
+        "`{program}` is linked against {}, not {}: use --impl {} (or rebuild it with mpicc.{})",
+        linked.title(),
+        asked.title(),
+        linked.key(),
+        asked.key()
+    )]
+    WrongImpl {
+        /// As given.
+        program: String,
+        /// What `ldd` shows.
+        linked: Impl,
+        /// What `--impl` says.
+        asked: Impl,
+    },
+    /// The MPI library's core was not built.
+    #[error(
+        "the MPI library's core {} is missing: build it with `cargo build -p racetrack-mpi`",
+        path.display()
+    )]
+    NoCore {
+        /// Where it was looked for.
+        path: PathBuf,
+    },
+    /// The wrappers of `imp` were not built (its development package is missing).
+    #[error(
+        "the MPI wrappers for {} were not built ({} is missing): install {} and run `cargo build -p racetrack-mpi`",
+        imp.title(),
+        path.display(),
+        imp.dev_package()
+    )]
+    NoWrappers {
+        /// The implementation.
+        imp: Impl,
+        /// Where they were looked for.
+        path: PathBuf,
+    },
+    /// A rank wrote no part file.
+    #[error(
+        "rank {rank} left no record ({}: {source}); did the job start, with the MPI library preloaded?",
+        path.display()
+    )]
+    NoPart {
+        /// The rank.
+        rank: usize,
+        /// Its part file.
+        path: PathBuf,
+        /// Why it cannot be read.
+        source: std::io::Error,
+    },
+    /// A rank's part file is damaged.
+    #[error("{}: {source}", path.display())]
+    DamagedPart {
+        /// The part file.
+        path: PathBuf,
+        /// Where and how.
+        source: racetrack_protocol::replay_log::LogError,
+    },
+    /// The merged log cannot be written.
+    #[error("cannot write {path}: {source}")]
+    Write {
+        /// The log.
+        path: String,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
 /// The two MPI implementations Debian ships. Their ABIs differ (handles, `MPI_Status`,
 /// constants), so each gets its own build of the wrappers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,11 +126,21 @@ impl Impl {
     }
 
     /// `--impl NAME`.
-    pub fn parse(name: &str) -> Result<Impl, String> {
+    pub fn parse(name: &str) -> Result<Impl, MpirunError> {
         match name {
             "mpich" => Ok(Impl::Mpich),
             "openmpi" | "open-mpi" | "ompi" => Ok(Impl::OpenMpi),
-            _ => Err(format!("--impl {name}: expected mpich or openmpi")),
+            _ => Err(MpirunError::UnknownImpl {
+                name: name.to_owned(),
+            }),
+        }
+    }
+
+    /// The Debian package its wrappers are built against.
+    fn dev_package(self) -> &'static str {
+        match self {
+            Impl::Mpich => "libmpich-dev",
+            Impl::OpenMpi => "libopenmpi-dev",
         }
     }
 
@@ -117,7 +215,7 @@ pub fn merge_parts(
     ranks: usize,
     header: Option<&racetrack_protocol::replay_log::LogHeader>,
     prefix: bool,
-) -> Result<Merged, String> {
+) -> Result<Merged, MpirunError> {
     use racetrack_protocol::replay_log::{self as rl, LogEnd, LogThread, ReplayLog};
     let mut out = Vec::new();
     let mut merged = Merged {
@@ -130,13 +228,15 @@ pub fn merge_parts(
     let mut threads = Vec::with_capacity(ranks);
     let parts: Vec<PathBuf> = (0..ranks).map(|r| rl::rank_part_path(log, r)).collect();
     for (rank, part) in parts.iter().enumerate() {
-        let bytes = std::fs::read(part).map_err(|e| {
-            format!(
-                "rank {rank} left no record ({}: {e}); did the job start, with the MPI library preloaded?",
-                part.display()
-            )
+        let bytes = std::fs::read(part).map_err(|source| MpirunError::NoPart {
+            rank,
+            path: part.clone(),
+            source,
         })?;
-        let got = ReplayLog::parse(&bytes).map_err(|e| format!("{}: {e}", part.display()))?;
+        let got = ReplayLog::parse(&bytes).map_err(|source| MpirunError::DamagedPart {
+            path: part.clone(),
+            source,
+        })?;
         if rank == 0 {
             out = rl::header_bytes(header.unwrap_or(&got.header));
         }
@@ -168,7 +268,10 @@ pub fn merge_parts(
             prefix,
         }));
     }
-    std::fs::write(log, &out).map_err(|e| format!("cannot write {log}: {e}"))?;
+    std::fs::write(log, &out).map_err(|source| MpirunError::Write {
+        path: log.to_owned(),
+        source,
+    })?;
     for part in parts {
         let _ = std::fs::remove_file(part);
     }
@@ -177,26 +280,14 @@ pub fn merge_parts(
 }
 
 /// The two libraries to preload for `imp`, or why they are missing.
-pub fn libs(imp: Impl, dir: &Path) -> Result<[PathBuf; 2], String> {
+pub fn libs(imp: Impl, dir: &Path) -> Result<[PathBuf; 2], MpirunError> {
     let core = core_lib(dir);
     let wrappers = dir.join(format!("libracetrack_mpi_{}.so", imp.key()));
     if !core.exists() {
-        return Err(format!(
-            "the MPI library's core {} is missing: build it with `cargo build -p racetrack-mpi`",
-            core.display()
-        ));
+        return Err(MpirunError::NoCore { path: core });
     }
     if !wrappers.exists() {
-        let dev = if imp == Impl::Mpich {
-            "libmpich-dev"
-        } else {
-            "libopenmpi-dev"
-        };
-        return Err(format!(
-            "the MPI wrappers for {} were not built ({} is missing): install {dev} and run `cargo build -p racetrack-mpi`",
-            imp.title(),
-            wrappers.display()
-        ));
+        return Err(MpirunError::NoWrappers { imp, path: wrappers });
     }
     Ok([core, wrappers])
 }
@@ -214,7 +305,7 @@ pub struct Plan {
 }
 
 /// `program` as a path: as given if it names a directory, else looked up in `PATH`.
-fn find_program(program: &str) -> Result<PathBuf, String> {
+fn find_program(program: &str) -> Result<PathBuf, MpirunError> {
     let found = if program.contains('/') {
         Some(PathBuf::from(program)).filter(|p| p.is_file())
     } else {
@@ -224,15 +315,17 @@ fn find_program(program: &str) -> Result<PathBuf, String> {
                 .find(|p| p.is_file())
         })
     };
-    found.ok_or_else(|| format!("no program `{program}` (not a file, nor in PATH)"))
+    found.ok_or_else(|| MpirunError::NoProgram {
+        program: program.to_owned(),
+    })
 }
 
 /// Check what can be checked before launching: the program exists, the implementation
 /// (given, or the one the program is linked against, or the first whose wrappers were
 /// built) matches the program, and its libraries were built.
-pub fn plan(imp: Option<Impl>, ranks: usize, program: &str, args: &[String]) -> Result<Plan, String> {
+pub fn plan(imp: Option<Impl>, ranks: usize, program: &str, args: &[String]) -> Result<Plan, MpirunError> {
     if ranks == 0 {
-        return Err("-n needs at least one rank".into());
+        return Err(MpirunError::NoRanks);
     }
     let path = find_program(program)?;
     let linked = std::process::Command::new("ldd")
@@ -242,14 +335,12 @@ pub fn plan(imp: Option<Impl>, ranks: usize, program: &str, args: &[String]) -> 
         .and_then(|o| Impl::in_ldd(&String::from_utf8_lossy(&o.stdout)));
     let dir = lib_dir();
     let imp = match (imp, linked) {
-        (Some(i), Some(l)) if i != l => {
-            return Err(format!(
-                "`{program}` is linked against {}, not {}: use --impl {} (or rebuild it with mpicc.{})",
-                l.title(),
-                i.title(),
-                l.key(),
-                i.key()
-            ))
+        (Some(asked), Some(linked)) if asked != linked => {
+            return Err(MpirunError::WrongImpl {
+                program: program.to_owned(),
+                linked,
+                asked,
+            })
         }
         (Some(i), _) | (None, Some(i)) => i,
         (None, None) => Impl::ALL
@@ -341,7 +432,7 @@ impl Plan {
 
 #[cfg(test)]
 mod tests {
-    use super::Impl;
+    use super::{Impl, MpirunError};
 
     #[test]
     fn the_linked_implementation_is_read_from_ldd() {
@@ -351,5 +442,11 @@ mod tests {
         assert_eq!(Impl::in_ldd(ompi), Some(Impl::OpenMpi));
         assert_eq!(Impl::in_ldd("\tlibc.so.6 => /lib/libc.so.6\n"), None);
         assert!(Impl::parse("lam").is_err());
+        let e = Impl::parse("lam").unwrap_err();
+        assert!(
+            matches!(&e, MpirunError::UnknownImpl { name } if name == "lam"),
+            "{e}"
+        );
+        assert_eq!(e.to_string(), "--impl lam: expected mpich or openmpi");
     }
 }

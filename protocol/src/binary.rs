@@ -20,6 +20,7 @@
 //! | text | form 1: varint byte length, then UTF-8; form 2: a message id as `msg` |
 
 use crate::compact::{Compact, Kind, PackedEv, Record, RecordText};
+use crate::error::{BinaryFrame, DecodeError};
 use crate::varint::{get_u, put_i, put_u, unzigzag, Bad};
 use smol_str::SmolStr;
 
@@ -106,27 +107,24 @@ fn put_id(out: &mut Vec<u8>, id: &[u64]) {
 }
 
 /// Read a binary packed frame's events (not yet checked against any names).
-pub(crate) fn parse_binary(bytes: &[u8]) -> Result<Vec<PackedEv>, String> {
+pub(crate) fn parse_binary(bytes: &[u8]) -> Result<Vec<PackedEv>, DecodeError> {
+    const FRAME: BinaryFrame = BinaryFrame::Packed;
     let body = match bytes.split_first() {
         Some((&BINARY_PACKED, body)) => body,
-        Some((v, _)) => {
-            return Err(format!(
-                "binary frame of unknown layout {v} (this debugger reads {BINARY_PACKED} and {})",
-                crate::binary_events::BINARY_EVENTS
-            ))
-        }
-        None => return Err("empty binary frame".to_owned()),
+        Some((&found, _)) => return Err(DecodeError::UnknownLayout { found }),
+        None => return Err(DecodeError::Empty),
     };
     let Some((count, body)) = body.split_first_chunk::<4>() else {
-        return Err("binary packed frame: no event count".to_owned());
+        return Err(DecodeError::NoCount { frame: FRAME });
     };
     let count = u32::from_le_bytes(*count) as usize;
     // The smallest event takes 7 bytes.
     if count > body.len() / 7 {
-        return Err(format!(
-            "binary packed frame: {count} events cannot fit in {} bytes",
-            body.len()
-        ));
+        return Err(DecodeError::CountTooLarge {
+            frame: FRAME,
+            count,
+            bytes: body.len(),
+        });
     }
     let mut r = Reader {
         b: body,
@@ -141,10 +139,11 @@ pub(crate) fn parse_binary(bytes: &[u8]) -> Result<Vec<PackedEv>, String> {
         let at = r.i;
         let head = r.byte()?;
         if head >> 5 != 0 || (head >> 3) & 3 == 3 {
-            return Err(format!(
-                "binary packed frame: bad event head {head:#04x} at byte {}",
-                at + HEADER + 1
-            ));
+            return Err(DecodeError::BadHead {
+                frame: FRAME,
+                head,
+                at: at + HEADER + 1,
+            });
         }
         let event_id = prev_id.wrapping_add(r.u()?);
         prev_id = event_id;
@@ -169,10 +168,11 @@ pub(crate) fn parse_binary(bytes: &[u8]) -> Result<Vec<PackedEv>, String> {
         });
     }
     if out.len() != count {
-        return Err(format!(
-            "binary packed frame: {} events where its header says {count}",
-            out.len()
-        ));
+        return Err(DecodeError::CountMismatch {
+            frame: FRAME,
+            found: out.len(),
+            count,
+        });
     }
     Ok(out)
 }
@@ -187,7 +187,11 @@ struct Reader<'a> {
 impl<'a> Reader<'a> {
     /// A string (a `send`'s type name). Type names repeat: `last`, the previous one read,
     /// is reused when the bytes match.
-    fn string(&mut self, event_id: u64, last: &mut Option<(&'a [u8], SmolStr)>) -> Result<SmolStr, String> {
+    fn string(
+        &mut self,
+        event_id: u64,
+        last: &mut Option<(&'a [u8], SmolStr)>,
+    ) -> Result<SmolStr, DecodeError> {
         let n = usize::try_from(self.u()?).map_err(|_| self.truncated())?;
         let b: &'a [u8] = self.b;
         let s = b
@@ -200,25 +204,27 @@ impl<'a> Reader<'a> {
             }
         }
         let text = SmolStr::new(
-            std::str::from_utf8(s)
-                .map_err(|e| format!("binary packed frame: event {event_id}: text is not UTF-8: {e}"))?,
+            std::str::from_utf8(s).map_err(|source| DecodeError::PackedTextNotUtf8 { event_id, source })?,
         );
         *last = Some((s, text.clone()));
         Ok(text)
     }
 
-    fn truncated(&self) -> String {
-        format!("binary packed frame: truncated at byte {}", self.i + HEADER + 1)
+    fn truncated(&self) -> DecodeError {
+        DecodeError::Truncated {
+            frame: BinaryFrame::Packed,
+            at: self.i + HEADER + 1,
+        }
     }
 
-    fn byte(&mut self) -> Result<u8, String> {
+    fn byte(&mut self) -> Result<u8, DecodeError> {
         let v = *self.b.get(self.i).ok_or_else(|| self.truncated())?;
         self.i += 1;
         Ok(v)
     }
 
     #[inline]
-    fn u(&mut self) -> Result<u64, String> {
+    fn u(&mut self) -> Result<u64, DecodeError> {
         // Most numbers here are below 128: one byte.
         if let Some(&v) = self.b.get(self.i) {
             if v < 0x80 {
@@ -229,24 +235,24 @@ impl<'a> Reader<'a> {
         self.u_long()
     }
 
-    fn u_long(&mut self) -> Result<u64, String> {
+    fn u_long(&mut self) -> Result<u64, DecodeError> {
         get_u(self.b, &mut self.i).map_err(|bad| match bad {
             Bad::Truncated => self.truncated(),
-            Bad::TooLarge => format!(
-                "binary packed frame: number too large at byte {}",
-                self.i + HEADER
-            ),
+            Bad::TooLarge => DecodeError::NumberTooLarge {
+                frame: BinaryFrame::Packed,
+                at: self.i + HEADER,
+            },
         })
     }
 
     #[inline]
-    fn i(&mut self) -> Result<i64, String> {
+    fn i(&mut self) -> Result<i64, DecodeError> {
         Ok(unzigzag(self.u()?))
     }
 
     /// A message id, as its text (`"3.0.17"`). Built in place when it fits a `SmolStr`
     /// inline (23 bytes: nearly every id), without an intermediate string.
-    fn id(&mut self) -> Result<SmolStr, String> {
+    fn id(&mut self) -> Result<SmolStr, DecodeError> {
         let n = self.u()?;
         // Every component takes a byte at least.
         if n > (self.b.len() - self.i) as u64 {
@@ -277,7 +283,7 @@ impl<'a> Reader<'a> {
 
     /// The rest of an id longer than [`INLINE`] bytes: `done` is its text so far, `c`
     /// component number `k` (read), of `n`.
-    fn long_id(&mut self, done: &[u8], mut k: u64, mut c: u64, n: u64) -> Result<SmolStr, String> {
+    fn long_id(&mut self, done: &[u8], mut k: u64, mut c: u64, n: u64) -> Result<SmolStr, DecodeError> {
         let mut s = std::mem::take(&mut self.scratch);
         s.clear();
         s.extend_from_slice(done);
@@ -461,24 +467,42 @@ mod tests {
         }
         let mut bad = good.clone();
         bad[0] = 9;
-        assert!(parse_binary(&bad).unwrap_err().contains("unknown layout 9"));
+        let e = parse_binary(&bad).unwrap_err();
+        assert!(matches!(e, DecodeError::UnknownLayout { found: 9 }), "{e}");
+        assert!(e.to_string().contains("unknown layout 9"), "{e}");
         let mut bad = good.clone();
         bad[5] = 0xff;
-        assert!(parse_binary(&bad).unwrap_err().contains("bad event head"));
+        let e = parse_binary(&bad).unwrap_err();
+        assert!(matches!(e, DecodeError::BadHead { head: 0xff, .. }), "{e}");
+        assert!(e.to_string().contains("bad event head"), "{e}");
         // Counts that disagree with the events.
         let mut bad = good.clone();
         bad[1] = 9;
-        assert!(parse_binary(&bad).unwrap_err().contains("cannot fit"));
+        let e = parse_binary(&bad).unwrap_err();
+        assert!(matches!(e, DecodeError::CountTooLarge { count: 9, .. }), "{e}");
+        assert!(e.to_string().contains("cannot fit"), "{e}");
         let mut bad = good.clone();
         bad.extend_from_slice(&good[5..]);
-        assert!(parse_binary(&bad)
-            .unwrap_err()
-            .contains("2 events where its header says 1"));
+        let e = parse_binary(&bad).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                DecodeError::CountMismatch {
+                    found: 2,
+                    count: 1,
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        assert!(e.to_string().contains("2 events where its header says 1"), "{e}");
         // A varint longer than 64 bits.
         let mut bad = vec![BINARY_PACKED, 1, 0, 0, 0, 0];
         bad.extend([0xff; 10]);
         bad.push(0);
-        assert!(parse_binary(&bad).unwrap_err().contains("too large"));
+        let e = parse_binary(&bad).unwrap_err();
+        assert!(matches!(e, DecodeError::NumberTooLarge { .. }), "{e}");
+        assert!(e.to_string().contains("too large"), "{e}");
         // A huge component count.
         let bad = [
             BINARY_PACKED,

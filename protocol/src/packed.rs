@@ -7,6 +7,7 @@
 //! event exactly as the expanded [`Event`] serializes, without building it.
 
 use crate::compact::{Compact, Kind, PackedEv, Record, RecordText};
+use crate::error::DecodeError;
 use crate::{Event, RecvEv, SendEv, Step, StepEv};
 use serde::Deserialize;
 use smol_str::SmolStr;
@@ -69,7 +70,7 @@ impl Names {
         }
     }
 
-    fn get<'a>(list: &'a [String], i: i64, what: &str) -> Result<Option<&'a str>, String> {
+    fn get<'a>(list: &'a [String], i: i64, what: &'static str) -> Result<Option<&'a str>, DecodeError> {
         if i < 0 {
             return Ok(None);
         }
@@ -77,22 +78,22 @@ impl Names {
             .ok()
             .and_then(|i| list.get(i))
             .map(|n| Some(n.as_str()))
-            .ok_or_else(|| format!("packed event names {what} #{i}, which the structure does not have"))
+            .ok_or(DecodeError::UnknownName { what, index: i })
     }
 
     /// Operation number `i` (`None` for -1).
-    pub fn op(&self, i: i64) -> Result<Option<&str>, String> {
+    pub fn op(&self, i: i64) -> Result<Option<&str>, DecodeError> {
         Self::get(&self.ops, i, "operation")
     }
 
     /// Thread number `i` (`None` for -1).
-    pub fn thread(&self, i: i64) -> Result<Option<&str>, String> {
+    pub fn thread(&self, i: i64) -> Result<Option<&str>, DecodeError> {
         Self::get(&self.threads, i, "thread")
     }
 
     /// Check that every index `p` uses exists (then [`PackedEv::write_json`] and
     /// [`Names::expand`] succeed).
-    pub fn check(&self, p: &PackedEv) -> Result<(), String> {
+    pub fn check(&self, p: &PackedEv) -> Result<(), DecodeError> {
         // The common case in a few comparisons (this runs for every streamed event); the
         // error is worded below.
         let has = |list: &[String], i: i64| i < 0 || (i as u64) < list.len() as u64;
@@ -116,17 +117,20 @@ impl Names {
             Kind::Recv => {}
             Kind::Start | Kind::Stop if (0..=2).contains(&p.a) => {}
             Kind::Start | Kind::Stop => {
-                return Err(format!("packed event {} has unknown step {}", p.event_id, p.a))
+                return Err(DecodeError::UnknownStep {
+                    event_id: p.event_id,
+                    step: p.a,
+                })
             }
         }
         if p.kind != Kind::Send && (p.thread < 0 || p.op < 0) {
-            return Err(format!("packed event {} has no thread or operation", p.event_id));
+            return Err(DecodeError::NoThreadOrOperation { event_id: p.event_id });
         }
         Ok(())
     }
 
     /// The ordinary event `p` stands for.
-    pub fn expand(&self, p: PackedEv) -> Result<Event, String> {
+    pub fn expand(&self, p: PackedEv) -> Result<Event, DecodeError> {
         self.check(&p)?;
         let Compact {
             kind,
@@ -140,7 +144,7 @@ impl Names {
             text,
         } = p;
         let (msg, text) = (String::from(msg), String::from(text));
-        let owned = |n: Result<Option<&str>, String>| n.ok().flatten().map(str::to_owned);
+        let owned = |n: Result<Option<&str>, DecodeError>| n.ok().flatten().map(str::to_owned);
         let thread = owned(self.thread(thread));
         let op = owned(self.op(op));
         Ok(match kind {
@@ -366,12 +370,12 @@ impl Decoder {
     /// Decode one text frame. A packed frame is parsed as plain arrays, without buffering
     /// the whole frame first as an internally tagged enum would; every event in it is
     /// checked against the names (an unknown index is an error for the whole frame).
-    pub fn decode_frame(&mut self, text: &str) -> Result<Decoded, String> {
+    pub fn decode_frame(&mut self, text: &str) -> Result<Decoded, DecodeError> {
         if text.starts_with(r#"{"event":"packed","#) {
             let events = match parse_packed(text) {
                 Some(evs) => evs,
                 None => {
-                    let frame: PackedFrame = serde_json::from_str(text).map_err(|e| e.to_string())?;
+                    let frame: PackedFrame = serde_json::from_str(text)?;
                     frame.events
                 }
             };
@@ -380,7 +384,7 @@ impl Decoder {
             }
             return Ok(Decoded::Packed(self.names.clone(), events));
         }
-        let ev = crate::full::event(text).map_err(|e| e.to_string())?;
+        let ev = crate::full::event(text)?;
         let mut out = Vec::new();
         self.flatten(ev, &mut out)?;
         Ok(Decoded::Events(out))
@@ -389,7 +393,7 @@ impl Decoder {
     /// Decode one binary frame: a binary packed frame (see [`crate::binary`]), every event
     /// in it checked against the names, as in a text packed frame; or a binary event frame
     /// (see [`crate::binary_events`]).
-    pub fn decode_binary(&mut self, bytes: &[u8]) -> Result<Decoded, String> {
+    pub fn decode_binary(&mut self, bytes: &[u8]) -> Result<Decoded, DecodeError> {
         if bytes.first() == Some(&crate::binary_events::BINARY_EVENTS) {
             return crate::binary_events::parse_events(bytes).map(Decoded::Events);
         }
@@ -401,14 +405,14 @@ impl Decoder {
     }
 
     /// Decode one text frame into ordinary events, in order (packed ones expanded).
-    pub fn decode(&mut self, text: &str) -> Result<Vec<Event>, String> {
+    pub fn decode(&mut self, text: &str) -> Result<Vec<Event>, DecodeError> {
         match self.decode_frame(text)? {
             Decoded::Events(evs) => Ok(evs),
             Decoded::Packed(names, ps) => ps.into_iter().map(|p| names.expand(p)).collect(),
         }
     }
 
-    fn flatten(&mut self, ev: Event, out: &mut Vec<Event>) -> Result<(), String> {
+    fn flatten(&mut self, ev: Event, out: &mut Vec<Event>) -> Result<(), DecodeError> {
         match ev {
             Event::Batch { events } => {
                 for e in events {
@@ -442,7 +446,7 @@ impl Decoder {
     }
 
     /// Expand one packed event with the current names.
-    pub fn expand(&self, p: PackedEv) -> Result<Event, String> {
+    pub fn expand(&self, p: PackedEv) -> Result<Event, DecodeError> {
         self.names.expand(p)
     }
 }

@@ -252,6 +252,28 @@ impl fmt::Display for LogError {
 
 impl std::error::Error for LogError {}
 
+/// Why the replay log at a path cannot be read: the file, or its content.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ReadLogError {
+    /// The file cannot be read.
+    #[error("cannot read {}: {source}", path.display())]
+    Io {
+        /// The log.
+        path: std::path::PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The file is not a valid log.
+    #[error("{}: {source}", path.display())]
+    Damaged {
+        /// The log.
+        path: std::path::PathBuf,
+        /// Where and how.
+        source: LogError,
+    },
+}
+
 /// The header every log begins with: magic, format, flags, then `header` as JSON.
 pub fn header_bytes(header: &LogHeader) -> Vec<u8> {
     let mut out = Vec::with_capacity(64);
@@ -553,9 +575,15 @@ impl ReplayLog {
     }
 
     /// Read the log at `path`.
-    pub fn read(path: &std::path::Path) -> Result<Self, String> {
-        let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-        Self::parse(&bytes).map_err(|e| format!("{}: {e}", path.display()))
+    pub fn read(path: &std::path::Path) -> Result<Self, ReadLogError> {
+        let bytes = std::fs::read(path).map_err(|source| ReadLogError::Io {
+            path: path.to_owned(),
+            source,
+        })?;
+        Self::parse(&bytes).map_err(|source| ReadLogError::Damaged {
+            path: path.to_owned(),
+            source,
+        })
     }
 
     /// Steps the log holds, over all threads.
@@ -823,5 +851,26 @@ mod tests {
         let e = ReplayLog::parse(&c).expect_err("cut run");
         assert_eq!(e.offset, at as u64 + 4);
         assert!(e.what.contains("run length: the file ends inside it"), "{e}");
+    }
+
+    #[test]
+    fn a_log_that_cannot_be_read_names_its_path() {
+        let dir = std::env::temp_dir().join(format!("racetrack-log-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let missing = dir.join("missing.rtrec");
+        let e = ReplayLog::read(&missing).expect_err("no file");
+        assert!(
+            matches!(&e, ReadLogError::Io { path, .. } if *path == missing),
+            "{e}"
+        );
+        assert!(e.to_string().starts_with("cannot read "), "{e}");
+        let damaged = dir.join("damaged.rtrec");
+        std::fs::write(&damaged, b"hello world, not a log").expect("written");
+        let e = ReplayLog::read(&damaged).expect_err("not a log");
+        assert!(
+            matches!(&e, ReadLogError::Damaged { source, .. } if source.offset == 0),
+            "{e}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -11,9 +11,8 @@
 //! previous event's in the file (the first: to the trace's start), then the frame's bytes.
 
 use crate::varint::put_u;
-use crate::{Decoded, Decoder, Event, MAX_FRAME_BYTES, PROTOCOL_VERSION};
+use crate::{DecodeError, Decoded, Decoder, Event, MAX_FRAME_BYTES, PROTOCOL_VERSION};
 use std::collections::VecDeque;
-use std::fmt;
 use std::io::{self, Read, Write};
 
 /// The first 8 bytes of a trace file (a non-ASCII byte first, as PNG does, so a text
@@ -73,21 +72,105 @@ impl TraceWriter {
 }
 
 /// Why a trace file cannot be read: the problem and the byte offset where it is.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, thiserror::Error)]
+#[error("trace file, byte {offset}: {problem}")]
 pub struct TraceError {
     /// Offset in the file of the header or record at fault.
     pub offset: u64,
     /// What is wrong.
-    pub problem: String,
+    #[source]
+    pub problem: TraceProblem,
 }
 
-impl fmt::Display for TraceError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "trace file, byte {}: {}", self.offset, self.problem)
-    }
+/// What is wrong with a trace file (a [`TraceError`] says where).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TraceProblem {
+    /// The file cannot be opened.
+    #[error("cannot open {}: {source}", path.display())]
+    Open {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Why.
+        source: io::Error,
+    },
+    /// The header cannot be read.
+    #[error("cannot read the header: {0}")]
+    ReadHeader(#[source] io::Error),
+    /// A record cannot be read.
+    #[error("read: {0}")]
+    Read(#[source] io::Error),
+    /// The file does not begin with [`TRACE_MAGIC`].
+    #[error("not a racetrack trace file (bad magic)")]
+    BadMagic,
+    /// The file ends inside its header.
+    #[error("truncated header ({got} of {HEADER_BYTES} bytes)")]
+    TruncatedHeader {
+        /// The bytes there are.
+        got: usize,
+    },
+    /// A layout version this reader does not read.
+    #[error("trace format version {found}; this reader reads version {expected}")]
+    Format {
+        /// The file's.
+        found: u16,
+        /// [`TRACE_FORMAT`].
+        expected: u16,
+    },
+    /// Written by an agent of another protocol version.
+    #[error("written with protocol {found}; this reader reads protocol {expected}")]
+    Protocol {
+        /// The file's.
+        found: u32,
+        /// [`PROTOCOL_VERSION`].
+        expected: u32,
+    },
+    /// A record of neither [`FORM_TEXT`] nor [`FORM_BINARY`].
+    #[error("unknown record form {0} (damaged file?)")]
+    UnknownForm(u8),
+    /// A record longer than any frame.
+    #[error("record length {len} exceeds the limit of {limit} (damaged file?)")]
+    TooLong {
+        /// The record's length.
+        len: usize,
+        /// The largest body a record may have.
+        limit: usize,
+    },
+    /// A record's event count its body cannot hold.
+    #[error("record claims {count} events in {bytes} bytes (damaged file?)")]
+    CountTooLarge {
+        /// The count.
+        count: u64,
+        /// The body's length.
+        bytes: usize,
+    },
+    /// The times end inside a varint.
+    #[error("record cut inside its times (damaged file?)")]
+    TimesCut,
+    /// A time of more than 64 bits.
+    #[error("a time that is not a valid varint (damaged file?)")]
+    TimeTooLarge,
+    /// The times add up past `u64::MAX` nanoseconds.
+    #[error("an event's time overflows (damaged file?)")]
+    TimeOverflow,
+    /// A text frame that is not UTF-8.
+    #[error("text frame is not UTF-8: {0} (damaged file?)")]
+    TextNotUtf8(#[source] std::str::Utf8Error),
+    /// A text frame that does not decode.
+    #[error("text frame: {0}")]
+    Text(#[source] DecodeError),
+    /// A binary frame that does not decode.
+    #[error("{0}")]
+    Binary(#[source] DecodeError),
+    /// A frame of another number of events than the record has times.
+    #[error("frame holds {events} events but the record gives {times} times (damaged file?)")]
+    TimesMismatch {
+        /// The frame's events.
+        events: usize,
+        /// The record's times.
+        times: usize,
+    },
 }
-
-impl std::error::Error for TraceError {}
 
 /// One event of a trace, with its time.
 #[derive(Debug, Clone, PartialEq)]
@@ -117,9 +200,12 @@ pub struct TraceReader<R> {
 impl TraceReader<io::BufReader<std::fs::File>> {
     /// Open the trace file at `path` and check its header.
     pub fn open(path: &std::path::Path) -> Result<Self, TraceError> {
-        let f = std::fs::File::open(path).map_err(|e| TraceError {
+        let f = std::fs::File::open(path).map_err(|source| TraceError {
             offset: 0,
-            problem: format!("cannot open {}: {e}", path.display()),
+            problem: TraceProblem::Open {
+                path: path.to_owned(),
+                source,
+            },
         })?;
         Self::new(io::BufReader::with_capacity(1 << 20, f))
     }
@@ -128,29 +214,33 @@ impl TraceReader<io::BufReader<std::fs::File>> {
 impl<R: Read> TraceReader<R> {
     /// Read a trace from `r`, checking its header first.
     pub fn new(mut r: R) -> Result<Self, TraceError> {
-        let err = |problem: String| TraceError { offset: 0, problem };
+        let err = |problem| TraceError { offset: 0, problem };
         let mut h = [0u8; HEADER_BYTES];
-        let got = read_full(&mut r, &mut h).map_err(|e| err(format!("cannot read the header: {e}")))?;
+        let got = read_full(&mut r, &mut h).map_err(|e| err(TraceProblem::ReadHeader(e)))?;
         if got < 8 || h[..8] != TRACE_MAGIC {
-            return Err(err("not a racetrack trace file (bad magic)".to_owned()));
+            return Err(err(TraceProblem::BadMagic));
         }
         if got < HEADER_BYTES {
-            return Err(err(format!("truncated header ({got} of {HEADER_BYTES} bytes)")));
+            return Err(err(TraceProblem::TruncatedHeader { got }));
         }
         let format = u16::from_le_bytes([h[8], h[9]]);
         if format != TRACE_FORMAT {
             return Err(TraceError {
                 offset: 8,
-                problem: format!("trace format version {format}; this reader reads version {TRACE_FORMAT}"),
+                problem: TraceProblem::Format {
+                    found: format,
+                    expected: TRACE_FORMAT,
+                },
             });
         }
         let protocol = u32::from_le_bytes([h[12], h[13], h[14], h[15]]);
         if protocol != PROTOCOL_VERSION {
             return Err(TraceError {
                 offset: 12,
-                problem: format!(
-                    "written with protocol {protocol}; this reader reads protocol {PROTOCOL_VERSION}"
-                ),
+                problem: TraceProblem::Protocol {
+                    found: protocol,
+                    expected: PROTOCOL_VERSION,
+                },
             });
         }
         Ok(Self {
@@ -184,9 +274,9 @@ impl<R: Read> TraceReader<R> {
     /// Read the next record into `pending`; `Ok(false)` at the end of the file.
     fn next_record(&mut self) -> Result<bool, TraceError> {
         let at = self.offset;
-        let err = |problem: String| TraceError { offset: at, problem };
+        let err = |problem| TraceError { offset: at, problem };
         let mut head = [0u8; 5];
-        let got = read_full(&mut self.r, &mut head).map_err(|e| err(format!("read: {e}")))?;
+        let got = read_full(&mut self.r, &mut head).map_err(|e| err(TraceProblem::Read(e)))?;
         if got == 0 {
             return Ok(false);
         }
@@ -198,16 +288,14 @@ impl<R: Read> TraceReader<R> {
         }
         let form = head[0];
         if form != FORM_TEXT && form != FORM_BINARY {
-            return Err(err(format!("unknown record form {form} (damaged file?)")));
+            return Err(err(TraceProblem::UnknownForm(form)));
         }
         let len = u32::from_le_bytes([head[1], head[2], head[3], head[4]]) as usize;
         if len > MAX_BODY {
-            return Err(err(format!(
-                "record length {len} exceeds the limit of {MAX_BODY} (damaged file?)"
-            )));
+            return Err(err(TraceProblem::TooLong { len, limit: MAX_BODY }));
         }
         let mut body = vec![0u8; len];
-        let got = read_full(&mut self.r, &mut body).map_err(|e| err(format!("read: {e}")))?;
+        let got = read_full(&mut self.r, &mut body).map_err(|e| err(TraceProblem::Read(e)))?;
         if got < len {
             self.warning = Some(format!(
                 "the trace ends inside the record at byte {at} ({got} of its {len} bytes; the program stopped while writing it): the events before it are complete"
@@ -220,46 +308,40 @@ impl<R: Read> TraceReader<R> {
     }
 
     /// Decode one record's body: its times, then its frame's events.
-    fn decode_record(&mut self, form: u8, body: &[u8]) -> Result<(), String> {
+    fn decode_record(&mut self, form: u8, body: &[u8]) -> Result<(), TraceProblem> {
         let mut i = 0;
         let count = get_u(body, &mut i)?;
         if count > body.len() as u64 {
-            return Err(format!(
-                "record claims {count} events in {} bytes (damaged file?)",
-                body.len()
-            ));
+            return Err(TraceProblem::CountTooLarge {
+                count,
+                bytes: body.len(),
+            });
         }
         let mut times = Vec::with_capacity(count as usize);
         for _ in 0..count {
             let d = get_u(body, &mut i)?;
-            self.last_ns = self
-                .last_ns
-                .checked_add(d)
-                .ok_or("an event's time overflows (damaged file?)")?;
+            self.last_ns = self.last_ns.checked_add(d).ok_or(TraceProblem::TimeOverflow)?;
             times.push(self.last_ns);
         }
         let frame = &body[i..];
         let events = if form == FORM_BINARY {
-            match self.decoder.decode_binary(frame)? {
+            match self.decoder.decode_binary(frame).map_err(TraceProblem::Binary)? {
                 Decoded::Packed(names, ps) => ps
                     .into_iter()
                     .map(|p| names.expand(p))
-                    .collect::<Result<Vec<_>, _>>()?,
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(TraceProblem::Binary)?,
                 Decoded::Events(evs) => evs,
             }
         } else {
-            let text = std::str::from_utf8(frame)
-                .map_err(|e| format!("text frame is not UTF-8: {e} (damaged file?)"))?;
-            self.decoder
-                .decode(text)
-                .map_err(|e| format!("text frame: {e}"))?
+            let text = std::str::from_utf8(frame).map_err(TraceProblem::TextNotUtf8)?;
+            self.decoder.decode(text).map_err(TraceProblem::Text)?
         };
         if events.len() != times.len() {
-            return Err(format!(
-                "frame holds {} events but the record gives {} times (damaged file?)",
-                events.len(),
-                times.len()
-            ));
+            return Err(TraceProblem::TimesMismatch {
+                events: events.len(),
+                times: times.len(),
+            });
         }
         self.pending.extend(
             times
@@ -308,10 +390,10 @@ fn read_full(r: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
     Ok(n)
 }
 
-fn get_u(b: &[u8], i: &mut usize) -> Result<u64, String> {
+fn get_u(b: &[u8], i: &mut usize) -> Result<u64, TraceProblem> {
     crate::varint::get_u(b, i).map_err(|bad| match bad {
-        crate::varint::Bad::Truncated => "record cut inside its times (damaged file?)".to_owned(),
-        crate::varint::Bad::TooLarge => "a time that is not a valid varint (damaged file?)".to_owned(),
+        crate::varint::Bad::Truncated => TraceProblem::TimesCut,
+        crate::varint::Bad::TooLarge => TraceProblem::TimeTooLarge,
     })
 }
 

@@ -52,3 +52,65 @@ pub enum ScheduleError {
     #[error("the runtime shut down before the schedule call finished")]
     Shutdown,
 }
+
+/// Why a message's content or a thread's state cannot be read or replaced as JSON.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ContentError {
+    /// The value does not serialize.
+    #[error("{0}")]
+    ToJson(#[source] serde_json::Error),
+    /// The replacement does not deserialize as the message's type.
+    #[error("does not deserialize as {type_name}: {source}")]
+    Message {
+        /// The message's (short) type name.
+        type_name: &'static str,
+        /// serde's error.
+        source: serde_json::Error,
+    },
+    /// The replacement does not deserialize as the thread state's type.
+    #[error("does not deserialize as the thread state {type_name}: {source}")]
+    State {
+        /// The state's (short) type name.
+        type_name: &'static str,
+        /// serde's error.
+        source: serde_json::Error,
+    },
+    /// The thread is suspended mid-step, where the operation holds its state.
+    #[error(
+        "the thread is suspended inside an operation (at a send); its state is only accessible at a step start or stop"
+    )]
+    StateBusy,
+}
+
+/// Why a debugger's new order of a thread's pending messages is refused (nothing changes).
+#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ReorderError {
+    /// An entry names no pending message.
+    #[error("`{entry}` is not pending on this thread")]
+    NotPending {
+        /// The entry (`id` or `id@op`).
+        entry: String,
+    },
+    /// An id that several pending messages share, for different operations.
+    #[error("`{entry}` is ambiguous here: write one of {}", alternatives.join(", "))]
+    Ambiguous {
+        /// The entry.
+        entry: String,
+        /// The `id@op` forms that would name one message.
+        alternatives: Vec<String>,
+    },
+    /// An entry naming a message already named.
+    #[error("`{entry}` appears twice in the new order")]
+    Twice {
+        /// The entry.
+        entry: String,
+    },
+    /// A full order that leaves pending messages out.
+    #[error("the new order must name every pending message; missing: {}", missing.join(", "))]
+    Missing {
+        /// The ids of the messages left out.
+        missing: Vec<String>,
+    },
+}

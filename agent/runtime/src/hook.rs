@@ -16,7 +16,7 @@
 //! messages travel in batches, as without one, and hears of each through calls that never
 //! hold a message (they may wait for room in the debugger's buffer, receives excepted).
 
-use super::error::ScheduleError;
+use super::error::{ContentError, ReorderError, ScheduleError};
 use super::ids::MsgId;
 use super::payload::{ErasedState, Payload};
 use super::thread::{Envelope, ThreadShared};
@@ -157,7 +157,7 @@ impl ThreadAccess<'_> {
     }
 
     /// JSON content of a pending message (or of the one about to start), by id.
-    pub fn pending_content(&self, id: &MsgId) -> Option<Result<serde_json::Value, String>> {
+    pub fn pending_content(&self, id: &MsgId) -> Option<Result<serde_json::Value, ContentError>> {
         if let Some(Some(env)) = self.current.as_deref() {
             if &env.id == id {
                 return Some(env.payload.to_json());
@@ -178,14 +178,14 @@ impl ThreadAccess<'_> {
     /// or `id@op` when an id is ambiguous), plus, when held at a step start, the message
     /// about to start: it then goes back into the queue at that place and the thread
     /// starts the new head. On error nothing changes.
-    pub fn reorder(&mut self, order: &[String]) -> Result<(), String> {
+    pub fn reorder(&mut self, order: &[String]) -> Result<(), ReorderError> {
         self.reorder_with(order, Rest::Named)
     }
 
     /// Like [`ThreadAccess::reorder`], with `rest` saying where the candidates `order`
     /// does not name go ([`Rest::Named`]: nowhere, `order` names every one). The unnamed
     /// ones keep their relative order, whatever arrived since the debugger looked.
-    pub fn reorder_with(&mut self, order: &[String], rest: Rest) -> Result<(), String> {
+    pub fn reorder_with(&mut self, order: &[String], rest: Rest) -> Result<(), ReorderError> {
         let current = self.current.as_deref_mut();
         self.thread.reorder(order, current, rest)
     }
@@ -197,22 +197,22 @@ impl ThreadAccess<'_> {
 
     /// The thread-local state as JSON; an error when the thread is suspended mid-step
     /// (at a send), where the operation itself holds the state.
-    pub fn state_json(&self) -> Result<serde_json::Value, String> {
+    pub fn state_json(&self) -> Result<serde_json::Value, ContentError> {
         match &self.state {
             Some(s) => s.to_json(),
-            None => Err(STATE_BUSY.to_owned()),
+            None => Err(ContentError::StateBusy),
         }
     }
 
     /// Replace the thread-local state; on error (wrong shape, mid-step) nothing changes.
-    pub fn set_state_json(&mut self, value: serde_json::Value) -> Result<(), String> {
+    pub fn set_state_json(&mut self, value: serde_json::Value) -> Result<(), ContentError> {
         match &mut self.state {
             Some(s) => {
                 s.replace_from_json(value)?;
                 self.state_set = true;
                 Ok(())
             }
-            None => Err(STATE_BUSY.to_owned()),
+            None => Err(ContentError::StateBusy),
         }
     }
 
@@ -221,9 +221,6 @@ impl ThreadAccess<'_> {
         self.state_set
     }
 }
-
-const STATE_BUSY: &str =
-    "the thread is suspended inside an operation (at a send); its state is only accessible at a step start or stop";
 
 /// An operation posts a message, before it is delivered.
 pub struct SendEvent<'a> {
@@ -251,7 +248,7 @@ impl SendEvent<'_> {
         self.payload.type_name()
     }
     /// Content as JSON.
-    pub fn content_json(&self) -> Result<serde_json::Value, String> {
+    pub fn content_json(&self) -> Result<serde_json::Value, ContentError> {
         self.payload.to_json()
     }
     /// Whether the content was replaced.
@@ -260,7 +257,7 @@ impl SendEvent<'_> {
     }
     /// Replace the content (deserialized into the message's own type). On error the
     /// original is kept.
-    pub fn replace_content(&mut self, value: serde_json::Value) -> Result<(), String> {
+    pub fn replace_content(&mut self, value: serde_json::Value) -> Result<(), ContentError> {
         self.payload.replace_from_json(value)?;
         self.replaced = true;
         Ok(())

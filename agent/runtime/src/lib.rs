@@ -67,7 +67,7 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
 use thread::{lock, Sched, ThreadShared};
 
-pub use error::{BuildError, ScheduleError};
+pub use error::{BuildError, ContentError, ReorderError, ScheduleError};
 pub use graph::{Chain, FlowGraph};
 pub use hook::Hook;
 pub use ids::MsgId;
@@ -436,7 +436,11 @@ impl RuntimeView {
     }
 
     /// The content of pending message `id` of thread number `global`.
-    pub fn pending_content(&self, global: usize, id: &MsgId) -> Option<Result<serde_json::Value, String>> {
+    pub fn pending_content(
+        &self,
+        global: usize,
+        id: &MsgId,
+    ) -> Option<Result<serde_json::Value, error::ContentError>> {
         self.all().get(global).and_then(|t| t.pending_content(id))
     }
 

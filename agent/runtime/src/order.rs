@@ -1,5 +1,6 @@
 //! Reorders: which pending messages a debugger's new order names, and where the others go.
 
+use super::error::ReorderError;
 use super::hook::Rest;
 
 /// Map each entry of `order` (an id, or `id@op`) to exactly one candidate, each at most
@@ -10,7 +11,7 @@ pub(crate) fn resolve_order(
     order: &[String],
     names: &[(String, &str)],
     rest: Rest,
-) -> Result<Vec<usize>, String> {
+) -> Result<Vec<usize>, ReorderError> {
     let mut used = vec![false; names.len()];
     let mut picks = Vec::with_capacity(names.len());
     for entry in order {
@@ -25,30 +26,27 @@ pub(crate) fn resolve_order(
             .map(|(i, _)| i)
             .collect();
         let i = match matches.as_slice() {
-            [] => return Err(format!("`{entry}` is not pending on this thread")),
+            [] => return Err(ReorderError::NotPending { entry: entry.clone() }),
             [i] => *i,
             many => {
-                let alts: Vec<String> = many.iter().map(|&i| format!("{id}@{}", names[i].1)).collect();
-                return Err(format!(
-                    "`{entry}` is ambiguous here: write one of {}",
-                    alts.join(", ")
-                ));
+                let alternatives = many.iter().map(|&i| format!("{id}@{}", names[i].1)).collect();
+                return Err(ReorderError::Ambiguous {
+                    entry: entry.clone(),
+                    alternatives,
+                });
             }
         };
         if std::mem::replace(&mut used[i], true) {
-            return Err(format!("`{entry}` appears twice in the new order"));
+            return Err(ReorderError::Twice { entry: entry.clone() });
         }
         picks.push(i);
     }
     let unnamed = (0..names.len()).filter(|&i| !used[i]);
     match rest {
         Rest::Named => {
-            let missing: Vec<&str> = unnamed.map(|i| names[i].0.as_str()).collect();
+            let missing: Vec<String> = unnamed.map(|i| names[i].0.clone()).collect();
             if !missing.is_empty() {
-                return Err(format!(
-                    "the new order must name every pending message; missing: {}",
-                    missing.join(", ")
-                ));
+                return Err(ReorderError::Missing { missing });
             }
         }
         Rest::After => picks.extend(unnamed),
@@ -63,14 +61,14 @@ pub(crate) fn resolve_order(
 
 #[cfg(test)]
 mod tests {
-    use super::{resolve_order, Rest};
+    use super::{resolve_order, ReorderError, Rest};
 
     fn s(v: &[&str]) -> Vec<String> {
         v.iter().map(|s| (*s).to_owned()).collect()
     }
 
     /// Wrapper for the full-order rule (`Rest::Named`).
-    fn full(order: &[String], names: &[(String, &str)]) -> Result<Vec<usize>, String> {
+    fn full(order: &[String], names: &[(String, &str)]) -> Result<Vec<usize>, ReorderError> {
         resolve_order(order, names, Rest::Named)
     }
 
@@ -83,13 +81,21 @@ mod tests {
         ];
         assert_eq!(full(&s(&["0.2@B", "0.1", "0.2@A"]), &names), Ok(vec![2, 0, 1]));
         let e = full(&s(&["0.2", "0.1"]), &names).unwrap_err();
-        assert!(e.contains("ambiguous"), "{e}");
+        assert_eq!(
+            e,
+            ReorderError::Ambiguous {
+                entry: "0.2".into(),
+                alternatives: s(&["0.2@A", "0.2@B"])
+            }
+        );
+        assert!(e.to_string().contains("ambiguous"), "{e}");
         let e = full(&s(&["0.1", "0.2@A"]), &names).unwrap_err();
-        assert!(e.contains("missing: 0.2"), "{e}");
+        assert_eq!(e, ReorderError::Missing { missing: s(&["0.2"]) });
+        assert!(e.to_string().contains("missing: 0.2"), "{e}");
         let e = full(&s(&["0.1", "0.1", "0.2@A", "0.2@B"]), &names).unwrap_err();
-        assert!(e.contains("twice"), "{e}");
+        assert!(e.to_string().contains("twice"), "{e}");
         let e = full(&s(&["0.9"]), &names).unwrap_err();
-        assert!(e.contains("not pending"), "{e}");
+        assert!(e.to_string().contains("not pending"), "{e}");
     }
 
     #[test]
@@ -130,14 +136,14 @@ mod tests {
         // The same refusals as the full rule: not pending, duplicates, ambiguity.
         for rest in [Rest::After, Rest::Before] {
             let e = resolve_order(&s(&["0.2", "0.9"]), &names, rest).unwrap_err();
-            assert!(e.contains("`0.9` is not pending"), "{e}");
+            assert!(e.to_string().contains("`0.9` is not pending"), "{e}");
             let e = resolve_order(&s(&["0.2", "0.2"]), &names, rest).unwrap_err();
-            assert!(e.contains("twice"), "{e}");
+            assert!(e.to_string().contains("twice"), "{e}");
             let e = resolve_order(&s(&["0.3"]), &names, rest).unwrap_err();
-            assert!(e.contains("ambiguous"), "{e}");
+            assert!(e.to_string().contains("ambiguous"), "{e}");
         }
         // Without `rest`, the unnamed ones are still refused.
         let e = full(&s(&["0.2"]), &names).unwrap_err();
-        assert!(e.contains("missing: 0.1, 0.3, 0.3, 0.5, 0.6"), "{e}");
+        assert!(e.to_string().contains("missing: 0.1, 0.3, 0.3, 0.5, 0.6"), "{e}");
     }
 }

@@ -1,6 +1,7 @@
 //! Type-erased messages and thread states: what lets the runtime carry user types between
 //! threads and still show and replace them as JSON.
 
+use crate::error::ContentError;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::any::Any;
@@ -11,10 +12,10 @@ pub trait Payload: Any + Send {
     /// The Rust type name, shown by the debugger.
     fn type_name(&self) -> &'static str;
     /// The content as JSON.
-    fn to_json(&self) -> Result<serde_json::Value, String>;
+    fn to_json(&self) -> Result<serde_json::Value, ContentError>;
     /// Replace the content by `value`, deserialized into this message's own type.
     /// On error nothing changes.
-    fn replace_from_json(&mut self, value: serde_json::Value) -> Result<(), String>;
+    fn replace_from_json(&mut self, value: serde_json::Value) -> Result<(), ContentError>;
     /// For downcasting in the typed operation wrappers.
     fn as_any(&self) -> &dyn Any;
     /// For downcasting by value.
@@ -25,12 +26,14 @@ impl<T: Serialize + DeserializeOwned + Send + 'static> Payload for T {
     fn type_name(&self) -> &'static str {
         short_type_name::<T>()
     }
-    fn to_json(&self) -> Result<serde_json::Value, String> {
-        serde_json::to_value(self).map_err(|e| e.to_string())
+    fn to_json(&self) -> Result<serde_json::Value, ContentError> {
+        serde_json::to_value(self).map_err(ContentError::ToJson)
     }
-    fn replace_from_json(&mut self, value: serde_json::Value) -> Result<(), String> {
-        let v: T = serde_json::from_value(value)
-            .map_err(|e| format!("does not deserialize as {}: {e}", short_type_name::<T>()))?;
+    fn replace_from_json(&mut self, value: serde_json::Value) -> Result<(), ContentError> {
+        let v: T = serde_json::from_value(value).map_err(|source| ContentError::Message {
+            type_name: short_type_name::<T>(),
+            source,
+        })?;
         *self = v;
         Ok(())
     }
@@ -131,21 +134,19 @@ impl<T: Serialize + DeserializeOwned + Send + 'static> Slot for Option<T> {
 /// A thread-local state behind `dyn`, readable and replaceable as JSON.
 pub trait ErasedState: Send {
     /// The state as JSON.
-    fn to_json(&self) -> Result<serde_json::Value, String>;
+    fn to_json(&self) -> Result<serde_json::Value, ContentError>;
     /// Replace the state; on error nothing changes.
-    fn replace_from_json(&mut self, value: serde_json::Value) -> Result<(), String>;
+    fn replace_from_json(&mut self, value: serde_json::Value) -> Result<(), ContentError>;
 }
 
 impl<T: Serialize + DeserializeOwned + Send> ErasedState for T {
-    fn to_json(&self) -> Result<serde_json::Value, String> {
-        serde_json::to_value(self).map_err(|e| e.to_string())
+    fn to_json(&self) -> Result<serde_json::Value, ContentError> {
+        serde_json::to_value(self).map_err(ContentError::ToJson)
     }
-    fn replace_from_json(&mut self, value: serde_json::Value) -> Result<(), String> {
-        *self = serde_json::from_value(value).map_err(|e| {
-            format!(
-                "does not deserialize as the thread state {}: {e}",
-                short_type_name::<T>()
-            )
+    fn replace_from_json(&mut self, value: serde_json::Value) -> Result<(), ContentError> {
+        *self = serde_json::from_value(value).map_err(|source| ContentError::State {
+            type_name: short_type_name::<T>(),
+            source,
         })?;
         Ok(())
     }

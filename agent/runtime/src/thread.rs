@@ -501,7 +501,10 @@ impl ThreadShared {
         all
     }
 
-    pub(crate) fn pending_content(&self, id: &MsgId) -> Option<Result<serde_json::Value, String>> {
+    pub(crate) fn pending_content(
+        &self,
+        id: &MsgId,
+    ) -> Option<Result<serde_json::Value, crate::error::ContentError>> {
         let mut f = lock(&self.own.front);
         let mut q = lock(&self.shared.queue);
         let content = Self::all_items(&mut f, &mut q)
@@ -516,7 +519,7 @@ impl ThreadShared {
         order: &[String],
         current: Option<&mut Option<Envelope>>,
         rest: super::hook::Rest,
-    ) -> Result<(), String> {
+    ) -> Result<(), crate::error::ReorderError> {
         let mut f = lock(&self.own.front);
         let mut q = lock(&self.shared.queue);
         self.unbatch(&mut f, &mut q);

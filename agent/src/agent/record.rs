@@ -514,7 +514,7 @@ mod tests {
         );
         // A packed event naming a thread the structure lacks is an error, not a panic.
         let bad = r#"{"event":"packed","events":[[1,1,9,0,"0",0,0,false,""]]}"#;
-        assert!(d.decode(bad).unwrap_err().contains("thread #9"));
+        assert!(d.decode(bad).unwrap_err().to_string().contains("thread #9"));
         let mut w = BinaryWriter::with_capacity(16);
         w.push(&Record {
             kind: Kind::Recv,
@@ -527,7 +527,11 @@ mod tests {
             traced: false,
             text: RecordText::None,
         });
-        assert!(d.decode_binary(&w.finish()).unwrap_err().contains("thread #9"));
+        assert!(d
+            .decode_binary(&w.finish())
+            .unwrap_err()
+            .to_string()
+            .contains("thread #9"));
         evs
     }
 }

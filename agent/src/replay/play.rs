@@ -6,7 +6,7 @@
 
 use super::{sender_code, EXIT_DIVERGED};
 use crate::agent::Agent;
-use racetrack_protocol::replay_log::{EditKind, ReplayLog, Run};
+use racetrack_protocol::replay_log::{EditKind, ReadLogError, ReplayLog, Run};
 use racetrack_protocol::{launch as env, Event};
 use racetrack_runtime::hook::{CollectionInfo, GraphInfo, Rest, SendEvent, StepEvent};
 use std::cell::Cell;
@@ -82,7 +82,7 @@ pub(super) struct Replayer {
 }
 
 impl Replayer {
-    pub(super) fn open(path: &str, debugged: bool) -> Result<Self, String> {
+    pub(super) fn open(path: &str, debugged: bool) -> Result<Self, ReadLogError> {
         let log = ReplayLog::read(std::path::Path::new(path))?;
         let mut argv = std::env::args();
         let program = argv.next().unwrap_or_default();

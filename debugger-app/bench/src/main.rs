@@ -21,7 +21,7 @@ fn main() {
         Some("ctl") => match args.get(1) {
             Some(url) => match Connection::connect(url, Duration::from_secs(10)) {
                 Ok(conn) => racetrack::ctl::run(conn, None),
-                Err(e) => usage(&e),
+                Err(e) => usage(&e.to_string()),
             },
             None => usage("ctl needs a ws:// URL"),
         },

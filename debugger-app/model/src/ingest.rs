@@ -72,7 +72,7 @@ impl Model {
                 for pe in events {
                     match self.proc_mut(p).decoder.expand(pe.clone()) {
                         Ok(e) => self.ingest_in(p, &e),
-                        Err(e) => self.control.log(&mut self.changes, "error", e),
+                        Err(e) => self.control.log(&mut self.changes, "error", e.to_string()),
                     }
                 }
             }

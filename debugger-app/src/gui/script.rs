@@ -34,6 +34,69 @@ pub enum Step {
     Done,
 }
 
+/// Why a script line is refused (at parse) or failed (as it ran): the line and what.
+#[derive(Debug, thiserror::Error)]
+#[error("line {line}: {problem}")]
+pub struct ScriptError {
+    /// The line (from 1).
+    pub line: usize,
+    /// What is wrong with it.
+    #[source]
+    pub problem: ScriptProblem,
+}
+
+/// What is wrong with a script line (a [`ScriptError`] says which).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ScriptProblem {
+    /// Not JSON.
+    #[error("{0}")]
+    Json(#[from] serde_json::Error),
+    /// No `cmd` field.
+    #[error("no `cmd`")]
+    NoCmd,
+    /// A protocol command that does not parse.
+    #[error("{0}")]
+    Command(String),
+    /// A `wait` for something unknown.
+    #[error("unknown `until` {0}")]
+    UnknownUntil(String),
+    /// A `wait` that timed out.
+    #[error("wait until {until} timed out")]
+    Timeout {
+        /// What was waited for.
+        until: String,
+    },
+    /// An `expect_output` that the program's last line does not meet.
+    #[error("the program's last output `{last}` does not contain `{want}`")]
+    Output {
+        /// The program's last stdout line.
+        last: String,
+        /// What the line expects.
+        want: String,
+    },
+    /// A `seek` without its time.
+    #[error("`seek` needs `ms`, a time in milliseconds")]
+    SeekNeedsMs,
+    /// A `select` without a field.
+    #[error("select needs `{0}`")]
+    SelectNeeds(&'static str),
+    /// A `select` of a node that never appeared.
+    #[error("no node {op} @ {thread} to select")]
+    NoNode {
+        /// The operation.
+        op: String,
+        /// The thread.
+        thread: String,
+    },
+}
+
+impl ScriptProblem {
+    fn at(self, line: usize) -> ScriptError {
+        ScriptError { line, problem: self }
+    }
+}
+
 /// A loaded script.
 pub struct Script {
     lines: VecDeque<(usize, Value)>,
@@ -42,23 +105,23 @@ pub struct Script {
 
 impl Script {
     /// Parse a script; errors name the line.
-    pub fn parse(text: &str) -> Result<Self, String> {
+    pub fn parse(text: &str) -> Result<Self, ScriptError> {
         let mut lines = VecDeque::new();
         for (i, l) in text.lines().enumerate() {
             let l = l.trim();
             if l.is_empty() || l.starts_with('#') {
                 continue;
             }
-            let v: Value = serde_json::from_str(l).map_err(|e| format!("line {}: {e}", i + 1))?;
+            let v: Value = serde_json::from_str(l).map_err(|e| ScriptProblem::Json(e).at(i + 1))?;
             let cmd = v
                 .get("cmd")
                 .and_then(Value::as_str)
-                .ok_or(format!("line {}: no `cmd`", i + 1))?;
+                .ok_or_else(|| ScriptProblem::NoCmd.at(i + 1))?;
             if !matches!(
                 cmd,
                 "wait" | "sleep" | "expect_output" | "quit" | "select" | "seek"
             ) {
-                Command::parse(l).map_err(|e| format!("line {}: {e}", i + 1))?;
+                Command::parse(l).map_err(|e| ScriptProblem::Command(e).at(i + 1))?;
             }
             lines.push_back((i + 1, v));
         }
@@ -66,7 +129,7 @@ impl Script {
     }
 
     /// Advance against the model.
-    pub fn step(&mut self, model: &Model) -> Result<Step, String> {
+    pub fn step(&mut self, model: &Model) -> Result<Step, ScriptError> {
         let Some((line, v)) = self.lines.front().cloned() else {
             return Ok(Step::Done);
         };
@@ -90,23 +153,25 @@ impl Script {
                     .map(|l| l.text.as_str())
                     .unwrap_or("");
                 if !last.contains(want) {
-                    return Err(format!(
-                        "line {line}: the program's last output `{last}` does not contain `{want}`"
-                    ));
+                    return Err(ScriptProblem::Output {
+                        last: last.to_owned(),
+                        want: want.to_owned(),
+                    }
+                    .at(line));
                 }
                 (true, Step::Wait)
             }
             "select" => select(model, line, &v, since)?,
             "seek" => match v.get("ms").and_then(Value::as_f64) {
                 Some(ms) if ms >= 0.0 => (true, Step::Seek(ms)),
-                _ => return Err(format!("line {line}: `seek` needs `ms`, a time in milliseconds")),
+                _ => return Err(ScriptProblem::SeekNeedsMs.at(line)),
             },
             "quit" => (
                 true,
                 Step::Quit(v.get("code").and_then(Value::as_i64).unwrap_or(0) as i32),
             ),
             _ => {
-                let c = Command::parse(&v.to_string()).map_err(|e| format!("line {line}: {e}"))?;
+                let c = Command::parse(&v.to_string()).map_err(|e| ScriptProblem::Command(e).at(line))?;
                 (true, Step::Send(c))
             }
         };
@@ -119,34 +184,39 @@ impl Script {
 }
 
 /// `wait` (line `line`, started at `since`): done once its `until` holds.
-fn wait_until(model: &Model, line: usize, v: &Value, since: Instant) -> Result<(bool, Step), String> {
+fn wait_until(model: &Model, line: usize, v: &Value, since: Instant) -> Result<(bool, Step), ScriptError> {
     let timeout = Duration::from_millis(v.get("timeout_ms").and_then(Value::as_u64).unwrap_or(10_000));
     let until = v.get("until").and_then(Value::as_str).unwrap_or("held");
     let ok = match until {
         "held" => !model.control.held.is_empty(),
         "exit" => model.control.exited.is_some(),
         "attached" => model.control.attached,
-        other => return Err(format!("line {line}: unknown `until` {other}")),
+        other => return Err(ScriptProblem::UnknownUntil(other.to_owned()).at(line)),
     };
     if !ok && since.elapsed() > timeout {
-        return Err(format!("line {line}: wait until {until} timed out"));
+        return Err(ScriptProblem::Timeout {
+            until: until.to_owned(),
+        }
+        .at(line));
     }
     Ok((ok, Step::Wait))
 }
 
 /// `select`: the node appears when it first runs, so it is waited for as `wait` does.
-fn select(model: &Model, line: usize, v: &Value, since: Instant) -> Result<(bool, Step), String> {
-    let field = |k: &str| {
+fn select(model: &Model, line: usize, v: &Value, since: Instant) -> Result<(bool, Step), ScriptError> {
+    let field = |k: &'static str| {
         v.get(k)
             .and_then(Value::as_str)
-            .ok_or(format!("line {line}: select needs `{k}`"))
+            .ok_or_else(|| ScriptProblem::SelectNeeds(k).at(line))
     };
     let (op, thread) = (field("op")?, field("thread")?);
     match model.node_key(op, thread).and_then(|k| model.unfolded()?.find(k)) {
         Some(id) => Ok((true, Step::Select(id))),
-        None if since.elapsed() > Duration::from_secs(10) => {
-            Err(format!("line {line}: no node {op} @ {thread} to select"))
+        None if since.elapsed() > Duration::from_secs(10) => Err(ScriptProblem::NoNode {
+            op: op.to_owned(),
+            thread: thread.to_owned(),
         }
+        .at(line)),
         None => Ok((false, Step::Wait)),
     }
 }

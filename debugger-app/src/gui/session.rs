@@ -2,8 +2,8 @@
 //! GUI started the program, that process's output and exit code. Nothing here blocks: the
 //! GUI polls with `try_recv` each frame.
 
-use crate::conn::{CommandSender, ConnEvent, Connection};
-use crate::launch::{launch, Launched};
+use crate::conn::{CommandSender, ConnEvent, ConnectError, Connection};
+use crate::launch::{launch, LaunchError, Launched};
 use racetrack_protocol::Command;
 use std::io::{BufRead, BufReader};
 use std::sync::mpsc::{self, Receiver};
@@ -20,6 +20,21 @@ pub enum ProcessEvent {
     Output(&'static str, String),
     /// The program exited (`None`: killed by a signal).
     Exited(Option<i32>),
+}
+
+/// Why a session could not be started.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SessionError {
+    /// The program could not be started, or its agent never listened.
+    #[error(transparent)]
+    Launch(#[from] LaunchError),
+    /// The agent could not be reached.
+    #[error(transparent)]
+    Connect(#[from] ConnectError),
+    /// A thread forwarding the program's output or exit could not be started.
+    #[error("{0}")]
+    Thread(#[source] std::io::Error),
 }
 
 /// A debugging session.
@@ -49,7 +64,7 @@ pub fn conn_waker(w: &Waker) -> crate::conn::Waker {
 
 impl Session {
     /// Attach to a running program's agent.
-    pub fn attach(url: &str, waker: Waker) -> Result<Self, String> {
+    pub fn attach(url: &str, waker: Waker) -> Result<Self, SessionError> {
         let w = waker.clone();
         let conn = Connection::connect_with_waker(url, Duration::from_secs(10), Box::new(move || wake(&w)))?;
         let (sender, events) = conn.split();
@@ -63,7 +78,7 @@ impl Session {
     }
 
     /// Start `program args` with the agent (held at its first operation) and attach.
-    pub fn launch(program: &str, args: &[String], waker: Waker) -> Result<Self, String> {
+    pub fn launch(program: &str, args: &[String], waker: Waker) -> Result<Self, SessionError> {
         let l = launch(program, args, Duration::from_secs(15))?;
         let s = Self::attach(&l.url, waker.clone())?;
         s.with_program(l, waker)
@@ -84,12 +99,12 @@ impl Session {
 
     /// An MPI job's session: `conn` merges its ranks ([`crate::job`]), `l` is its
     /// launcher.
-    pub fn job(conn: Connection, l: Launched, waker: Waker) -> Result<Self, String> {
+    pub fn job(conn: Connection, l: Launched, waker: Waker) -> Result<Self, SessionError> {
         Self::from_connection(conn, l.url.clone()).with_program(l, waker)
     }
 
     /// This session, forwarding the output and exit of the program it started.
-    fn with_program(mut self, mut l: Launched, waker: Waker) -> Result<Self, String> {
+    fn with_program(mut self, mut l: Launched, waker: Waker) -> Result<Self, SessionError> {
         let (tx, rx) = mpsc::channel();
         // The readers hold `done`: the exit is sent after their last lines (or a bound).
         let (done, readers_done) = mpsc::channel::<()>();
@@ -139,7 +154,7 @@ impl Session {
                         }
                     }
                 })
-                .map_err(|e| e.to_string())?;
+                .map_err(SessionError::Thread)?;
         }
         self.process = Some(rx);
         self._child = Some(child);

@@ -31,6 +31,58 @@ use merge::Merge;
 
 type Ws = WebSocketStream<TcpStream>;
 
+/// Why a job's socket could not be opened, or its ranks did not all connect.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum JobError {
+    /// Not a socket address.
+    #[error("`{addr}` is not an address such as 127.0.0.1:0")]
+    BadAddress {
+        /// As given.
+        addr: String,
+    },
+    /// Beyond loopback without a token.
+    #[error(
+        "{addr} is not a loopback address: set RACETRACK_TOKEN so that only the job's ranks can connect"
+    )]
+    NotLoopback {
+        /// As given.
+        addr: String,
+    },
+    /// The address cannot be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        /// As given.
+        addr: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The socket, the job's thread or its runtime failed.
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    /// Accepting a rank's connection failed.
+    #[error("accept: {0}")]
+    Accept(#[source] std::io::Error),
+    /// The job's connection thread stopped before the ranks connected.
+    #[error("the job's connection thread stopped")]
+    ThreadStopped,
+    /// The launcher is gone, and says why (what `accept`'s `gone` returned).
+    #[error("{0}")]
+    Gone(String),
+    /// Not every rank connected in time.
+    #[error(
+        "{joined} of {ranks} ranks connected within {secs} s (is the program an MPI program, and were the wrappers preloaded?)"
+    )]
+    Timeout {
+        /// Ranks connected.
+        joined: usize,
+        /// Ranks expected.
+        ranks: usize,
+        /// The timeout.
+        secs: u64,
+    },
+}
+
 /// A socket the ranks of a job dial.
 pub struct JobListener {
     listener: std::net::TcpListener,
@@ -41,18 +93,20 @@ pub struct JobListener {
 impl JobListener {
     /// Listen on `addr` (`127.0.0.1:0` picks a port). Beyond loopback, ranks must present
     /// `token` (`RACETRACK_TOKEN` in their environment).
-    pub fn bind(addr: &str, token: Option<String>) -> Result<Self, String> {
-        let sa: std::net::SocketAddr = addr
-            .parse()
-            .map_err(|_| format!("`{addr}` is not an address such as 127.0.0.1:0"))?;
+    pub fn bind(addr: &str, token: Option<String>) -> Result<Self, JobError> {
+        let sa: std::net::SocketAddr = addr.parse().map_err(|_| JobError::BadAddress {
+            addr: addr.to_owned(),
+        })?;
         if !sa.ip().is_loopback() && token.is_none() {
-            return Err(format!(
-                "{addr} is not a loopback address: set RACETRACK_TOKEN so that only the job's ranks can connect"
-            ));
+            return Err(JobError::NotLoopback {
+                addr: addr.to_owned(),
+            });
         }
-        let listener =
-            std::net::TcpListener::bind(sa).map_err(|e| format!("cannot listen on {addr}: {e}"))?;
-        let local = listener.local_addr().map_err(|e| e.to_string())?;
+        let listener = std::net::TcpListener::bind(sa).map_err(|source| JobError::Listen {
+            addr: addr.to_owned(),
+            source,
+        })?;
+        let local = listener.local_addr()?;
         Ok(Self {
             listener,
             url: format!("ws://{local}"),
@@ -73,7 +127,7 @@ impl JobListener {
         timeout: Duration,
         waker: Waker,
         mut gone: impl FnMut() -> Option<String>,
-    ) -> Result<Connection, String> {
+    ) -> Result<Connection, JobError> {
         let (ev_tx, ev_rx) = mpsc::sync_channel(crate::conn::EVENTS_CAP);
         let (cmd_tx, cmd_rx) = tokio::sync::mpsc::unbounded_channel();
         let (ready_tx, ready_rx) = mpsc::channel();
@@ -84,7 +138,7 @@ impl JobListener {
             .spawn(move || {
                 let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
                     Ok(rt) => rt,
-                    Err(e) => return drop(ready_tx.send(Err(e.to_string()))),
+                    Err(e) => return drop(ready_tx.send(Err(JobError::Io(e)))),
                 };
                 rt.block_on(async move {
                     match gather(self.listener, self.token, ranks, &j).await {
@@ -96,26 +150,24 @@ impl JobListener {
                     }
                 });
             })
-            .map_err(|e| e.to_string())?;
+            .map_err(JobError::Io)?;
         let deadline = Instant::now() + timeout;
         loop {
             match ready_rx.recv_timeout(Duration::from_millis(100)) {
                 Ok(Ok(())) => return Ok(Connection::from_parts(ev_rx, cmd_tx)),
                 Ok(Err(e)) => return Err(e),
-                Err(mpsc::RecvTimeoutError::Disconnected) => {
-                    return Err("the job's connection thread stopped".into())
-                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => return Err(JobError::ThreadStopped),
                 Err(mpsc::RecvTimeoutError::Timeout) => {}
             }
             if let Some(why) = gone() {
-                return Err(why);
+                return Err(JobError::Gone(why));
             }
             if Instant::now() > deadline {
-                return Err(format!(
-                    "{} of {ranks} ranks connected within {} s (is the program an MPI program, and were the wrappers preloaded?)",
-                    joined.load(SeqCst),
-                    timeout.as_secs()
-                ));
+                return Err(JobError::Timeout {
+                    joined: joined.load(SeqCst),
+                    ranks,
+                    secs: timeout.as_secs(),
+                });
             }
         }
     }
@@ -127,12 +179,12 @@ async fn gather(
     token: Option<String>,
     ranks: usize,
     joined: &AtomicUsize,
-) -> Result<Vec<Ws>, String> {
-    listener.set_nonblocking(true).map_err(|e| e.to_string())?;
-    let listener = tokio::net::TcpListener::from_std(listener).map_err(|e| e.to_string())?;
+) -> Result<Vec<Ws>, JobError> {
+    listener.set_nonblocking(true)?;
+    let listener = tokio::net::TcpListener::from_std(listener)?;
     let mut socks = Vec::with_capacity(ranks);
     while socks.len() < ranks {
-        let (stream, peer) = listener.accept().await.map_err(|e| format!("accept: {e}"))?;
+        let (stream, peer) = listener.accept().await.map_err(JobError::Accept)?;
         let _ = stream.set_nodelay(true);
         match handshake(stream, token.as_deref()).await {
             Ok(ws) => {

@@ -2,21 +2,25 @@
 
 use super::HEADER;
 use crate::call::{AnyTag, CallInfo, Created, Forced, Matched, Peer, SpecialPeer, Tag};
+use crate::error::{BinaryFrame, DecodeError};
 use crate::varint::{get_u, unzigzag, Bad};
 use crate::{Event, RecvEv, SendEv, Step, StepEv};
 
+const FRAME: BinaryFrame = BinaryFrame::Events;
+
 /// Read a binary event frame's events.
-pub(crate) fn parse_events(bytes: &[u8]) -> Result<Vec<Event>, String> {
+pub(crate) fn parse_events(bytes: &[u8]) -> Result<Vec<Event>, DecodeError> {
     let Some((count, body)) = bytes.get(1..).and_then(|b| b.split_first_chunk::<4>()) else {
-        return Err("binary event frame: no event count".to_owned());
+        return Err(DecodeError::NoCount { frame: FRAME });
     };
     let count = u32::from_le_bytes(*count) as usize;
     // The smallest event takes 5 bytes (a recv of empty names).
     if count > body.len() / 5 {
-        return Err(format!(
-            "binary event frame: {count} events cannot fit in {} bytes",
-            body.len()
-        ));
+        return Err(DecodeError::CountTooLarge {
+            frame: FRAME,
+            count,
+            bytes: body.len(),
+        });
     }
     let mut r = Reader { b: body, i: 0 };
     let mut out = Vec::with_capacity(count);
@@ -30,7 +34,7 @@ pub(crate) fn parse_events(bytes: &[u8]) -> Result<Vec<Event>, String> {
         let has_call = head & 8 != 0;
         let ev = match head & 3 {
             0 => {
-                let opt = |bit: u8, r: &mut Reader| -> Result<Option<String>, String> {
+                let opt = |bit: u8, r: &mut Reader| -> Result<Option<String>, DecodeError> {
                     if head & (1 << bit) != 0 {
                         r.string().map(Some)
                     } else {
@@ -108,10 +112,11 @@ pub(crate) fn parse_events(bytes: &[u8]) -> Result<Vec<Event>, String> {
         out.push(ev);
     }
     if out.len() != count {
-        return Err(format!(
-            "binary event frame: {} events where its header says {count}",
-            out.len()
-        ));
+        return Err(DecodeError::CountMismatch {
+            frame: FRAME,
+            found: out.len(),
+            count,
+        });
     }
     Ok(out)
 }
@@ -122,41 +127,47 @@ struct Reader<'a> {
 }
 
 impl Reader<'_> {
-    fn truncated(&self) -> String {
-        format!("binary event frame: truncated at byte {}", self.i + HEADER)
+    fn truncated(&self) -> DecodeError {
+        DecodeError::Truncated {
+            frame: FRAME,
+            at: self.i + HEADER,
+        }
     }
 
-    fn bad_head(&self, head: u8, at: usize) -> String {
-        format!(
-            "binary event frame: bad event head {head:#04x} at byte {}",
-            at + HEADER
-        )
+    fn bad_head(&self, head: u8, at: usize) -> DecodeError {
+        DecodeError::BadHead {
+            frame: FRAME,
+            head,
+            at: at + HEADER,
+        }
     }
 
-    fn byte(&mut self) -> Result<u8, String> {
+    fn byte(&mut self) -> Result<u8, DecodeError> {
         let v = *self.b.get(self.i).ok_or_else(|| self.truncated())?;
         self.i += 1;
         Ok(v)
     }
 
-    fn u(&mut self) -> Result<u64, String> {
+    fn u(&mut self) -> Result<u64, DecodeError> {
         get_u(self.b, &mut self.i).map_err(|bad| match bad {
             Bad::Truncated => self.truncated(),
-            Bad::TooLarge => format!("binary event frame: number too large at byte {}", self.i + HEADER),
+            Bad::TooLarge => DecodeError::NumberTooLarge {
+                frame: FRAME,
+                at: self.i + HEADER,
+            },
         })
     }
 
-    fn i64(&mut self) -> Result<i64, String> {
+    fn i64(&mut self) -> Result<i64, DecodeError> {
         Ok(unzigzag(self.u()?))
     }
 
-    fn i32(&mut self) -> Result<i32, String> {
+    fn i32(&mut self) -> Result<i32, DecodeError> {
         let at = self.i;
-        i32::try_from(self.i64()?)
-            .map_err(|_| format!("binary event frame: number out of range at byte {}", at + HEADER))
+        i32::try_from(self.i64()?).map_err(|_| out_of_range(at))
     }
 
-    fn string(&mut self) -> Result<String, String> {
+    fn string(&mut self) -> Result<String, DecodeError> {
         let n = usize::try_from(self.u()?).map_err(|_| self.truncated())?;
         let s = self
             .b
@@ -164,25 +175,25 @@ impl Reader<'_> {
             .ok_or_else(|| self.truncated())?;
         let at = self.i;
         self.i += n;
-        std::str::from_utf8(s).map(str::to_owned).map_err(|e| {
-            format!(
-                "binary event frame: text at byte {} is not UTF-8: {e}",
-                at + HEADER
-            )
-        })
+        std::str::from_utf8(s)
+            .map(str::to_owned)
+            .map_err(|source| DecodeError::TextNotUtf8 {
+                at: at + HEADER,
+                source,
+            })
     }
 
-    fn call(&mut self, present: bool) -> Result<Option<Box<CallInfo>>, String> {
+    fn call(&mut self, present: bool) -> Result<Option<Box<CallInfo>>, DecodeError> {
         if !present {
             return Ok(None);
         }
         let at = self.i;
         let mask = self.u()?;
         if mask >> 14 != 0 {
-            return Err(format!(
-                "binary event frame: unknown call fields {mask:#x} at byte {}",
-                at + HEADER
-            ));
+            return Err(DecodeError::UnknownCallFields {
+                mask,
+                at: at + HEADER,
+            });
         }
         let has = |bit: u32| mask & (1 << bit) != 0;
         let mut c = CallInfo::default();
@@ -261,6 +272,9 @@ fn unzigzag32(z: u64) -> Option<i32> {
     i32::try_from(unzigzag(z)).ok()
 }
 
-fn out_of_range(at: usize) -> String {
-    format!("binary event frame: number out of range at byte {}", at + HEADER)
+fn out_of_range(at: usize) -> DecodeError {
+    DecodeError::OutOfRange {
+        frame: FRAME,
+        at: at + HEADER,
+    }
 }

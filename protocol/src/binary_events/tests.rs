@@ -3,7 +3,7 @@
 use super::read::parse_events;
 use super::*;
 use crate::call::{Created, Forced, Matched};
-use crate::{RecvEv, SendEv, StepEv};
+use crate::{BinaryFrame, DecodeError, RecvEv, SendEv, StepEv};
 
 fn step(start: bool, call: Option<CallInfo>) -> Event {
     let s = StepEv {
@@ -106,7 +106,7 @@ fn events_read_back_as_written() {
         assert!(w.push(ev), "{ev:?}");
     }
     assert_eq!(w.len(), evs.len());
-    assert_eq!(parse_events(&w.finish()), Ok(evs));
+    assert_eq!(parse_events(&w.finish()).expect("decodes"), evs);
 }
 
 /// A shared event is written byte for byte as the event it stands for.
@@ -133,7 +133,10 @@ fn a_shared_event_is_written_as_its_event() {
             }
             let (a, b) = (a.finish(), b.finish());
             assert_eq!(a, b, "{kind:?}");
-            assert_eq!(parse_events(&a), Ok(vec![ev.to_event(), ev.to_event()]));
+            assert_eq!(
+                parse_events(&a).expect("decodes"),
+                vec![ev.to_event(), ev.to_event()]
+            );
         }
     }
 }
@@ -156,14 +159,23 @@ fn what_does_not_fit_is_refused_and_damage_is_an_error() {
     let bytes = w.finish();
     for cut in 1..bytes.len() {
         let e = parse_events(&bytes[..cut]).expect_err("a truncated frame");
-        assert!(e.starts_with("binary event frame: "), "{e}");
+        assert!(e.to_string().starts_with("binary event frame: "), "{e}");
     }
     let mut wrong = bytes.clone();
     wrong[1] = 2;
     assert!(parse_events(&wrong).is_err());
     let mut bad_step = bytes;
     bad_step[HEADER] |= 3 << 5;
-    assert!(parse_events(&bad_step)
-        .expect_err("bad head")
-        .contains("bad event head"));
+    let e = parse_events(&bad_step).expect_err("bad head");
+    assert!(
+        matches!(
+            e,
+            DecodeError::BadHead {
+                frame: BinaryFrame::Events,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    assert!(e.to_string().contains("bad event head"), "{e}");
 }

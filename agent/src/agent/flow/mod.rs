@@ -101,7 +101,7 @@ impl Hook for Agent {
         let thread = ev.thread.cloned();
         let content = (reason.is_some() || self.wants_content()).then(|| {
             ev.content_json()
-                .unwrap_or_else(|e| serde_json::json!({ "$unserializable": e }))
+                .unwrap_or_else(|e| serde_json::json!({ "$unserializable": e.to_string() }))
         });
         let sev = Event::Send(proto::SendEv {
             event_id: 0,

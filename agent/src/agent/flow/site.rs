@@ -26,25 +26,29 @@ fn queue_of(access: &ThreadAccess<'_>, thread: &str, max: usize) -> (Vec<QueueEn
     (listed, more)
 }
 
+// `Site` (held.rs) speaks String errors: the runtime's typed ones become their message here.
 impl Site for SendEvent<'_> {
     fn reorder(&mut self, order: &[String], rest: Option<Rest>) -> Result<bool, String> {
         match &mut self.access {
-            Some(a) => a.reorder_with(order, rest_of(rest)).map(|()| false),
+            Some(a) => a
+                .reorder_with(order, rest_of(rest))
+                .map(|()| false)
+                .map_err(|e| e.to_string()),
             None => Err("the schedule caller has no queue".to_owned()),
         }
     }
     fn edit(&mut self, content: Value) -> Result<(), String> {
-        self.replace_content(content)
+        self.replace_content(content).map_err(|e| e.to_string())
     }
     fn state(&self) -> Result<Value, String> {
-        self.access
-            .as_ref()
-            .map_or(Err("no thread".to_owned()), |a| a.state_json())
+        self.access.as_ref().map_or(Err("no thread".to_owned()), |a| {
+            a.state_json().map_err(|e| e.to_string())
+        })
     }
     fn set_state(&mut self, content: Value) -> Result<(), String> {
-        self.access
-            .as_mut()
-            .map_or(Err("no thread".to_owned()), |a| a.set_state_json(content))
+        self.access.as_mut().map_or(Err("no thread".to_owned()), |a| {
+            a.set_state_json(content).map_err(|e| e.to_string())
+        })
     }
     fn queue(&self, max: usize) -> (Vec<QueueEntry>, usize) {
         match (&self.access, self.thread) {
@@ -56,17 +60,19 @@ impl Site for SendEvent<'_> {
 
 impl Site for StepEvent<'_> {
     fn reorder(&mut self, order: &[String], rest: Option<Rest>) -> Result<bool, String> {
-        self.access.reorder_with(order, rest_of(rest))?;
+        self.access
+            .reorder_with(order, rest_of(rest))
+            .map_err(|e| e.to_string())?;
         Ok(self.access.put_back())
     }
     fn edit(&mut self, _content: Value) -> Result<(), String> {
         Err("only a message held at its send can be edited; this event is a step".to_owned())
     }
     fn state(&self) -> Result<Value, String> {
-        self.access.state_json()
+        self.access.state_json().map_err(|e| e.to_string())
     }
     fn set_state(&mut self, content: Value) -> Result<(), String> {
-        self.access.set_state_json(content)
+        self.access.set_state_json(content).map_err(|e| e.to_string())
     }
     fn queue(&self, max: usize) -> (Vec<QueueEntry>, usize) {
         queue_of(&self.access, &self.thread.name, max)
