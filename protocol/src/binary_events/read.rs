@@ -30,84 +30,11 @@ pub(crate) fn parse_events(bytes: &[u8]) -> Result<Vec<Event>, DecodeError> {
         let head = r.byte()?;
         let event_id = prev_id.wrapping_add(r.u()?);
         prev_id = event_id;
-        let traced = head & 4 != 0;
-        let has_call = head & 8 != 0;
         let ev = match head & 3 {
-            0 => {
-                let opt = |bit: u8, r: &mut Reader| -> Result<Option<String>, DecodeError> {
-                    if head & (1 << bit) != 0 {
-                        r.string().map(Some)
-                    } else {
-                        Ok(None)
-                    }
-                };
-                let thread = opt(4, &mut r)?;
-                let op = opt(5, &mut r)?;
-                let msg = r.string()?;
-                let to_op = opt(6, &mut r)?;
-                let to_thread = opt(7, &mut r)?;
-                let type_name = r.string()?;
-                let call = r.call(has_call)?;
-                Event::Send(SendEv {
-                    event_id,
-                    thread,
-                    op,
-                    msg,
-                    to_op,
-                    to_thread,
-                    type_name,
-                    traced,
-                    held: false,
-                    reason: None,
-                    content: None,
-                    call,
-                })
-            }
-            1 => {
-                if head >> 4 != 0 {
-                    return Err(r.bad_head(head, at));
-                }
-                let (thread, op, msg) = (r.string()?, r.string()?, r.string()?);
-                let position = usize::try_from(r.u()?).map_err(|_| r.truncated())?;
-                let call = r.call(has_call)?;
-                Event::Recv(RecvEv {
-                    event_id,
-                    thread,
-                    op,
-                    msg,
-                    position,
-                    traced,
-                    call,
-                })
-            }
-            kind => {
-                let step = match (head >> 5) & 7 {
-                    0 => Step::Run,
-                    1 => Step::Absorb,
-                    2 => Step::Final,
-                    _ => return Err(r.bad_head(head, at)),
-                };
-                let (thread, op, msg) = (r.string()?, r.string()?, r.string()?);
-                let instance = if head & 16 != 0 { r.string()? } else { msg.clone() };
-                let call = r.call(has_call)?;
-                let s = StepEv {
-                    event_id,
-                    thread,
-                    op,
-                    msg,
-                    instance,
-                    step,
-                    traced,
-                    held: false,
-                    reason: None,
-                    call,
-                };
-                if kind == 2 {
-                    Event::Start(s)
-                } else {
-                    Event::Stop(s)
-                }
-            }
+            0 => Event::Send(r.send_ev(head, event_id)?),
+            1 => Event::Recv(r.recv_ev(head, event_id, at)?),
+            2 => Event::Start(r.step_ev(head, event_id, at)?),
+            _ => Event::Stop(r.step_ev(head, event_id, at)?),
         };
         out.push(ev);
     }
@@ -124,6 +51,89 @@ pub(crate) fn parse_events(bytes: &[u8]) -> Result<Vec<Event>, DecodeError> {
 struct Reader<'a> {
     b: &'a [u8],
     i: usize,
+}
+
+impl Reader<'_> {
+    /// A `send` whose head byte is `head`: bits 4–7 say which optional names follow.
+    fn send_ev(&mut self, head: u8, event_id: u64) -> Result<SendEv, DecodeError> {
+        let opt = |bit: u8, r: &mut Self| -> Result<Option<String>, DecodeError> {
+            if head & (1 << bit) != 0 {
+                r.string().map(Some)
+            } else {
+                Ok(None)
+            }
+        };
+        let thread = opt(4, self)?;
+        let op = opt(5, self)?;
+        let msg = self.string()?;
+        let to_op = opt(6, self)?;
+        let to_thread = opt(7, self)?;
+        let type_name = self.string()?;
+        let call = self.call(head & 8 != 0)?;
+        Ok(SendEv {
+            event_id,
+            thread,
+            op,
+            msg,
+            to_op,
+            to_thread,
+            type_name,
+            traced: head & 4 != 0,
+            held: false,
+            reason: None,
+            content: None,
+            call,
+        })
+    }
+
+    /// A `recv` whose head byte (at `at`) is `head`.
+    fn recv_ev(&mut self, head: u8, event_id: u64, at: usize) -> Result<RecvEv, DecodeError> {
+        if head >> 4 != 0 {
+            return Err(self.bad_head(head, at));
+        }
+        let (thread, op, msg) = (self.string()?, self.string()?, self.string()?);
+        let position = usize::try_from(self.u()?).map_err(|_| self.truncated())?;
+        let call = self.call(head & 8 != 0)?;
+        Ok(RecvEv {
+            event_id,
+            thread,
+            op,
+            msg,
+            position,
+            traced: head & 4 != 0,
+            call,
+        })
+    }
+
+    /// A `start` or `stop` whose head byte (at `at`) is `head`: bits 5–7 the step kind,
+    /// bit 4 an instance other than the message.
+    fn step_ev(&mut self, head: u8, event_id: u64, at: usize) -> Result<StepEv, DecodeError> {
+        let step = match (head >> 5) & 7 {
+            0 => Step::Run,
+            1 => Step::Absorb,
+            2 => Step::Final,
+            _ => return Err(self.bad_head(head, at)),
+        };
+        let (thread, op, msg) = (self.string()?, self.string()?, self.string()?);
+        let instance = if head & 16 != 0 {
+            self.string()?
+        } else {
+            msg.clone()
+        };
+        let call = self.call(head & 8 != 0)?;
+        Ok(StepEv {
+            event_id,
+            thread,
+            op,
+            msg,
+            instance,
+            step,
+            traced: head & 4 != 0,
+            held: false,
+            reason: None,
+            call,
+        })
+    }
 }
 
 impl Reader<'_> {
@@ -201,20 +211,10 @@ impl Reader<'_> {
             c.comm = Some(self.string()?);
         }
         if has(1) {
-            let at = self.i;
-            c.peer = Some(match self.u()? {
-                0 => Peer::Special(SpecialPeer::AnySource),
-                1 => Peer::Special(SpecialPeer::ProcNull),
-                2 => Peer::Special(SpecialPeer::Root),
-                z => Peer::Rank(unzigzag32(z - 3).ok_or_else(|| out_of_range(at))?),
-            });
+            c.peer = Some(self.peer()?);
         }
         if has(2) {
-            let at = self.i;
-            c.tag = Some(match self.u()? {
-                0 => Tag::Any(AnyTag::AnyTag),
-                z => Tag::Tag(unzigzag32(z - 1).ok_or_else(|| out_of_range(at))?),
-            });
+            c.tag = Some(self.tag()?);
         }
         if has(3) {
             c.count = Some(self.i32()?);
@@ -239,14 +239,7 @@ impl Reader<'_> {
             });
         }
         if has(9) {
-            let source = self.i32()?;
-            let tag = self.i64()?;
-            let at = self.i;
-            let tag = match tag {
-                0 => None,
-                t => Some(i32::try_from(t - 1).map_err(|_| out_of_range(at))?),
-            };
-            c.forced = Some(Forced { source, tag });
+            c.forced = Some(self.forced()?);
         }
         if has(10) {
             c.created = Some(Created {
@@ -265,6 +258,38 @@ impl Reader<'_> {
             c.polls = Some(self.u()?);
         }
         Ok(Some(Box::new(c)))
+    }
+
+    /// A peer: 0–2 the special ones, else a rank zigzagged and offset by 3.
+    fn peer(&mut self) -> Result<Peer, DecodeError> {
+        let at = self.i;
+        Ok(match self.u()? {
+            0 => Peer::Special(SpecialPeer::AnySource),
+            1 => Peer::Special(SpecialPeer::ProcNull),
+            2 => Peer::Special(SpecialPeer::Root),
+            z => Peer::Rank(unzigzag32(z - 3).ok_or_else(|| out_of_range(at))?),
+        })
+    }
+
+    /// A tag: 0 for any, else the tag zigzagged and offset by 1.
+    fn tag(&mut self) -> Result<Tag, DecodeError> {
+        let at = self.i;
+        Ok(match self.u()? {
+            0 => Tag::Any(AnyTag::AnyTag),
+            z => Tag::Tag(unzigzag32(z - 1).ok_or_else(|| out_of_range(at))?),
+        })
+    }
+
+    /// A forced match: the source, and the tag plus one (0: the receive's own).
+    fn forced(&mut self) -> Result<Forced, DecodeError> {
+        let source = self.i32()?;
+        let tag = self.i64()?;
+        let at = self.i;
+        let tag = match tag {
+            0 => None,
+            t => Some(i32::try_from(t - 1).map_err(|_| out_of_range(at))?),
+        };
+        Ok(Forced { source, tag })
     }
 }
 
