@@ -430,6 +430,30 @@ impl<S: ThreadState> Exec<'_, S> {
         poster.end_step(r, id)
     }
 
+    /// A message taken from a batch when a hook that may hold messages became active since:
+    /// it goes the usual way, boxed, through the step hooks.
+    fn on_boxed_batch_message(
+        &mut self,
+        head: BatchHead,
+        slot: &mut Option<Box<dyn Slot>>,
+        handles: &Handles,
+    ) {
+        let Some(payload) = slot.as_mut().and_then(|s| s.take_boxed()) else {
+            return;
+        };
+        let env = Envelope {
+            id: head.id,
+            graph: handles.graph.clone(),
+            payload,
+            frame: handles.frame.clone(),
+            sched: handles.sched.clone(),
+            node: head.node as u32,
+            from: head.from,
+            traced: false,
+        };
+        self.on_message(env, &handles.graph, &handles.sched);
+    }
+
     /// Run a leaf, or a merge's absorb step, on a message taken from a batch (its payload
     /// in `slot`); `handles` are its batch's, kept by the caller.
     fn on_batch_message(&mut self, head: BatchHead, slot: &mut Option<Box<dyn Slot>>, handles: &Handles) {
@@ -440,26 +464,11 @@ impl<S: ThreadState> Exec<'_, S> {
         // `on_message` tells an active hook, which may hold them).
         let hook = active_hook(self.sh);
         let free = hook.is_none_or(|h| h.streaming());
+        if !free {
+            return self.on_boxed_batch_message(head, slot, handles);
+        }
         let id = head.id;
-        let (s, true) = (slot.as_deref_mut(), free) else {
-            // A hook that may hold messages became active since the message was taken: it
-            // goes the usual way, boxed, through the step hooks.
-            if let Some(payload) = slot.as_mut().and_then(|s| s.take_boxed()) {
-                let env = Envelope {
-                    id,
-                    graph: graph.clone(),
-                    payload,
-                    frame: frame.cloned(),
-                    sched: sched.clone(),
-                    node: head.node as u32,
-                    from: head.from,
-                    traced: false,
-                };
-                self.on_message(env, graph, sched);
-            }
-            return;
-        };
-        let Some(s) = s else {
+        let Some(s) = slot.as_deref_mut() else {
             return;
         };
         let step = match n.op {
