@@ -8,7 +8,7 @@ use super::{sender_code, EXIT_DIVERGED};
 use crate::agent::Agent;
 use racetrack_protocol::replay_log::{EditKind, ReadLogError, ReplayLog, Run};
 use racetrack_protocol::{launch as env, Event};
-use racetrack_runtime::hook::{CollectionInfo, GraphInfo, Rest, SendEvent, StepEvent};
+use racetrack_runtime::hook::{CollectionInfo, GraphInfo, QueuedMsg, Rest, SendEvent, StepEvent};
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed, Ordering::SeqCst};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
@@ -254,25 +254,7 @@ impl Replayer {
                 return true;
             }
             let Some(expected) = c.expected(runs) else {
-                if !self.log.complete() {
-                    if !self.past_prefix.swap(true, Relaxed) {
-                        eprintln!(
-                            "racetrack: {} went past the end of the recorded prefix (its step {}); it runs free from here",
-                            ev.thread.name,
-                            c.steps + 1
-                        );
-                    }
-                    return true;
-                }
-                self.diverged(&format!(
-                    "{}'s step {} takes message {} for {} from {}, and the recorded run made only {} steps there",
-                    ev.thread.name,
-                    c.steps + 1,
-                    ev.msg_id,
-                    ev.op.name,
-                    self.sender_name(code),
-                    c.steps
-                ));
+                self.past_the_log(ev, &c, code);
                 return true;
             };
             if expected == code {
@@ -301,31 +283,69 @@ impl Replayer {
                 }
             }
             if !self.wait(seen, me) {
-                let listed: Vec<String> = pending
-                    .iter()
-                    .take(8)
-                    .map(|m| format!("{} for {}", m.id, m.op.name))
-                    .collect();
-                let more = if pending.is_empty() {
-                    String::new()
-                } else {
-                    format!("; pending there: {}", listed.join(", "))
-                };
-                self.diverged(&format!(
-                    "{}'s step {} must take the next message from {} (the log's run {} of {} for it), and none came in {:.1} s with the program stalled; it has message {} for {} from {}{more}",
-                    ev.thread.name,
-                    c.steps + 1,
-                    self.sender_name(expected),
-                    c.run + 1,
-                    runs.len(),
-                    self.stall.as_secs_f64(),
-                    ev.msg_id,
-                    ev.op.name,
-                    self.sender_name(code),
-                ));
+                self.stalled(ev, &c, (expected, code), runs, &pending);
                 return true;
             }
         }
+    }
+
+    /// `ev`'s thread took more steps than the log holds for it: a recorded prefix ends
+    /// here (the thread runs free), a complete log diverges.
+    fn past_the_log(&self, ev: &StepEvent<'_>, c: &Cursor, code: u64) {
+        if !self.log.complete() {
+            if !self.past_prefix.swap(true, Relaxed) {
+                eprintln!(
+                    "racetrack: {} went past the end of the recorded prefix (its step {}); it runs free from here",
+                    ev.thread.name,
+                    c.steps + 1
+                );
+            }
+            return;
+        }
+        self.diverged(&format!(
+            "{}'s step {} takes message {} for {} from {}, and the recorded run made only {} steps there",
+            ev.thread.name,
+            c.steps + 1,
+            ev.msg_id,
+            ev.op.name,
+            self.sender_name(code),
+            c.steps
+        ));
+    }
+
+    /// The message the log names for `ev`'s step never came: a divergence that says what
+    /// the thread has instead. `senders`: the log's and the one at hand.
+    fn stalled(
+        &self,
+        ev: &StepEvent<'_>,
+        c: &Cursor,
+        senders: (u64, u64),
+        runs: &[Run],
+        pending: &[QueuedMsg],
+    ) {
+        let (expected, code) = senders;
+        let listed: Vec<String> = pending
+            .iter()
+            .take(8)
+            .map(|m| format!("{} for {}", m.id, m.op.name))
+            .collect();
+        let more = if pending.is_empty() {
+            String::new()
+        } else {
+            format!("; pending there: {}", listed.join(", "))
+        };
+        self.diverged(&format!(
+            "{}'s step {} must take the next message from {} (the log's run {} of {} for it), and none came in {:.1} s with the program stalled; it has message {} for {} from {}{more}",
+            ev.thread.name,
+            c.steps + 1,
+            self.sender_name(expected),
+            c.run + 1,
+            runs.len(),
+            self.stall.as_secs_f64(),
+            ev.msg_id,
+            ev.op.name,
+            self.sender_name(code),
+        ));
     }
 
     /// The user's edit of this send in the recorded session, made again.
