@@ -84,7 +84,9 @@ if [ "$(id -u)" != 0 ] && [ -z "${RACETRACK_NO_NETNS:-}" ]; then
   export RACETRACK_NO_NETNS=1
 fi
 
-cargo test --workspace -- "${test_args[@]}"
+# --no-fail-fast: every failing test binary is reported, not only the first.
+cargo test --workspace --no-fail-fast -- "${test_args[@]}"
 # The agent core without the runtime: driven through a fake debuggee (unit tests), and by
 # a second front end outside the crate on its public API.
-cargo test -p racetrack-agent --no-default-features --lib --test second_front_end -- "${test_args[@]}"
+cargo test -p racetrack-agent --no-default-features --lib --test second_front_end --no-fail-fast \
+  -- "${test_args[@]}"

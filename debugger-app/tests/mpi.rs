@@ -510,9 +510,10 @@ on_both!(dies_after_a_wildcard_receive);
 /// A rank that dies right after a wildcard receive still delivers that receive, whatever
 /// kills it: `MPI_Abort`, `abort()`, `exit` without `MPI_Finalize`, a segmentation fault,
 /// `SIGTERM` (`examples/mpi/dies.c`). Events leave in batches, so without the flush on
-/// death the last ones were lost in most such runs. 20 runs of each; every run must show
-/// rank 0's `recv`, matched to the sender the program says it took. 20 runs of `abort`
-/// (what a failed `assert` does) and 10 of each other way.
+/// death the last ones were lost in most such runs. Every run must show rank 0's `recv`,
+/// matched to one of the senders (the one the program says it took, when that line
+/// survives the job's end). 20 runs of `abort` (what a failed `assert` does) and 10 of
+/// each other way.
 fn dies_after_a_wildcard_receive(imp: Impl) {
     let Some(dir) = setup(imp) else { return };
     let dies = dir.join("dies");
@@ -532,19 +533,22 @@ fn dies_after_a_wildcard_receive(imp: Impl) {
             s.send(json!({"cmd":"wait","until":"exit","timeout_ms":30000}));
             let exit = s.expect("exit", |v| v["event"] == "exit");
             assert_ne!(exit["code"], 0, "{how}: the job fails");
+            // What the program says it took, when its last words reach the launcher (MPICH's
+            // Hydra may drop them when the job is torn down).
             let took = s.seen.iter().find_map(|v| {
                 let line = v["line"].as_str()?.strip_prefix("dies: rank 0 took rank ")?;
                 line.split('\'').next()?.parse::<i64>().ok()
             });
-            let Some(took) = took else {
-                s.fail(&format!("{how}: the program did not say which message it took"))
-            };
             let recv = s
                 .seen
                 .iter()
                 .find(|v| v["event"] == "recv" && v["thread"] == "rank[0]");
             if let Some(recv) = recv {
-                assert_eq!(recv["call"]["matched"]["source"], took, "{how}: {recv}");
+                let source = recv["call"]["matched"]["source"].as_i64();
+                assert!(matches!(source, Some(1..=3)), "{how}: {recv}");
+                if let Some(took) = took {
+                    assert_eq!(source, Some(took), "{how}: {recv}");
+                }
                 delivered += 1;
             } else if misses.len() < 3 {
                 let rank0: Vec<String> = (s.seen.iter())
