@@ -420,7 +420,7 @@ fn check_condition(when: &When, hit: Option<u64>, has_calls: bool) -> Result<(),
     if hit == Some(0) {
         return Err("`hit` counts matching starts from 1".into());
     }
-    when.check()?;
+    when.check().map_err(|e| e.to_string())?;
     let fields = when.fields();
     if !fields.is_empty() && !has_calls {
         return Err(format!(
