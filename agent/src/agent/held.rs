@@ -405,6 +405,39 @@ mod tests {
     /// step mode off and says continue: the continue comes before the hold is registered.
     /// Played in that order here: the decision, then the commands, then the hold.
     #[test]
+    fn site_and_replay_errors_continue_the_agents_sentence() {
+        let e = SiteError::NotAWildcard {
+            call: "MPI_Send".into(),
+            peer: Some(1),
+        };
+        assert_eq!(
+            e.to_string(),
+            "is MPI_Send (peer 1), not a wildcard receive or probe"
+        );
+        let e = SiteError::NotAWildcard {
+            call: "MPI_Barrier".into(),
+            peer: None,
+        };
+        assert_eq!(
+            e.to_string(),
+            "is MPI_Barrier (peer none), not a wildcard receive or probe"
+        );
+        let e = SiteError::OtherTag { only: 3, tag: 4 };
+        assert_eq!(e.to_string(), "receives tag 3 only, not 4");
+        // A front end's own error is shown, and kept, as itself.
+        let e = SiteError::Content("must be a string".into());
+        assert_eq!(e.to_string(), "must be a string");
+        let e = super::super::ReplayError::Rank {
+            rank: 2,
+            error: Box::new(super::super::ReplayError::RecordingStopped),
+        };
+        assert_eq!(
+            e.to_string(),
+            "rank 2: its recording stopped (too many choices buffered)"
+        );
+    }
+
+    #[test]
     fn a_hold_decided_before_a_continue_stands_only_if_the_policy_still_holds() {
         let agent = Arc::new(Agent::new(false, None));
         let _ = agent.attach_structure();
