@@ -7,7 +7,7 @@
 
 use futures_util::{SinkExt, StreamExt};
 use racetrack_agent::agent::front::{
-    Collection, Debuggee, HoldReason, Kind, MsgPath, Operation, Record, RecordText, Site, Thread,
+    Collection, Debuggee, HoldReason, Kind, MsgPath, Operation, Record, RecordText, Site, SiteError, Thread,
 };
 use racetrack_agent::agent::{self, Agent};
 use racetrack_protocol::{self as proto, Decoder, Event, QueueEntry, Rest, ThreadSnapshot};
@@ -104,16 +104,20 @@ struct RankSite<'a> {
 }
 
 impl Site for RankSite<'_> {
-    fn reorder(&mut self, _order: &[String], _rest: Option<Rest>) -> Result<bool, String> {
-        Err("the toy MPI front end cannot reorder a rank's messages (MPI matching order is fixed)".into())
+    fn reorder(&mut self, _order: &[String], _rest: Option<Rest>) -> Result<bool, SiteError> {
+        Err(SiteError::NotApplicable(
+            "the toy MPI front end cannot reorder a rank's messages (MPI matching order is fixed)".into(),
+        ))
     }
-    fn edit(&mut self, _content: Value) -> Result<(), String> {
-        Err("cannot be edited by the toy MPI front end".into())
+    fn edit(&mut self, _content: Value) -> Result<(), SiteError> {
+        Err(SiteError::NotApplicable(
+            "cannot be edited by the toy MPI front end".into(),
+        ))
     }
-    fn state(&self) -> Result<Value, String> {
+    fn state(&self) -> Result<Value, SiteError> {
         Ok(self.state.clone())
     }
-    fn set_state(&mut self, content: Value) -> Result<(), String> {
+    fn set_state(&mut self, content: Value) -> Result<(), SiteError> {
         *self.state = content;
         Ok(())
     }

@@ -222,12 +222,28 @@ impl When {
     }
 
     /// Why the condition can never hold, if it cannot.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), ConditionError> {
         match (self.min_bytes, self.max_bytes) {
-            (Some(lo), Some(hi)) if lo > hi => Err(format!("min_bytes {lo} is above max_bytes {hi}")),
+            (Some(min_bytes), Some(max_bytes)) if min_bytes > max_bytes => {
+                Err(ConditionError::EmptyRange { min_bytes, max_bytes })
+            }
             _ => Ok(()),
         }
     }
+}
+
+/// Why a [`When`] can never hold ([`When::check`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConditionError {
+    /// A size range with nothing in it.
+    #[error("min_bytes {min_bytes} is above max_bytes {max_bytes}")]
+    EmptyRange {
+        /// The lower bound.
+        min_bytes: i64,
+        /// The upper bound.
+        max_bytes: i64,
+    },
 }
 
 #[cfg(test)]
@@ -297,7 +313,14 @@ mod tests {
         }
         .check()
         .expect_err("empty range");
-        assert!(e.contains("min_bytes 10 is above max_bytes 5"), "{e}");
+        assert_eq!(
+            e,
+            ConditionError::EmptyRange {
+                min_bytes: 10,
+                max_bytes: 5
+            }
+        );
+        assert_eq!(e.to_string(), "min_bytes 10 is above max_bytes 5");
         assert_eq!(
             When {
                 tag: Some(Tag::Tag(1)),

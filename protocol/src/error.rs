@@ -1,4 +1,5 @@
-//! Why a frame from an agent cannot be decoded: [`DecodeError`].
+//! Why a frame from an agent cannot be decoded ([`DecodeError`]), and why a command from
+//! the debugger cannot be ([`CommandError`], [`RequestError`]).
 
 use std::fmt;
 
@@ -147,4 +148,45 @@ pub enum DecodeError {
         /// The event.
         event_id: u64,
     },
+}
+
+/// Why a command line (JSON text) is not a valid [`crate::Command`]. The messages are the
+/// ones an agent's `error` event and `racetrack ctl` print.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CommandError {
+    /// Not JSON at all.
+    #[error("malformed JSON: {0}")]
+    MalformedJson(serde_json::Error),
+    /// No `cmd` field.
+    #[error("missing `cmd` field")]
+    MissingCmd,
+    /// A `cmd` that is not a string.
+    #[error("`cmd` must be a string")]
+    CmdNotString,
+    /// A `req` that is not a request number.
+    #[error("`req` must be a non-negative integer, not {found}")]
+    BadReq {
+        /// The value it has.
+        found: serde_json::Value,
+    },
+    /// An unknown command, or one with a missing, unknown or mistyped field.
+    #[error("bad `{cmd}` command: {error}")]
+    Bad {
+        /// The command's `cmd`, as sent.
+        cmd: String,
+        /// What serde found wrong.
+        error: serde_json::Error,
+    },
+}
+
+/// Why a numbered command line is not a valid [`crate::Request`]: the [`CommandError`],
+/// with the request number when it could be read (so the refusal can carry it).
+#[derive(Debug, thiserror::Error)]
+#[error("{error}")]
+pub struct RequestError {
+    /// The line's `req`, if it could be read.
+    pub req: Option<u64>,
+    /// What is wrong with the command.
+    pub error: CommandError,
 }

@@ -26,10 +26,10 @@ mod varint;
 
 pub use binary::{BinaryWriter, BINARY_HEADER};
 pub use binary_events::{EventWriter, SharedEv};
-pub use call::{AnyTag, CallInfo, Created, Forced, Matched, Peer, SpecialPeer, Tag, When};
+pub use call::{AnyTag, CallInfo, ConditionError, Created, Forced, Matched, Peer, SpecialPeer, Tag, When};
 pub use compact::{Compact, Kind, MsgPath, PackedEv, PackedTuple, Record, RecordText};
 pub use ctl::CtlEvent;
-pub use error::{BinaryFrame, DecodeError};
+pub use error::{BinaryFrame, CommandError, DecodeError, RequestError};
 pub use packed::{Decoded, Decoder, Names};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -525,19 +525,19 @@ impl Command {
         }
     }
 
-    /// Parse one command, with an error message that says what was wrong.
-    pub fn parse(text: &str) -> Result<Command, String> {
-        let v: Value = serde_json::from_str(text).map_err(|e| format!("malformed JSON: {e}"))?;
+    /// Parse one command, with an error that says what was wrong.
+    pub fn parse(text: &str) -> Result<Command, CommandError> {
+        let v: Value = serde_json::from_str(text).map_err(CommandError::MalformedJson)?;
         Self::from_value(v)
     }
 
-    fn from_value(v: Value) -> Result<Command, String> {
-        let name = match v.get("cmd") {
+    fn from_value(v: Value) -> Result<Command, CommandError> {
+        let cmd = match v.get("cmd") {
             Some(Value::String(s)) => s.clone(),
-            Some(_) => return Err("`cmd` must be a string".to_owned()),
-            None => return Err("missing `cmd` field".to_owned()),
+            Some(_) => return Err(CommandError::CmdNotString),
+            None => return Err(CommandError::MissingCmd),
         };
-        serde_json::from_value(v).map_err(|e| format!("bad `{name}` command: {e}"))
+        serde_json::from_value(v).map_err(|error| CommandError::Bad { cmd, error })
     }
 }
 
@@ -562,19 +562,20 @@ impl From<Command> for Request {
 
 impl Request {
     /// Parse one command with its optional `req`. On error, the request number comes
-    /// with the message when it could be read (so the refusal can carry it).
-    pub fn parse(text: &str) -> Result<Request, (Option<u64>, String)> {
-        let mut v: Value = serde_json::from_str(text).map_err(|e| (None, format!("malformed JSON: {e}")))?;
+    /// with it when it could be read (so the refusal can carry it).
+    pub fn parse(text: &str) -> Result<Request, RequestError> {
+        let refused = |error| RequestError { req: None, error };
+        let mut v: Value = serde_json::from_str(text).map_err(|e| refused(CommandError::MalformedJson(e)))?;
         let req = match v.as_object_mut().and_then(|o| o.remove("req")) {
             None => None,
             Some(r) => match r.as_u64() {
                 Some(n) => Some(n),
-                None => return Err((None, format!("`req` must be a non-negative integer, not {r}"))),
+                None => return Err(refused(CommandError::BadReq { found: r })),
             },
         };
         Command::from_value(v)
             .map(|cmd| Request { req, cmd })
-            .map_err(|e| (req, e))
+            .map_err(|error| RequestError { req, error })
     }
 
     /// The request as one JSON object (`req` after the command's fields; absent when none).

@@ -10,9 +10,13 @@ fn golden_event(ev: Event, expected: &str) {
 }
 
 fn golden_cmd(text: &str, expected: Command) {
-    assert_eq!(Command::parse(text), Ok(expected.clone()), "{text}");
+    assert_eq!(Command::parse(text).expect(text), expected, "{text}");
     let again = serde_json::to_string(&expected).expect("serializes");
-    assert_eq!(Command::parse(&again), Ok(expected), "round trip of {again}");
+    assert_eq!(
+        Command::parse(&again).expect(&again),
+        expected,
+        "round trip of {again}"
+    );
 }
 
 fn step(event_id: u64, held: bool) -> StepEv {
@@ -539,38 +543,51 @@ fn requests_carry_an_optional_number() {
         r.to_json(),
         r#"{"cmd":"break","op":"Sum","on":true,"trace":false,"req":12}"#
     );
-    assert_eq!(Request::parse(&r.to_json()), Ok(r));
+    assert_eq!(Request::parse(&r.to_json()).expect("parses"), r);
     // Without a number: the command's own JSON, unchanged.
     let plain = Request::from(Command::Detach);
     assert_eq!(plain.to_json(), r#"{"cmd":"detach"}"#);
-    assert_eq!(Request::parse(r#"{"cmd":"detach"}"#), Ok(plain));
+    assert_eq!(Request::parse(r#"{"cmd":"detach"}"#).expect("parses"), plain);
     // A bad command keeps its number, so the refusal can carry it.
-    let (req, e) = Request::parse(r#"{"cmd":"explode","req":3}"#).unwrap_err();
+    let RequestError { req, error: e } = Request::parse(r#"{"cmd":"explode","req":3}"#).unwrap_err();
     assert_eq!(req, Some(3));
-    assert!(e.contains("unknown variant `explode`"), "{e}");
-    let (req, e) = Request::parse(r#"{"cmd":"detach","req":-1}"#).unwrap_err();
+    assert!(
+        matches!(&e, CommandError::Bad { cmd, .. } if cmd == "explode"),
+        "{e}"
+    );
+    assert!(e.to_string().contains("unknown variant `explode`"), "{e}");
+    let RequestError { req, error: e } = Request::parse(r#"{"cmd":"detach","req":-1}"#).unwrap_err();
     assert_eq!(req, None);
-    assert!(e.contains("`req` must be a non-negative integer"), "{e}");
+    assert!(matches!(e, CommandError::BadReq { .. }), "{e}");
+    assert_eq!(e.to_string(), "`req` must be a non-negative integer, not -1");
     // `Command` itself still refuses the field.
-    let e = Command::parse(r#"{"cmd":"pause","thread":"proc[1]","on":true,"req":1}"#).unwrap_err();
+    let e = Command::parse(r#"{"cmd":"pause","thread":"proc[1]","on":true,"req":1}"#)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("unknown field `req`"), "{e}");
 }
 
 #[test]
 fn bad_commands_say_what_is_wrong() {
-    let e = Command::parse("{not json").unwrap_err();
+    let e = Command::parse("{not json").unwrap_err().to_string();
     assert!(e.starts_with("malformed JSON"), "{e}");
-    let e = Command::parse(r#"{"on":true}"#).unwrap_err();
+    let e = Command::parse(r#"{"on":true}"#).unwrap_err().to_string();
     assert!(e.contains("missing `cmd`"), "{e}");
-    let e = Command::parse(r#"{"cmd":"explode"}"#).unwrap_err();
+    let e = Command::parse(r#"{"cmd":"explode"}"#).unwrap_err().to_string();
     assert!(e.contains("unknown variant `explode`"), "{e}");
-    let e = Command::parse(r#"{"cmd":"step_mode","on":"yes"}"#).unwrap_err();
+    let e = Command::parse(r#"{"cmd":"step_mode","on":"yes"}"#)
+        .unwrap_err()
+        .to_string();
     assert!(
         e.contains("bad `step_mode` command") && e.contains("invalid type"),
         "{e}"
     );
-    let e = Command::parse(r#"{"cmd":"edit","event_id":4}"#).unwrap_err();
+    let e = Command::parse(r#"{"cmd":"edit","event_id":4}"#)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("missing field `content`"), "{e}");
-    let e = Command::parse(r#"{"cmd":"pause","thread":"proc[1]","on":true,"bogus":1}"#).unwrap_err();
+    let e = Command::parse(r#"{"cmd":"pause","thread":"proc[1]","on":true,"bogus":1}"#)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("unknown field `bogus`"), "{e}");
 }

@@ -22,6 +22,7 @@
 //! buffered and a `racetrack-record` thread appends them to the rank's part file
 //! (`LOG.rank<R>`) every 50 ms; `racetrack mpirun --record` merges the parts into `LOG`.
 
+use racetrack_agent::agent::ReplayError;
 use racetrack_protocol::launch as env;
 use racetrack_protocol::replay_log::{self, Choice, Chose, LogHeader, MpiJob, ReplayLog};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -755,21 +756,19 @@ pub(crate) fn take_over() -> Option<(u64, u64)> {
 /// `save_scenario`: this rank's choices so far, up to the first call not over yet (the
 /// one held, or a wildcard `MPI_Irecv` not completed), as its part of a scenario
 /// (`PATH.rank<R>`, which the debugger merges into `PATH`).
-pub(crate) fn save(path: &str) -> Result<String, String> {
-    let ch = CHOICES.get().ok_or("this rank records nothing")?;
+pub(crate) fn save(path: &str) -> Result<String, ReplayError> {
+    let ch = CHOICES.get().ok_or(ReplayError::NotRecording)?;
+    let of_rank = |error| ReplayError::Rank {
+        rank: ch.rank,
+        error: Box::new(error),
+    };
     let st = lock(&ch.state);
-    let rec = st.record.as_ref().ok_or("this rank records nothing")?;
+    let rec = st.record.as_ref().ok_or(ReplayError::NotRecording)?;
     if rec.lost {
-        return Err(format!(
-            "rank {}: its recording stopped (too many choices buffered)",
-            ch.rank
-        ));
+        return Err(of_rank(ReplayError::RecordingStopped));
     }
     if rec.written_next > 0 {
-        return Err(format!(
-            "rank {}: its choices go to a recording's file already; that file is the scenario",
-            ch.rank
-        ));
+        return Err(of_rank(ReplayError::RecordedToFile));
     }
     let held = st.current.as_ref().map_or(st.next, |c| c.call);
     let upto = rec.open.first().copied().unwrap_or(u64::MAX).min(held);
@@ -793,8 +792,7 @@ pub(crate) fn save(path: &str) -> Result<String, String> {
     replay_log::put_clocks_record(&mut bytes, ch.rank, 0, &clocks);
     bytes.extend(replay_log::rank_end_record(ch.rank, upto));
     let part = replay_log::rank_part_path(path, ch.rank);
-    std::fs::write(&part, bytes)
-        .map_err(|e| format!("rank {}: cannot write {}: {e}", ch.rank, part.display()))?;
+    std::fs::write(&part, bytes).map_err(|source| of_rank(ReplayError::Write { path: part, source }))?;
     Ok(format!(
         "rank {}: {} choices in {upto} calls, {} clock readings",
         ch.rank,

@@ -3,7 +3,7 @@
 //! (an edited send, a forced match, the rank's state).
 
 use crate::core::InFlight;
-use racetrack_agent::agent::front::{Debuggee, Site, Thread};
+use racetrack_agent::agent::front::{Debuggee, Site, SiteError, Thread};
 use racetrack_protocol::{Forced, QueueEntry, Rest, ThreadSnapshot};
 use serde_json::{json, Value};
 use std::sync::{Arc, Mutex};
@@ -110,72 +110,82 @@ pub(crate) struct RankSite<'a> {
 }
 
 impl Site for RankSite<'_> {
-    fn reorder(&mut self, _order: &[String], _rest: Option<Rest>) -> Result<bool, String> {
-        Err("MPI fixes the order of a rank's messages; to choose the message a wildcard receive takes, `match` its held start".into())
+    fn reorder(&mut self, _order: &[String], _rest: Option<Rest>) -> Result<bool, SiteError> {
+        Err(SiteError::NotApplicable("MPI fixes the order of a rank's messages; to choose the message a wildcard receive takes, `match` its held start".into()))
     }
 
-    fn edit(&mut self, content: Value) -> Result<(), String> {
+    fn edit(&mut self, content: Value) -> Result<(), SiteError> {
         let call = &self.fl.call;
         if !self.is_send {
-            return Err(format!(
+            return Err(SiteError::NotApplicable(format!(
                 "of {} cannot be edited: only a held send's can",
                 call.name
-            ));
+            )));
         }
         let Some(elem) = call.elem else {
-            return Err(format!(
+            return Err(SiteError::NotApplicable(format!(
                 "of a send of {} cannot be edited (only basic datatypes can)",
                 self.fl.info.datatype.as_deref().unwrap_or("a derived datatype")
-            ));
+            )));
         };
         let count = usize::try_from(call.count.unwrap_or(0)).unwrap_or(0);
         let bytes = elem.encode(&content, count).map_err(|e| {
-            format!(
-                "{e} ({count} × {})",
-                self.fl.info.datatype.as_deref().unwrap_or("element")
+            SiteError::Content(
+                format!(
+                    "{e} ({count} × {})",
+                    self.fl.info.datatype.as_deref().unwrap_or("element")
+                )
+                .into(),
             )
         })?;
         self.fl.edited = Some(bytes);
         Ok(())
     }
 
-    fn force_match(&mut self, source: i32, tag: Option<i32>) -> Result<(), String> {
+    fn force_match(&mut self, source: i32, tag: Option<i32>) -> Result<(), SiteError> {
         let call = &self.fl.call;
         if !call.can_force() || self.is_send {
-            return Err(format!(
-                "is {} (peer {}), not a wildcard receive or probe",
-                call.name,
-                call.peer.map_or("none".into(), |p| p.to_string())
-            ));
+            return Err(SiteError::NotAWildcard {
+                call: call.name.to_string(),
+                peer: call.peer,
+            });
         }
         let world = self.fl.info.comm.as_deref() == Some("MPI_COMM_WORLD");
         if source < 0 || (world && source >= self.view.size) {
-            return Err(format!(
-                "names source {source}: no such rank in {}",
-                self.fl.info.comm.as_deref().unwrap_or("its communicator")
-            ));
+            return Err(SiteError::NoSuchRank {
+                rank: source,
+                comm: self
+                    .fl
+                    .info
+                    .comm
+                    .as_deref()
+                    .unwrap_or("its communicator")
+                    .to_owned(),
+            });
         }
-        if let (Some(t), Some(own)) = (tag, call.tag) {
-            if own != -1 && t != own {
-                return Err(format!("receives tag {own} only, not {t}"));
+        if let (Some(tag), Some(only)) = (tag, call.tag) {
+            if only != -1 && tag != only {
+                return Err(SiteError::OtherTag { only, tag });
             }
         }
         if call.peer != Some(-1) && call.peer != Some(source) {
-            return Err(format!("receives from rank {} only", call.peer.unwrap_or(-1)));
+            return Err(SiteError::OtherSource {
+                only: call.peer.unwrap_or(-1),
+            });
         }
         self.fl.forced = Some(Forced { source, tag });
         Ok(())
     }
 
-    fn state(&self) -> Result<Value, String> {
+    fn state(&self) -> Result<Value, SiteError> {
         Ok(self.view.state())
     }
 
-    fn set_state(&mut self, _content: Value) -> Result<(), String> {
-        Err(
+    fn set_state(&mut self, _content: Value) -> Result<(), SiteError> {
+        Err(SiteError::NotApplicable(
             "an MPI rank's state is its memory, which Racetrack does not replace; edit a held send instead"
                 .into(),
-        )
+        ))
     }
 
     fn queue(&self, _max: usize) -> (Vec<QueueEntry>, usize) {

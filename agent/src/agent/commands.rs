@@ -96,12 +96,12 @@ impl Agent {
         &self,
         req: Option<u64>,
         name: &str,
-        f: impl FnOnce(&dyn super::ReplayControl) -> Result<String, String>,
+        f: impl FnOnce(&dyn super::ReplayControl) -> Result<String, super::ReplayError>,
     ) -> Result<Answer, String> {
         let control = self.replay.get().and_then(std::sync::Weak::upgrade).ok_or(
             "this program records no choices: only a program started under the debugger (held at its start) or replayed can",
         )?;
-        let done = f(&*control)?;
+        let done = f(&*control).map_err(|e| e.to_string())?;
         self.reply(Event::Ok {
             cmd: name.to_owned(),
             target: Some(done),
@@ -420,7 +420,7 @@ fn check_condition(when: &When, hit: Option<u64>, has_calls: bool) -> Result<(),
     if hit == Some(0) {
         return Err("`hit` counts matching starts from 1".into());
     }
-    when.check()?;
+    when.check().map_err(|e| e.to_string())?;
     let fields = when.fields();
     if !fields.is_empty() && !has_calls {
         return Err(format!(

@@ -43,8 +43,8 @@
 //! attached (the calls return `None`): the attach snapshot describes the program then.
 
 pub use super::debuggee::{Collection, Debuggee, Operation, Thread};
-pub use super::held::Site;
-pub use super::ReplayControl;
+pub use super::held::{FrontError, Site, SiteError};
+pub use super::{ReplayControl, ReplayError};
 pub use racetrack_protocol::{CallInfo, HoldReason, Kind, MsgPath, Record, RecordText};
 
 use super::{lock, Agent};

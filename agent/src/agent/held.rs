@@ -69,28 +69,85 @@ pub(super) struct Held {
     pub(super) event: Event,
 }
 
+/// A front end's own error, as a [`SiteError`] carries it.
+pub type FrontError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Why a front end cannot apply a debugger's command to a held event: nothing changed and
+/// the thread stays held. The agent tells the debugger in the command's `error`, whose
+/// sentence the message continues — `reorder of proc[1] not applied: {e}`, `edit of event
+/// 4 not applied: the content {e}; …`, `match of event 4 not applied: it {e}; …`,
+/// `state of proc[1]: {e}`, `set_state of proc[1] not applied: {e}` — so a front end
+/// words what it gives to fit.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SiteError {
+    /// The command does not apply to this event or front end (a reorder where the order
+    /// is fixed, an edit of a step, a state the front end cannot replace…): why.
+    #[error("{0}")]
+    NotApplicable(String),
+    /// The new order does not fit the thread's pending messages.
+    #[error(transparent)]
+    Order(FrontError),
+    /// The message's content or the thread's state cannot be read, or the new one does
+    /// not fit its type.
+    #[error(transparent)]
+    Content(FrontError),
+    /// A `match` of a call that is not a wildcard receive or probe.
+    #[error("is {call} (peer {}), not a wildcard receive or probe", peer.map_or("none".to_owned(), |p| p.to_string()))]
+    NotAWildcard {
+        /// The held call.
+        call: String,
+        /// The rank it names, if any.
+        peer: Option<i32>,
+    },
+    /// A `match` naming a source that is no rank of the call's communicator.
+    #[error("names source {rank}: no such rank in {comm}")]
+    NoSuchRank {
+        /// The source asked for.
+        rank: i32,
+        /// The call's communicator.
+        comm: String,
+    },
+    /// A `match` naming another source than the one the call receives from.
+    #[error("receives from rank {only} only")]
+    OtherSource {
+        /// The rank the call names.
+        only: i32,
+    },
+    /// A `match` naming another tag than the one the call receives.
+    #[error("receives tag {only} only, not {tag}")]
+    OtherTag {
+        /// The tag the call names.
+        only: i32,
+        /// The tag asked for.
+        tag: i32,
+    },
+}
+
 /// Where a held thread applies the debugger's commands: the held event, as its front end
 /// gives access to the thread's queue, message and state. Called on the held thread itself
 /// (inside [`Agent::hold`]), so it may touch what only that thread owns. A front end that
-/// cannot do something returns `Err` with why: the debugger gets it as the command's
-/// `error`, nothing changes, and the thread stays held.
+/// cannot do something returns a [`SiteError`] saying why: the debugger gets it as the
+/// command's `error`, nothing changes, and the thread stays held.
 pub trait Site {
     /// Reorder the thread's pending messages (`rest`: where those `order` does not name go,
     /// `None` if it names them all); returns whether the message that was about to start
     /// went back into the queue (the hold is then over).
-    fn reorder(&mut self, order: &[String], rest: Option<Rest>) -> Result<bool, String>;
+    fn reorder(&mut self, order: &[String], rest: Option<Rest>) -> Result<bool, SiteError>;
     /// Replace the held message's content.
-    fn edit(&mut self, content: Value) -> Result<(), String>;
+    fn edit(&mut self, content: Value) -> Result<(), SiteError>;
     /// Make the held wildcard receive or probe match `source` (and `tag`). Only an MPI
     /// front end has such calls: the default refuses.
-    fn force_match(&mut self, source: i32, tag: Option<i32>) -> Result<(), String> {
+    fn force_match(&mut self, source: i32, tag: Option<i32>) -> Result<(), SiteError> {
         let _ = (source, tag);
-        Err("is not a wildcard receive or probe of an MPI program".into())
+        Err(SiteError::NotApplicable(
+            "is not a wildcard receive or probe of an MPI program".into(),
+        ))
     }
     /// The thread's state.
-    fn state(&self) -> Result<Value, String>;
+    fn state(&self) -> Result<Value, SiteError>;
     /// Replace the thread's state.
-    fn set_state(&mut self, content: Value) -> Result<(), String>;
+    fn set_state(&mut self, content: Value) -> Result<(), SiteError>;
     /// The first `max` pending messages of the thread, and how many more there are.
     fn queue(&self, max: usize) -> (Vec<QueueEntry>, usize);
 }
@@ -310,17 +367,17 @@ mod tests {
     struct NoSite;
 
     impl Site for NoSite {
-        fn reorder(&mut self, _: &[String], _: Option<Rest>) -> Result<bool, String> {
-            Err("no queue".into())
+        fn reorder(&mut self, _: &[String], _: Option<Rest>) -> Result<bool, SiteError> {
+            Err(SiteError::NotApplicable("no queue".into()))
         }
-        fn edit(&mut self, _: Value) -> Result<(), String> {
-            Err("no message".into())
+        fn edit(&mut self, _: Value) -> Result<(), SiteError> {
+            Err(SiteError::NotApplicable("no message".into()))
         }
-        fn state(&self) -> Result<Value, String> {
-            Err("no state".into())
+        fn state(&self) -> Result<Value, SiteError> {
+            Err(SiteError::NotApplicable("no state".into()))
         }
-        fn set_state(&mut self, _: Value) -> Result<(), String> {
-            Err("no state".into())
+        fn set_state(&mut self, _: Value) -> Result<(), SiteError> {
+            Err(SiteError::NotApplicable("no state".into()))
         }
         fn queue(&self, _: usize) -> (Vec<QueueEntry>, usize) {
             (Vec::new(), 0)
@@ -347,6 +404,39 @@ mod tests {
     /// The race of a thread that decides to hold (step mode on) while the debugger turns
     /// step mode off and says continue: the continue comes before the hold is registered.
     /// Played in that order here: the decision, then the commands, then the hold.
+    #[test]
+    fn site_and_replay_errors_continue_the_agents_sentence() {
+        let e = SiteError::NotAWildcard {
+            call: "MPI_Send".into(),
+            peer: Some(1),
+        };
+        assert_eq!(
+            e.to_string(),
+            "is MPI_Send (peer 1), not a wildcard receive or probe"
+        );
+        let e = SiteError::NotAWildcard {
+            call: "MPI_Barrier".into(),
+            peer: None,
+        };
+        assert_eq!(
+            e.to_string(),
+            "is MPI_Barrier (peer none), not a wildcard receive or probe"
+        );
+        let e = SiteError::OtherTag { only: 3, tag: 4 };
+        assert_eq!(e.to_string(), "receives tag 3 only, not 4");
+        // A front end's own error is shown, and kept, as itself.
+        let e = SiteError::Content("must be a string".into());
+        assert_eq!(e.to_string(), "must be a string");
+        let e = super::super::ReplayError::Rank {
+            rank: 2,
+            error: Box::new(super::super::ReplayError::RecordingStopped),
+        };
+        assert_eq!(
+            e.to_string(),
+            "rank 2: its recording stopped (too many choices buffered)"
+        );
+    }
+
     #[test]
     fn a_hold_decided_before_a_continue_stands_only_if_the_policy_still_holds() {
         let agent = Arc::new(Agent::new(false, None));

@@ -205,9 +205,49 @@ pub struct Agent {
 /// `take_over` and `save_scenario` commands (see `crate::replay`).
 pub trait ReplayControl: Send + Sync {
     /// End the replay; `Ok`: what was replayed.
-    fn take_over(&self) -> Result<String, String>;
+    fn take_over(&self) -> Result<String, ReplayError>;
     /// Save the session's choices so far at `path`; `Ok`: what was written.
-    fn save_scenario(&self, path: &str) -> Result<String, String>;
+    fn save_scenario(&self, path: &str) -> Result<String, ReplayError>;
+}
+
+/// Why a [`ReplayControl`] cannot take over a replay or save a scenario (the command's
+/// `error` says it).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ReplayError {
+    /// `take_over` of a program that replays no log.
+    #[error("this program is not being replayed")]
+    NotReplaying,
+    /// `take_over` of a replay that ended already.
+    #[error("the replay has ended already; the program runs free")]
+    Ended,
+    /// `save_scenario` of a program that records no choices.
+    #[error(
+        "this program records no choices: only a program started under the debugger (held at its start) can save its session"
+    )]
+    NotRecording,
+    /// `save_scenario` of a run recorded to a file: that file is the scenario.
+    #[error("this run is recorded to a file already; replay that")]
+    RecordedToFile,
+    /// `save_scenario` after the recording stopped, its choices lost.
+    #[error("its recording stopped (too many choices buffered)")]
+    RecordingStopped,
+    /// The scenario cannot be written.
+    #[error("cannot write {}: {source}", path.display())]
+    Write {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// One MPI rank's refusal.
+    #[error("rank {rank}: {error}")]
+    Rank {
+        /// The rank.
+        rank: usize,
+        /// Its refusal.
+        error: Box<ReplayError>,
+    },
 }
 
 impl Agent {

@@ -273,7 +273,7 @@ async fn session(
                     Some(Ok(Message::Text(t))) => match CmdRequest::parse(&t) {
                         Ok(CmdRequest { cmd: Command::Detach, req }) => { agent.detach(); close = true; detach_req = req; }
                         Ok(CmdRequest { cmd, req }) => agent.apply(cmd, req),
-                        Err((req, e)) => agent.error(e, req),
+                        Err(e) => agent.error(e.error.to_string(), e.req),
                     },
                     Some(Ok(Message::Binary(_))) => agent.error("binary frames from a debugger are not accepted; send commands as JSON text".into(), None),
                     Some(Ok(Message::Close(_))) | None => close = true,

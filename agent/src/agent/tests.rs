@@ -324,16 +324,16 @@ fn call_conditions_are_refused_for_a_program_without_calls() {
 struct StateSite;
 
 impl held::Site for StateSite {
-    fn reorder(&mut self, _: &[String], _: Option<proto::Rest>) -> Result<bool, String> {
-        Err("no queue".into())
+    fn reorder(&mut self, _: &[String], _: Option<proto::Rest>) -> Result<bool, held::SiteError> {
+        Err(held::SiteError::NotApplicable("no queue".into()))
     }
-    fn edit(&mut self, _: serde_json::Value) -> Result<(), String> {
+    fn edit(&mut self, _: serde_json::Value) -> Result<(), held::SiteError> {
         Ok(())
     }
-    fn state(&self) -> Result<serde_json::Value, String> {
+    fn state(&self) -> Result<serde_json::Value, held::SiteError> {
         Ok(serde_json::json!({"x": 1}))
     }
-    fn set_state(&mut self, _: serde_json::Value) -> Result<(), String> {
+    fn set_state(&mut self, _: serde_json::Value) -> Result<(), held::SiteError> {
         Ok(())
     }
     fn queue(&self, _: usize) -> (Vec<QueueEntry>, usize) {

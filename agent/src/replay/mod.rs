@@ -22,7 +22,7 @@
 mod play;
 mod record;
 
-use crate::agent::{Agent, ReplayControl};
+use crate::agent::{Agent, ReplayControl, ReplayError};
 use play::Replayer;
 use racetrack_protocol::launch as env;
 use racetrack_runtime::hook::{
@@ -120,19 +120,14 @@ pub fn from_env(agent: impl FnOnce() -> Option<Arc<Agent>>) -> Option<Option<Arc
     Some(Some(choices))
 }
 
-const NOT_A_REPLAY: &str = "this program is not being replayed";
-
 impl ReplayControl for Choices {
     /// End the replay: from here every thread takes its messages as they come.
-    fn take_over(&self) -> Result<String, String> {
-        self.replay.as_ref().ok_or(NOT_A_REPLAY)?.take_over()
+    fn take_over(&self) -> Result<String, ReplayError> {
+        self.replay.as_ref().ok_or(ReplayError::NotReplaying)?.take_over()
     }
 
-    fn save_scenario(&self, path: &str) -> Result<String, String> {
-        let r = self.record.as_ref().ok_or(
-            "this program records no choices: only a program started under the debugger (held at its start) can save its session",
-        )?;
-        r.save(path)
+    fn save_scenario(&self, path: &str) -> Result<String, ReplayError> {
+        self.record.as_ref().ok_or(ReplayError::NotRecording)?.save(path)
     }
 }
 

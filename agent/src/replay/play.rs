@@ -5,7 +5,7 @@
 //! running) for the stall time means the run cannot follow its log.
 
 use super::{sender_code, EXIT_DIVERGED};
-use crate::agent::Agent;
+use crate::agent::{Agent, ReplayError};
 use racetrack_protocol::replay_log::{EditKind, ReadLogError, ReplayLog, Run};
 use racetrack_protocol::{launch as env, Event};
 use racetrack_runtime::hook::{CollectionInfo, GraphInfo, QueuedMsg, Rest, SendEvent, StepEvent};
@@ -134,9 +134,9 @@ impl Replayer {
         self.active.load(Relaxed)
     }
 
-    pub(super) fn take_over(&self) -> Result<String, String> {
+    pub(super) fn take_over(&self) -> Result<String, ReplayError> {
         if !self.active.swap(false, SeqCst) {
-            return Err("the replay has ended already; the program runs free".to_owned());
+            return Err(ReplayError::Ended);
         }
         self.bump();
         let done: u64 = self.cursors.iter().map(|c| lock(c).steps).sum();

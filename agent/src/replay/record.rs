@@ -8,6 +8,7 @@
 //! the run up to there, and the program is told on stderr.
 
 use super::sender_code;
+use crate::agent::ReplayError;
 use racetrack_protocol::replay_log::{
     edit_record, end_record, header_bytes, put_run, put_runs_record, Edit, EditKind, LogEnd, LogHeader,
     LogThread, Run,
@@ -149,9 +150,9 @@ impl Recorder {
 
     /// Write the session so far to `path` as a scenario (a log that ends with a
     /// summary marked `prefix`).
-    pub(super) fn save(&self, path: &str) -> Result<String, String> {
+    pub(super) fn save(&self, path: &str) -> Result<String, ReplayError> {
         if !self.memory {
-            return Err("this run is recorded to a file already; replay that".to_owned());
+            return Err(ReplayError::RecordedToFile);
         }
         let mut out = header_bytes(&self.shared.header);
         let threads: Vec<_> = self
@@ -182,7 +183,10 @@ impl Recorder {
         }
         let total: u64 = steps.iter().sum();
         out.extend(end_record(&self.shared.summary(steps, true)));
-        std::fs::write(path, &out).map_err(|e| format!("cannot write {path}: {e}"))?;
+        std::fs::write(path, &out).map_err(|source| ReplayError::Write {
+            path: path.into(),
+            source,
+        })?;
         Ok(format!(
             "{path}: {} bytes, {total} steps in {runs} runs, {} edits",
             out.len(),

@@ -39,7 +39,7 @@ impl CtlCommand {
             // The protocol's own parser (`req` is its business: it reads it again).
             _ => Request::parse(line)
                 .map(|r| Self::Agent(r.cmd))
-                .map_err(|(_, e)| e),
+                .map_err(|e| e.error.to_string()),
         };
         cmd.map(|c| (c, req)).map_err(|e| (req, e))
     }

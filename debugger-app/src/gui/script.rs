@@ -57,7 +57,7 @@ pub enum ScriptProblem {
     NoCmd,
     /// A protocol command that does not parse.
     #[error("{0}")]
-    Command(String),
+    Command(#[source] racetrack_protocol::CommandError),
     /// A `wait` for something unknown.
     #[error("unknown `until` {0}")]
     UnknownUntil(String),

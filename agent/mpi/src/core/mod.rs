@@ -6,7 +6,7 @@
 use crate::call::Call;
 use crate::site::{RankSite, RankView};
 use racetrack_agent::agent::front::{Collection, HoldReason, Operation, Thread};
-use racetrack_agent::agent::{self, Agent};
+use racetrack_agent::agent::{self, Agent, ReplayError};
 use racetrack_protocol::{CallInfo, Created, Event, Forced, Kind, Matched, SendEv, SharedEv, Step, StepEv};
 use std::cell::Cell;
 use std::collections::HashMap;
@@ -248,16 +248,16 @@ pub(crate) fn report_error(message: &str) -> bool {
 struct TakeOver;
 
 impl racetrack_agent::agent::ReplayControl for TakeOver {
-    fn take_over(&self) -> Result<String, String> {
+    fn take_over(&self) -> Result<String, ReplayError> {
         match crate::choices::take_over() {
             Some((made, recorded)) => Ok(format!(
                 "taken over after {made} of the {recorded} recorded calls"
             )),
-            None => Err("this rank is not replaying a log".into()),
+            None => Err(ReplayError::NotReplaying),
         }
     }
 
-    fn save_scenario(&self, path: &str) -> Result<String, String> {
+    fn save_scenario(&self, path: &str) -> Result<String, ReplayError> {
         crate::choices::save(path)
     }
 }

@@ -2,7 +2,7 @@
 //! thread's queue and state (and a send to its message) through the runtime's
 //! `ThreadAccess`.
 
-use super::super::front::Site;
+use super::super::front::{Site, SiteError};
 use super::convert::entry;
 use racetrack_protocol::{QueueEntry, Rest};
 use racetrack_runtime::hook::{self, SendEvent, StepEvent, ThreadAccess};
@@ -26,29 +26,37 @@ fn queue_of(access: &ThreadAccess<'_>, thread: &str, max: usize) -> (Vec<QueueEn
     (listed, more)
 }
 
-// `Site` (held.rs) speaks String errors: the runtime's typed ones become their message here.
+// The runtime's typed errors are the `SiteError`'s own.
 impl Site for SendEvent<'_> {
-    fn reorder(&mut self, order: &[String], rest: Option<Rest>) -> Result<bool, String> {
+    fn reorder(&mut self, order: &[String], rest: Option<Rest>) -> Result<bool, SiteError> {
         match &mut self.access {
             Some(a) => a
                 .reorder_with(order, rest_of(rest))
                 .map(|()| false)
-                .map_err(|e| e.to_string()),
-            None => Err("the schedule caller has no queue".to_owned()),
+                .map_err(|e| SiteError::Order(e.into())),
+            None => Err(SiteError::NotApplicable(
+                "the schedule caller has no queue".to_owned(),
+            )),
         }
     }
-    fn edit(&mut self, content: Value) -> Result<(), String> {
-        self.replace_content(content).map_err(|e| e.to_string())
+    fn edit(&mut self, content: Value) -> Result<(), SiteError> {
+        self.replace_content(content)
+            .map_err(|e| SiteError::Content(e.into()))
     }
-    fn state(&self) -> Result<Value, String> {
-        self.access.as_ref().map_or(Err("no thread".to_owned()), |a| {
-            a.state_json().map_err(|e| e.to_string())
-        })
+    fn state(&self) -> Result<Value, SiteError> {
+        self.access
+            .as_ref()
+            .map_or(Err(SiteError::NotApplicable("no thread".to_owned())), |a| {
+                a.state_json().map_err(|e| SiteError::Content(e.into()))
+            })
     }
-    fn set_state(&mut self, content: Value) -> Result<(), String> {
-        self.access.as_mut().map_or(Err("no thread".to_owned()), |a| {
-            a.set_state_json(content).map_err(|e| e.to_string())
-        })
+    fn set_state(&mut self, content: Value) -> Result<(), SiteError> {
+        self.access
+            .as_mut()
+            .map_or(Err(SiteError::NotApplicable("no thread".to_owned())), |a| {
+                a.set_state_json(content)
+                    .map_err(|e| SiteError::Content(e.into()))
+            })
     }
     fn queue(&self, max: usize) -> (Vec<QueueEntry>, usize) {
         match (&self.access, self.thread) {
@@ -59,20 +67,24 @@ impl Site for SendEvent<'_> {
 }
 
 impl Site for StepEvent<'_> {
-    fn reorder(&mut self, order: &[String], rest: Option<Rest>) -> Result<bool, String> {
+    fn reorder(&mut self, order: &[String], rest: Option<Rest>) -> Result<bool, SiteError> {
         self.access
             .reorder_with(order, rest_of(rest))
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| SiteError::Order(e.into()))?;
         Ok(self.access.put_back())
     }
-    fn edit(&mut self, _content: Value) -> Result<(), String> {
-        Err("only a message held at its send can be edited; this event is a step".to_owned())
+    fn edit(&mut self, _content: Value) -> Result<(), SiteError> {
+        Err(SiteError::NotApplicable(
+            "only a message held at its send can be edited; this event is a step".to_owned(),
+        ))
     }
-    fn state(&self) -> Result<Value, String> {
-        self.access.state_json().map_err(|e| e.to_string())
+    fn state(&self) -> Result<Value, SiteError> {
+        self.access.state_json().map_err(|e| SiteError::Content(e.into()))
     }
-    fn set_state(&mut self, content: Value) -> Result<(), String> {
-        self.access.set_state_json(content).map_err(|e| e.to_string())
+    fn set_state(&mut self, content: Value) -> Result<(), SiteError> {
+        self.access
+            .set_state_json(content)
+            .map_err(|e| SiteError::Content(e.into()))
     }
     fn queue(&self, max: usize) -> (Vec<QueueEntry>, usize) {
         queue_of(&self.access, &self.thread.name, max)

@@ -37,7 +37,7 @@ impl CondForm {
             min_bytes: number("min bytes", &self.min_bytes)?,
             max_bytes: number("max bytes", &self.max_bytes)?,
         };
-        when.check()?;
+        when.check().map_err(|e| e.to_string())?;
         let hit = number::<u64>("hit", &self.hit)?;
         if hit == Some(0) {
             return Err("hit counts matching starts from 1".into());
