@@ -22,7 +22,6 @@
 //! buffered and a `racetrack-record` thread appends them to the rank's part file
 //! (`LOG.rank<R>`) every 50 ms; `racetrack mpirun --record` merges the parts into `LOG`.
 
-use racetrack_agent::agent::ReplayError;
 use racetrack_protocol::launch as env;
 use racetrack_protocol::replay_log::{self, Choice, Chose, LogHeader, MpiJob, ReplayLog};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -38,71 +37,14 @@ const WRITE_EVERY: Duration = Duration::from_millis(50);
 
 static CHOICES: OnceLock<Choices> = OnceLock::new();
 
-/// What a call is, for record and replay.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    /// A receive or probe whose source or tag is a wildcard (Sendrecv: always, as its
-    /// receive side is not described to the core).
-    Wildcard {
-        nonblocking: bool,
-        poll: bool,
-    },
-    /// `MPI_Test`, `MPI_Testall`, a non-wildcard `MPI_Iprobe`.
-    Poll,
-    /// `MPI_Waitany`/`Waitsome` (`poll`: `Testany`/`Testsome`).
-    Pick {
-        poll: bool,
-    },
-    Finalize,
-    Abort,
-    Other,
-}
+mod clock;
+mod kind;
+mod session;
 
-fn kind(name: &str, peer: i32) -> Kind {
-    // `MPI_ANY_TAG` from a named source needs nothing: the match is that source's first
-    // message the receive can take, a function of its sends (non-overtaking).
-    let wild = peer == crate::ffi::RT_ANY;
-    match name {
-        "MPI_Recv" | "MPI_Probe" if wild => Kind::Wildcard {
-            nonblocking: false,
-            poll: false,
-        },
-        "MPI_Sendrecv" | "MPI_Sendrecv_replace" => Kind::Wildcard {
-            nonblocking: false,
-            poll: false,
-        },
-        "MPI_Irecv" if wild => Kind::Wildcard {
-            nonblocking: true,
-            poll: false,
-        },
-        "MPI_Iprobe" if wild => Kind::Wildcard {
-            nonblocking: false,
-            poll: true,
-        },
-        "MPI_Iprobe" | "MPI_Test" | "MPI_Testall" => Kind::Poll,
-        "MPI_Waitany" | "MPI_Waitsome" => Kind::Pick { poll: false },
-        "MPI_Testany" | "MPI_Testsome" => Kind::Pick { poll: true },
-        "MPI_Finalize" => Kind::Finalize,
-        "MPI_Abort" => Kind::Abort,
-        _ => Kind::Other,
-    }
-}
-
-/// The call's index in [`crate::core::CALLS`] (the op byte of its choices).
-fn op_of(name: &str) -> u8 {
-    crate::core::CALLS
-        .iter()
-        .position(|c| *c == name)
-        .and_then(|i| u8::try_from(i).ok())
-        .unwrap_or(63)
-}
-
-fn op_name(op: u8) -> &'static str {
-    crate::core::CALLS
-        .get(usize::from(op))
-        .copied()
-        .unwrap_or("another call")
-}
+pub(crate) use clock::clock;
+use clock::Module;
+use kind::{kind, op_name, op_of, Kind};
+pub(crate) use session::{finalize, save, take_over};
 
 /// What a replay makes of a call (the wrappers apply it).
 #[derive(Debug, Default)]
@@ -554,76 +496,6 @@ pub(crate) fn completed(request: i64, source: i32, tag: i32, cancelled: bool) {
     }
 }
 
-/// `rt_clock`: `MPI_Wtime` (or `time()`, `libc`) read `t`. Recording keeps it; a replay
-/// returns the recorded reading instead (the real one past the log's).
-pub(crate) fn clock(t: f64, caller: usize, libc: bool) -> f64 {
-    let Some(ch) = CHOICES.get() else { return t };
-    let mut st = lock(&ch.state);
-    let from = *st.callers.entry(caller).or_insert_with(|| Module::of(caller));
-    // Read by the MPI library itself (Open MPI's progress does, as time and load decide),
-    // or by libc for itself: not the program's, and a replay need not make the same.
-    let program = if libc {
-        from == Module::Program
-    } else {
-        from != Module::Mpi
-    };
-    if st.current.is_some() || !program {
-        return t;
-    }
-    let mut t = t;
-    if let Some(rp) = st.replay.as_mut().filter(|r| r.active) {
-        if let Some(&bits) = rp.clocks.get(rp.clock_at) {
-            rp.clock_at += 1;
-            t = f64::from_bits(bits);
-        }
-    }
-    if let Some(rec) = st.record.as_mut().filter(|r| !r.lost) {
-        if rec.clocks.len() + rec.pending.len() >= MAX_PENDING {
-            eprintln!(
-                "racetrack: rank {}: {MAX_PENDING} clock readings and choices wait to be written; recording stops here",
-                ch.rank
-            );
-            rec.lost = true;
-            rec.clocks.clear();
-            rec.pending.clear();
-        } else {
-            rec.clocks.push(t.to_bits());
-        }
-    }
-    t
-}
-
-/// Where a clock's caller is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Module {
-    /// The program's executable.
-    Program,
-    /// The MPI library (`libmpi*`, `libmpich*`, Open MPI's `libopen-*`).
-    Mpi,
-    /// Any other library.
-    Other,
-}
-
-impl Module {
-    fn of(caller: usize) -> Module {
-        match crate::ffi::module_at(caller).map(|m| m.path) {
-            Some(None) => Module::Program,
-            Some(Some(p)) => {
-                let name = p.rsplit('/').next().unwrap_or(&p);
-                if ["libmpi", "libopen-", "libpmpi"]
-                    .iter()
-                    .any(|l| name.starts_with(l))
-                {
-                    Module::Mpi
-                } else {
-                    Module::Other
-                }
-            }
-            None => Module::Other,
-        }
-    }
-}
-
 /// Buffer `choice`, or give up recording when too much is buffered.
 fn keep(rank: usize, rec: &mut Recording, choice: Choice) {
     if rec.lost {
@@ -694,180 +566,5 @@ pub(crate) fn stop(token: u64, rc: i32, found: Option<bool>) {
     }
 }
 
-/// `rt_finalize` (also reached from `MPI_Abort`): a recording's last choices and, if the
-/// rank reached `MPI_Finalize`, its end; a replay checks that the rank made the recorded
-/// run's calls.
-pub(crate) fn finalize() {
-    let Some(ch) = CHOICES.get() else { return };
-    let (aborted, calls) = {
-        let mut st = lock(&ch.state);
-        if st.finished {
-            return;
-        }
-        st.finished = true;
-        let aborted = st.current.as_ref().is_some_and(|c| c.kind == Kind::Abort)
-            || !matches!(st.current.as_ref().map(|c| c.kind), None | Some(Kind::Finalize));
-        // The MPI_Finalize call was numbered by its rt_start and ended by its rt_stop.
-        let calls = st.next;
-        let rank = ch.rank;
-        if let Some(rp) = st.replay.as_mut().filter(|r| r.active && r.strict) {
-            if !aborted && calls != rp.calls {
-                let what = format!(
-                    "it reached MPI_Finalize after {calls} calls; the recorded rank {rank} after {}",
-                    rp.calls
-                );
-                ch.diverged(rp, &what);
-            }
-        }
-        (aborted, calls)
-    };
-    if lock(&ch.state).record.as_ref().is_none_or(|r| r.file.is_none()) {
-        return;
-    }
-    let (flag, cv) = &*ch.done;
-    *lock(flag) = true;
-    cv.notify_all();
-    ch.write(true);
-    let st = lock(&ch.state);
-    if let Some(rec) = st.record.as_ref().filter(|r| !r.lost && !aborted) {
-        let file = rec.file.clone().unwrap_or_default();
-        drop(st);
-        if let Err(e) = append(&file, &replay_log::rank_end_record(ch.rank, calls)) {
-            eprintln!(
-                "racetrack: rank {}: cannot write {}: {e}",
-                ch.rank,
-                file.display()
-            );
-        }
-    }
-}
-
-/// Stop forcing (the debugger took over); `None` if this rank is not replaying, else
-/// the calls made and the calls recorded.
-pub(crate) fn take_over() -> Option<(u64, u64)> {
-    let ch = CHOICES.get()?;
-    let mut st = lock(&ch.state);
-    let next = st.next;
-    let rp = st.replay.as_mut()?;
-    rp.active = false;
-    Some((next, rp.calls))
-}
-
-/// `save_scenario`: this rank's choices so far, up to the first call not over yet (the
-/// one held, or a wildcard `MPI_Irecv` not completed), as its part of a scenario
-/// (`PATH.rank<R>`, which the debugger merges into `PATH`).
-pub(crate) fn save(path: &str) -> Result<String, ReplayError> {
-    let ch = CHOICES.get().ok_or(ReplayError::NotRecording)?;
-    let of_rank = |error| ReplayError::Rank {
-        rank: ch.rank,
-        error: Box::new(error),
-    };
-    let st = lock(&ch.state);
-    let rec = st.record.as_ref().ok_or(ReplayError::NotRecording)?;
-    if rec.lost {
-        return Err(of_rank(ReplayError::RecordingStopped));
-    }
-    if rec.written_next > 0 {
-        return Err(of_rank(ReplayError::RecordedToFile));
-    }
-    let held = st.current.as_ref().map_or(st.next, |c| c.call);
-    let upto = rec.open.first().copied().unwrap_or(u64::MAX).min(held);
-    let choices: Vec<Choice> = rec
-        .pending
-        .values()
-        .filter(|c| c.call < upto)
-        .cloned()
-        .map(|mut c| {
-            // A run of misses that goes on past the prefix ends with it.
-            if let Chose::Miss { n } = &mut c.what {
-                *n = (*n).min(upto - c.call);
-            }
-            c
-        })
-        .collect();
-    let clocks = rec.clocks.clone();
-    drop(st);
-    let mut bytes = replay_log::header_bytes(&ch.header);
-    replay_log::put_calls_record(&mut bytes, ch.rank, 0, &choices);
-    replay_log::put_clocks_record(&mut bytes, ch.rank, 0, &clocks);
-    bytes.extend(replay_log::rank_end_record(ch.rank, upto));
-    let part = replay_log::rank_part_path(path, ch.rank);
-    std::fs::write(&part, bytes).map_err(|source| of_rank(ReplayError::Write { path: part, source }))?;
-    Ok(format!(
-        "rank {}: {} choices in {upto} calls, {} clock readings",
-        ch.rank,
-        choices.len(),
-        clocks.len()
-    ))
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn miss(call: u64, op: u8) -> Choice {
-        Choice {
-            call,
-            op,
-            what: Chose::Miss { n: 1 },
-        }
-    }
-
-    #[test]
-    fn consecutive_misses_of_one_call_are_one_run() {
-        let test = op_of("MPI_Test");
-        let iprobe = op_of("MPI_Iprobe");
-        let mut rec = Recording::new(None);
-        for call in 10..15 {
-            keep(0, &mut rec, miss(call, test));
-        }
-        // Another call's miss, then a gap: new runs.
-        keep(0, &mut rec, miss(15, iprobe));
-        keep(0, &mut rec, miss(17, iprobe));
-        let runs: Vec<(u64, u64)> = rec
-            .pending
-            .values()
-            .map(|c| match c.what {
-                Chose::Miss { n } => (c.call, n),
-                _ => panic!("{c:?}"),
-            })
-            .collect();
-        assert_eq!(runs, [(10, 5), (15, 1), (17, 1)]);
-    }
-
-    #[test]
-    fn only_any_source_receives_and_polls_are_choices() {
-        let any = crate::ffi::RT_ANY;
-        assert!(matches!(
-            kind("MPI_Recv", any),
-            Kind::Wildcard {
-                nonblocking: false,
-                ..
-            }
-        ));
-        assert!(matches!(
-            kind("MPI_Irecv", any),
-            Kind::Wildcard {
-                nonblocking: true,
-                ..
-            }
-        ));
-        assert!(matches!(
-            kind("MPI_Iprobe", any),
-            Kind::Wildcard { poll: true, .. }
-        ));
-        // A named source (any tag) matches its first message: nothing to record.
-        assert_eq!(kind("MPI_Recv", 3), Kind::Other);
-        assert_eq!(kind("MPI_Iprobe", 3), Kind::Poll);
-        assert_eq!(
-            kind("MPI_Testany", crate::ffi::RT_NONE),
-            Kind::Pick { poll: true }
-        );
-        assert_eq!(
-            kind("MPI_Waitsome", crate::ffi::RT_NONE),
-            Kind::Pick { poll: false }
-        );
-        assert_eq!(kind("MPI_Send", 1), Kind::Other);
-        assert_eq!(op_name(op_of("MPI_Recv")), "MPI_Recv");
-    }
-}
+mod tests;
