@@ -18,55 +18,9 @@ use std::time::Instant;
 /// event across the job (and stays below 2^53 for 9,000 ranks, exact in JSON).
 const EVENT_ID_STRIDE: u64 = 1_000_000_000_000;
 
-/// The calls the wrappers cover, registered as operations at start (in this order) so
-/// that breakpoints can name any of them before its first call.
-pub const CALLS: &[&str] = &[
-    "MPI_Init",
-    "MPI_Init_thread",
-    "MPI_Finalize",
-    "MPI_Abort",
-    "MPI_Pcontrol",
-    "MPI_Send",
-    "MPI_Ssend",
-    "MPI_Bsend",
-    "MPI_Rsend",
-    "MPI_Isend",
-    "MPI_Issend",
-    "MPI_Irecv",
-    "MPI_Recv",
-    "MPI_Sendrecv",
-    "MPI_Sendrecv_replace",
-    "MPI_Wait",
-    "MPI_Waitall",
-    "MPI_Waitany",
-    "MPI_Waitsome",
-    "MPI_Test",
-    "MPI_Testall",
-    "MPI_Testany",
-    "MPI_Testsome",
-    "MPI_Probe",
-    "MPI_Iprobe",
-    "MPI_Barrier",
-    "MPI_Bcast",
-    "MPI_Reduce",
-    "MPI_Allreduce",
-    "MPI_Gather",
-    "MPI_Gatherv",
-    "MPI_Scatter",
-    "MPI_Scatterv",
-    "MPI_Allgather",
-    "MPI_Allgatherv",
-    "MPI_Alltoall",
-    "MPI_Alltoallv",
-    "MPI_Reduce_scatter",
-    "MPI_Scan",
-    "MPI_Comm_split",
-    "MPI_Comm_dup",
-    "MPI_Comm_create",
-    "MPI_Comm_free",
-];
-
+mod calls;
 mod polls;
+pub use calls::CALLS;
 pub(crate) use polls::tick;
 use polls::PollRun;
 
