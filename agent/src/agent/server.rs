@@ -241,6 +241,33 @@ async fn dial(agent: &Arc<Agent>, url: &str) -> Result<(), String> {
     session(agent, ws, packing).await
 }
 
+/// After the debuggee's tick, send what the buffer holds as frames of at most
+/// [`BATCH_MAX`] events, counting them (what a final flush waits for).
+async fn flush<S>(agent: &Agent, tx: &mut S, packing: Packing) -> Result<(), String>
+where
+    S: futures_util::Sink<Message> + Unpin,
+    S::Error: std::fmt::Display,
+{
+    if let Some(d) = agent.debuggee.get() {
+        d.tick();
+    }
+    let chunks = agent.drain();
+    let frames = record::frames(chunks.iter().flatten(), BATCH_MAX, packing);
+    if !chunks.is_empty() {
+        agent.recycle(chunks);
+    }
+    for (frame, n) in frames {
+        let m = match frame {
+            Frame::Text(t) => Message::Text(t.into()),
+            Frame::Binary(b) => Message::Binary(b.into()),
+        };
+        tx.send(m).await.map_err(|e| format!("send: {e}"))?;
+        agent.stream.sent.fetch_add(1, Relaxed);
+        agent.stream.sent_events.fetch_add(n as u64, Relaxed);
+    }
+    Ok(())
+}
+
 /// One debugger's session on an open WebSocket, whichever side opened it: `hello`,
 /// `structure`, `snapshot`, then the stream and the commands until either side closes.
 async fn session(
@@ -283,23 +310,7 @@ async fn session(
                 () = agent.stream.wake.notified() => {}
                 _ = tick.tick() => {}
             }
-            if let Some(d) = agent.debuggee.get() {
-                d.tick();
-            }
-            let chunks = agent.drain();
-            let frames = record::frames(chunks.iter().flatten(), BATCH_MAX, packing);
-            if !chunks.is_empty() {
-                agent.recycle(chunks);
-            }
-            for (frame, n) in frames {
-                let m = match frame {
-                    Frame::Text(t) => Message::Text(t.into()),
-                    Frame::Binary(b) => Message::Binary(b.into()),
-                };
-                tx.send(m).await.map_err(|e| format!("send: {e}"))?;
-                agent.stream.sent.fetch_add(1, Relaxed);
-                agent.stream.sent_events.fetch_add(n as u64, Relaxed);
-            }
+            flush(agent, &mut tx, packing).await?;
             if close {
                 // A numbered detach gets its verdict before the close (the buffer is
                 // cleared and no longer fed once detached).
