@@ -42,7 +42,9 @@ install_deps() {
     return 0
   fi
   for p in "${packages[@]}"; do
-    dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+    # Installed, not merely known: a removed package keeps its configuration files, and
+    # `dpkg -s` still succeeds for it.
+    [ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null)" = "install ok installed" ] || missing+=("$p")
   done
   [ ${#missing[@]} -eq 0 ] && return 0
   local sudo=()
