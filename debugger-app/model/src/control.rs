@@ -77,6 +77,8 @@ pub struct Control {
     pub attached: bool,
     /// The program exited (`Some(code)`), or the connection closed.
     pub exited: Option<Option<i32>>,
+    /// The signal that killed the program, when one did.
+    pub killed_by: Option<i32>,
     /// Errors, panics and notices, newest last (bounded).
     pub log: VecDeque<LogLine>,
 }

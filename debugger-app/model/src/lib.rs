@@ -221,13 +221,15 @@ impl Model {
 
     /// The program ended (`code`: its exit code; `None` if killed): nothing is held or
     /// running any more.
-    pub fn program_exited(&mut self, code: Option<i32>) {
-        let text = match code {
-            Some(c) => format!("program exited with code {c}"),
-            None => "program ended".to_owned(),
+    pub fn program_exited(&mut self, code: Option<i32>, signal: Option<i32>) {
+        let text = match (code, signal) {
+            (Some(c), _) => format!("program exited with code {c}"),
+            (None, Some(s)) => format!("program killed by {}", signal_name(s)),
+            (None, None) => "program ended".to_owned(),
         };
         self.log("info", text);
         self.control.exited = Some(code);
+        self.control.killed_by = signal;
         self.control.attached = false;
         self.control.held.clear();
         self.changes.held = true;
@@ -346,3 +348,22 @@ impl Model {
 
 #[cfg(test)]
 mod tests;
+
+/// `signal 6 (SIGABRT)`: a signal's number and, for the usual fatal ones, its name.
+pub fn signal_name(signal: i32) -> String {
+    let name = match signal {
+        1 => "SIGHUP",
+        2 => "SIGINT",
+        3 => "SIGQUIT",
+        4 => "SIGILL",
+        6 => "SIGABRT",
+        7 => "SIGBUS",
+        8 => "SIGFPE",
+        9 => "SIGKILL",
+        11 => "SIGSEGV",
+        13 => "SIGPIPE",
+        15 => "SIGTERM",
+        _ => return format!("signal {signal}"),
+    };
+    format!("signal {signal} ({name})")
+}

@@ -133,7 +133,7 @@ fn unfolds_graph_tracks_queue_and_holds() {
     assert_eq!(m.node(key).expect("node").processed, ["0.0"]);
     assert_eq!(m.node_named("Split", "main[0]").expect("split").sent.len(), 1);
     assert_eq!(m.control.event_count, 4);
-    m.program_exited(Some(0));
+    m.program_exited(Some(0), None);
     assert_eq!(m.control.exited, Some(Some(0)));
     assert_eq!(status(&m), Some(NodeStatus::Finished));
 }
@@ -332,4 +332,18 @@ fn an_mpi_receive_does_not_wait_in_the_queue() {
     }
     assert!(m.queue_named("rank[1]").is_none_or(VecDeque::is_empty));
     assert_eq!(m.control.event_count, 9);
+}
+
+#[test]
+fn a_program_killed_by_a_signal_says_which() {
+    let mut m = Model::new();
+    m.program_exited(None, Some(6));
+    assert_eq!(m.control.exited, Some(None));
+    assert_eq!(m.control.killed_by, Some(6));
+    let last = m.control.log.back().expect("a log line");
+    assert!(
+        last.text.contains("program killed by signal 6 (SIGABRT)"),
+        "{last:?}"
+    );
+    assert_eq!(crate::signal_name(64), "signal 64");
 }

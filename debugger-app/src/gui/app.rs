@@ -18,6 +18,9 @@ pub const LABELS_MAX: usize = 1000;
 /// How long a frame may spend ingesting events before drawing.
 const INGEST_BUDGET: Duration = Duration::from_millis(6);
 
+/// How the program ended: its exit code, or the signal that killed it.
+type ExitStatus = (Option<i32>, Option<i32>);
+
 /// Bottom tabs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Tab {
@@ -105,7 +108,7 @@ pub struct App {
     pub(crate) pause_all: bool,
     /// The program exited while its connection was still open: the exit is shown once the
     /// agent's last events are in (the connection closes), or after [`EXIT_GRACE`].
-    pub(crate) pending_exit: Option<(Option<i32>, Instant)>,
+    pub(crate) pending_exit: Option<(ExitStatus, Instant)>,
     /// A trace viewed without its program (`racetrack open`).
     pub timeline: Option<super::timeline::Timeline>,
 }
@@ -206,16 +209,18 @@ impl App {
                     ProcessEvent::Output(stream, line) => {
                         self.model.log(stream, line);
                     }
-                    ProcessEvent::Exited(code) => self.pending_exit = Some((code, Instant::now())),
+                    ProcessEvent::Exited(code, signal) => {
+                        self.pending_exit = Some(((code, signal), Instant::now()))
+                    }
                 }
             }
         }
-        if let Some((code, at)) = self.pending_exit {
+        if let Some(((code, signal), at)) = self.pending_exit {
             // The agent closes the connection as the program ends; its last events may
             // still be on the way when the process is seen gone.
             if !self.model.control.attached || (!more && at.elapsed() >= EXIT_GRACE) {
                 self.pending_exit = None;
-                self.model.program_exited(code);
+                self.model.program_exited(code, signal);
             }
         }
         self.rate.update(self.model.control.event_count);

@@ -18,8 +18,8 @@ pub type Waker = Arc<OnceLock<egui::Context>>;
 pub enum ProcessEvent {
     /// A line the program printed (`stdout` or `stderr`).
     Output(&'static str, String),
-    /// The program exited (`None`: killed by a signal).
-    Exited(Option<i32>),
+    /// The program exited: its code, or the signal that killed it.
+    Exited(Option<i32>, Option<i32>),
 }
 
 /// Why a session could not be started.
@@ -142,13 +142,14 @@ impl Session {
                             // The output's last lines first (a child of the program may
                             // keep the pipes open: not longer than a bound).
                             let _ = readers_done.recv_timeout(Duration::from_secs(2));
-                            let _ = tx.send(ProcessEvent::Exited(st.code()));
+                            let signal = std::os::unix::process::ExitStatusExt::signal(&st);
+                            let _ = tx.send(ProcessEvent::Exited(st.code(), signal));
                             wake(&w);
                             break;
                         }
                         Ok(Ok(None)) => std::thread::sleep(Duration::from_millis(20)),
                         _ => {
-                            let _ = tx.send(ProcessEvent::Exited(None));
+                            let _ = tx.send(ProcessEvent::Exited(None, None));
                             wake(&w);
                             break;
                         }

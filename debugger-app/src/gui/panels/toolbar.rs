@@ -15,7 +15,10 @@ impl App {
         }
         match (&self.model.control.exited, self.model.control.attached) {
             (Some(Some(code)), _) => format!("program exited with code {code}"),
-            (Some(None), _) => "program ended (detached)".to_owned(),
+            (Some(None), _) => match self.model.control.killed_by {
+                Some(s) => format!("program killed by {}", racetrack_model::signal_name(s)),
+                None => "program ended (detached)".to_owned(),
+            },
             (None, true) => format!(
                 "attached to {} (pid {})",
                 self.model.first().program.as_deref().unwrap_or("?"),
