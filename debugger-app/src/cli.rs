@@ -262,9 +262,7 @@ impl Example {
 
 /// The examples' own options, each passed on as given (the example says which it takes).
 #[derive(Args, Debug, Default)]
-#[command(
-    next_help_heading = "Example options (each example takes some: see `racetrack example NAME --help`)"
-)]
+#[command(next_help_heading = "Example options (which example takes which: below)")]
 pub struct ExampleOpts {
     /// Worker threads
     #[arg(long, value_name = "N")]

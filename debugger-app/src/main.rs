@@ -4,6 +4,7 @@
 mod cli;
 mod commands;
 
+use clap::error::ErrorKind;
 use clap::{CommandFactory, FromArgMatches};
 use cli::{Cli, Cmd};
 
@@ -26,9 +27,29 @@ fn parse() -> anyhow::Result<Cli> {
         env!("CARGO_PKG_VERSION"),
         racetrack_protocol::PROTOCOL_VERSION
     );
+    let usages = {
+        use racetrack_examples::{farm, heat, mergesort, search};
+        let lines = [heat::USAGE, mergesort::USAGE, farm::USAGE, search::USAGE];
+        format!("Each example's options:\n  {}", lines.join("\n  "))
+    };
+    let args = cli::normalise(std::env::args());
     let matches = Cli::command()
         .version(version)
-        .get_matches_from(cli::normalise(std::env::args()));
+        .mut_subcommand("demo", |c| c.after_help(usages.clone()))
+        .mut_subcommand("example", |c| c.after_help(usages.clone()))
+        .try_get_matches_from(&args)
+        .unwrap_or_else(|e| {
+            // The program named without `--` in front: clap sees an argument it does not
+            // know, the user a program it should have run.
+            let sub = args.get(1).map_or("", String::as_str);
+            let takes_program = ["run", "mpirun", "record", "replay"].contains(&sub);
+            if e.kind() == ErrorKind::UnknownArgument && takes_program && !args.iter().any(|a| a == "--") {
+                let _ = e.print();
+                eprintln!("tip: the program and its arguments go after `--`: racetrack {sub} [OPTIONS] -- PROGRAM [ARGS]");
+                std::process::exit(2);
+            }
+            e.exit()
+        });
     Ok(Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit()))
 }
 
@@ -69,9 +90,13 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         } => runtime::export(&trace, output),
         Cmd::Example { name, opts } => Ok(racetrack_examples::run_cli(name.name(), opts.to_args())),
         Cmd::Completions { shell } => {
-            let mut cmd = Cli::command();
-            clap_complete::generate(shell, &mut cmd, "racetrack", &mut std::io::stdout());
-            Ok(0)
+            // Into a buffer first: a closed pipe (`| head`) is then an error, not a panic.
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "racetrack", &mut script);
+            match std::io::Write::write_all(&mut std::io::stdout(), &script) {
+                Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
+                _ => Ok(0),
+            }
         }
     }
 }

@@ -145,6 +145,22 @@ fn common_mistakes_get_a_clear_error() {
     // A scenario variable without a scenario.
     let out = racetrack(&["run", "--set", "A=1", "--", "prog"]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    // The program without `--`, as `mpiexec -n 4 ./prog` is typed.
+    let out = racetrack(&["mpirun", "-n", "4", "./prog"]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("tip: the program and its arguments go after `--`"),
+        "{err}"
+    );
+    // An option the example does not take, refused before anything starts.
+    let out = racetrack(&["demo", "heat", "--tasks", "3"]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("heat: unknown option `--tasks`") && err.contains("usage: heat"),
+        "{err}"
+    );
     // Not an example.
     let out = racetrack(&["demo", "heet"]);
     let err = text(&out.stderr);

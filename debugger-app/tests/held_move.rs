@@ -1,4 +1,4 @@
-//! Issue 30: `move` can move the message a thread is held on at its step start. The merge
+//! `move` can move the message a thread is held on at its step start. The merge
 //! of `mergesort` is held at its first input while the sorted chunks keep arriving, and
 //! the held input is moved to the back at once — as a user or a script does on seeing the
 //! held `start`, without a `wait` for the controller to take it in first. The input goes

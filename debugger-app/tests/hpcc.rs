@@ -1,5 +1,5 @@
-//! A real MPI program nobody here wrote, under the debugger as a new user would run it
-//! (issue 20, "Show"): Debian's `hpcc` (HPC Challenge, linked to Open MPI), 4 ranks, in a
+//! A real MPI program nobody here wrote, under the debugger as a new user would run it:
+//! Debian's `hpcc` (HPC Challenge, linked to Open MPI), 4 ranks, in a
 //! directory holding its input, under `racetrack mpirun --ctl -n 4 -- hpcc` in a free run.
 //! It must pass its own checks (`Success=1` in `hpccoutf.txt`), exit 0, and every rank
 //! must report as many `stop`s as `start`s.

@@ -1,5 +1,5 @@
 //! MPI jobs under the debugger, over real `mpiexec` runs on both implementations Debian
-//! ships (issue 20, "Show"): `racetrack mpirun --ctl` (and `racetrack listen`) drive the
+//! ships: `racetrack mpirun --ctl` (and `racetrack listen`) drive the
 //! example programs of `examples/mpi/`, built here with each implementation's compiler
 //! wrappers, with the interposition library preloaded into every rank.
 //!
@@ -1410,7 +1410,7 @@ fn idle_poll_run(imp: Impl) {
     s.finish_correctly();
 }
 
-// ---- record and replay (issue 19) ----
+// ---- record and replay ----
 
 /// A file in a directory of this test's own, emptied first.
 fn scratch(imp: Impl, name: &str) -> PathBuf {

@@ -1,4 +1,4 @@
-//! Issue 30: every command `docs/PROTOCOL.md` shows is accepted exactly as documented.
+//! Every command `docs/PROTOCOL.md` shows is accepted exactly as documented.
 //! The command examples are read out of the document (every code span that is a JSON
 //! object with a `cmd` field) and each is sent, numbered, to a real controller attached
 //! to a real program (`mergesort`, whose operations and threads the examples mostly

@@ -1,4 +1,4 @@
-//! Issue 17, parts 2 and 3, against real processes over a real WebSocket: a `move` is
+//! Against real processes over a real WebSocket: a `move` is
 //! applied while the held thread's queue is still filling (partial reorders), and every
 //! command of a scenario that is refused stops the scenario at its line (numbered
 //! commands, one verdict each).

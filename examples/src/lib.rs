@@ -129,6 +129,31 @@ pub fn run_cli(name: &str, args: Vec<String>) -> i32 {
     }
 }
 
+/// Whether `args` are a valid command line for example `name`, without running it: the
+/// error and the example's usage when they are not.
+pub fn check_cli(name: &str, args: Vec<String>) -> Result<(), String> {
+    fn check<C>(
+        args: Vec<String>,
+        flags: &[&str],
+        usage: &str,
+        config: fn(&args::Args) -> Result<C, String>,
+    ) -> Result<(), String> {
+        args::Args::parse(args, flags)
+            .and_then(|a| config(&a))
+            .map(|_| ())
+            .map_err(|e| format!("{e}\n{usage}"))
+    }
+    match name {
+        "farm" => check(args, &[], farm::USAGE, farm_config),
+        "mergesort" => check(args, &[], mergesort::USAGE, mergesort_config),
+        "heat" => check(args, &["fixed"], heat::USAGE, heat_config),
+        "search" => check(args, &["fixed"], search::USAGE, search_config),
+        other => Err(format!(
+            "unknown example `{other}` (farm, mergesort, heat, search)"
+        )),
+    }
+}
+
 type Run<C, R> = fn(&racetrack_agent::Runtime, &C) -> Result<Report<R>, racetrack_agent::ScheduleError>;
 
 /// Parse an example's arguments (`flags`: the options without a value) into its

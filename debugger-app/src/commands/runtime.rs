@@ -15,6 +15,8 @@ use std::time::Duration;
 /// the agent, under the GUI.
 pub fn demo(name: Example, opts: &ExampleOpts, script: GuiScript) -> anyhow::Result<i32> {
     let script = script.load()?;
+    racetrack_examples::check_cli(name.name(), opts.to_args())
+        .map_err(|e| anyhow!("{}: {e}", name.name()))?;
     let exe = std::env::current_exe().context("cannot find myself")?;
     // The agent names the program after this (instead of `racetrack`).
     std::env::set_var(env::ENV_PROGRAM, name.name());

@@ -71,7 +71,7 @@ pub enum Input {
 
 /// Substitute `${NAME}` by its value in a scenario; a value `coll[i]` also defines
 /// `${NAME-1}` = `coll[i-1]` and `${NAME+1}` = `coll[i+1]` (a thread's neighbours).
-pub fn substitute(text: &str, vars: &[(String, String)]) -> Result<String, String> {
+pub fn substitute(text: &str, vars: &[(String, String)]) -> Result<String, UnsetVariable> {
     let mut out = text.to_owned();
     for (k, v) in vars {
         out = out.replace(&format!("${{{k}}}"), v);
@@ -85,12 +85,18 @@ pub fn substitute(text: &str, vars: &[(String, String)]) -> Result<String, Strin
         }
     }
     if let Some(i) = out.find("${") {
-        let name: String = out[i..].chars().take_while(|c| *c != '}').collect();
-        return Err(format!(
-            "scenario variable `{name}}}` has no value (pass --set NAME=VALUE)"
-        ));
+        let name: String = out[i + 2..].chars().take_while(|c| *c != '}').collect();
+        return Err(UnsetVariable { name });
     }
     Ok(out)
+}
+
+/// A scenario names a variable no `--set` gave a value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("scenario variable `${{{name}}}` has no value (pass --set {name}=VALUE)")]
+pub struct UnsetVariable {
+    /// The variable's name, without `${` and `}`.
+    pub name: String,
 }
 
 /// Like [`run`], with commands from `input`.
@@ -247,5 +253,23 @@ impl<'a> Busy<'a> {
 impl Drop for Busy<'_> {
     fn drop(&mut self) {
         self.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scenario_variables_and_their_neighbours() {
+        let vars = [("T".to_owned(), "proc[1]".to_owned())];
+        let out = substitute("${T} ${T-1} ${T+1}", &vars).expect("all set");
+        assert_eq!(out, "proc[1] proc[0] proc[2]");
+        let e = substitute("{\"thread\":\"${THREAD}\"}", &vars).expect_err("unset");
+        assert_eq!(e.name, "THREAD");
+        assert_eq!(
+            e.to_string(),
+            "scenario variable `${THREAD}` has no value (pass --set THREAD=VALUE)"
+        );
     }
 }
