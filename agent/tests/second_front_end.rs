@@ -7,7 +7,8 @@
 
 use futures_util::{SinkExt, StreamExt};
 use racetrack_agent::agent::front::{
-    Collection, Debuggee, HoldReason, Kind, MsgPath, Operation, Record, RecordText, Site, SiteError, Thread,
+    Collection, Debuggee, Decision, HoldReason, Kind, MsgPath, Operation, Point, Record, RecordText, Site,
+    SiteError, Thread,
 };
 use racetrack_agent::agent::{self, Agent};
 use racetrack_protocol::{self as proto, Decoder, Event, QueueEntry, Rest, ThreadSnapshot};
@@ -167,22 +168,17 @@ impl Rank {
     }
 
     fn start(&mut self, op: usize, msg: [u64; 2]) {
-        if !self.agent.is_hot() {
-            return;
-        }
-        let wait = self.agent.take_start_hold();
-        if !wait && !self.agent.is_attached() {
-            return;
-        }
         let (g, agent) = (self.global, self.agent.clone());
-        let reason = if wait {
-            Some(HoldReason::Wait)
-        } else {
-            agent.start_hold_reason(g, op, false, None).map(|(r, _trace)| r)
+        let point = Point::Start {
+            thread: g,
+            op,
+            traced: false,
+            call: None,
         };
-        match reason {
-            None => self.record(Kind::Start, op, msg, 0),
-            Some(r) => {
+        match agent.decide(&point) {
+            Decision::Skip => {}
+            Decision::Stream { .. } => self.record(Kind::Start, op, msg, 0),
+            Decision::Hold { reason: r, .. } => {
                 let ev = Event::Start(proto::StepEv {
                     event_id: 0,
                     thread: self.name.to_string(),
@@ -195,17 +191,18 @@ impl Rank {
                     reason: Some(r),
                     call: None,
                 });
-                self.hold(ev, r, &|| agent.still_holds_start(g, op, false, None));
+                self.hold(ev, r, &|| agent.still_holds(&point));
             }
         }
     }
 
     fn stop(&mut self, op: usize, msg: [u64; 2]) {
-        if self.agent.is_hot() && self.agent.is_attached() {
-            // The toy's policy for stops is the same as for sends; it never holds here
-            // in this test (no step mode), so the compact record suffices.
-            assert_eq!(self.agent.hold_reason(self.global), None);
-            self.record(Kind::Stop, op, msg, 0);
+        match self.agent.decide(&Point::Stop { thread: self.global }) {
+            Decision::Skip => {}
+            Decision::Stream { .. } => self.record(Kind::Stop, op, msg, 0),
+            // The toy's policy for stops is the same as for sends; it never holds here in
+            // this test (no step mode).
+            hold @ Decision::Hold { .. } => panic!("{}: a stop held: {hold:?}", self.name),
         }
         self.progress.fetch_add(1, SeqCst);
     }
@@ -213,8 +210,16 @@ impl Rank {
     /// `MPI_Send` of message `msg` to rank `to`: reported as a full event.
     fn send(&mut self, to: usize, msg: [u64; 2]) {
         self.start(SEND, msg);
-        if self.agent.is_hot() && self.agent.is_attached() {
-            let reason = self.agent.hold_reason(self.global);
+        let point = Point::Send {
+            thread: Some(self.global),
+        };
+        let decision = self.agent.decide(&point);
+        if decision != Decision::Skip {
+            let (reason, content) = match decision {
+                Decision::Hold { reason, .. } => (Some(reason), true),
+                Decision::Stream { content } => (None, content),
+                Decision::Skip => (None, false),
+            };
             let ev = Event::Send(proto::SendEv {
                 event_id: 0,
                 thread: Some(self.name.to_string()),
@@ -226,14 +231,14 @@ impl Rank {
                 traced: false,
                 held: reason.is_some(),
                 reason,
-                content: self.agent.wants_content().then(|| json!(42)),
+                content: content.then(|| json!(42)),
                 call: None,
             });
             match reason {
                 None => self.agent.emit(ev, true),
                 Some(r) => {
-                    let (agent, g) = (self.agent.clone(), self.global);
-                    self.hold(ev, r, &|| agent.hold_reason(g).is_some());
+                    let agent = self.agent.clone();
+                    self.hold(ev, r, &|| agent.still_holds(&point));
                 }
             }
         }

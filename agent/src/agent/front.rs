@@ -13,18 +13,18 @@
 //!    collection of threads and [`Agent::add_operations`] for the operations. Threads are
 //!    numbered across collections in registration order (their `global` index), operations
 //!    by registration order: compact records and the policy name them by these indexes.
-//! 3. On each event, on the program's thread:
-//!    - nothing to do unless [`Agent::is_hot`] (one atomic read; [`Agent::hot_flag`]
-//!      shares the flag); the first start event asks [`Agent::take_start_hold`], every
-//!      other event also needs [`Agent::is_attached`];
-//!    - ask the policy: [`Agent::start_hold_reason`] for a start (once: it counts hits),
-//!      [`Agent::hold_reason`] for a send or a stop;
-//!    - not held: [`Agent::record`] a compact [`Record`] (allocates nothing), or
+//! 3. On each event, on the program's thread, ask [`Agent::decide`] once, with the
+//!    event's [`Point`] (a front end may skip even that while [`Agent::is_hot`] is false:
+//!    one atomic read; [`Agent::hot_flag`] shares the flag), and do what the
+//!    [`Decision`] says:
+//!    - `Skip`: nothing;
+//!    - `Stream`: [`Agent::record`] a compact [`Record`] (allocates nothing), or
 //!      [`Agent::emit`] a full [`Event`](racetrack_protocol::Event) (a send with its
-//!      content when [`Agent::wants_content`]);
-//!    - held: [`Agent::hold`] the full event (`held: true`, with its reason). It blocks
-//!      the calling thread until the debugger releases it, serving the debugger's
-//!      commands for it meanwhile through the event's [`Site`].
+//!      content when the decision says `content`);
+//!    - `Hold`: [`Agent::hold`] the full event (`held: true`, with its reason), passing
+//!      [`Agent::still_holds`] for its point. It blocks the calling thread until the
+//!      debugger releases it, serving the debugger's commands for it meanwhile through
+//!      the event's [`Site`].
 //! 4. At the end: [`Agent::shutdown`] (release every hold, take no new ones), then
 //!    [`Agent::finish`] (wait until the debugger received everything; the agent then
 //!    closes the connection).
@@ -43,6 +43,7 @@
 //! attached (the calls return `None`): the attach snapshot describes the program then.
 
 pub use super::debuggee::{Collection, Debuggee, Operation, Thread};
+pub use super::decide::{Decision, Point};
 pub use super::held::{FrontError, Site, SiteError};
 pub use super::{ReplayControl, ReplayError};
 pub use racetrack_protocol::{CallInfo, HoldReason, Kind, MsgPath, Record, RecordText};
@@ -93,51 +94,12 @@ impl Agent {
     /// start after [`start`](super::start) with `wait`): hold it with
     /// [`HoldReason::Wait`], attached or not.
     #[inline]
-    pub fn take_start_hold(&self) -> bool {
+    pub(super) fn take_start_hold(&self) -> bool {
         let wait = self.wait_pending.load(Relaxed) && self.wait_pending.swap(false, Relaxed);
         if wait {
             self.update_hot();
         }
         wait
-    }
-
-    /// Why the policy holds the start of operation `op` (its index) on thread `thread`
-    /// (its global index), with whether the breakpoint holding it traces the step's
-    /// outputs; `traced`: the consumed message is traced (a traced step is held); `call`:
-    /// an MPI call's parameters, which conditional breakpoints test. `None`: record it,
-    /// not held. Ask once per start: it counts the start towards breakpoints' hit counts
-    /// (a held start asks [`Agent::still_holds_start`] instead).
-    #[inline]
-    pub fn start_hold_reason(
-        &self,
-        thread: usize,
-        op: usize,
-        traced: bool,
-        call: Option<&CallInfo>,
-    ) -> Option<(HoldReason, bool)> {
-        self.policy.start_reason_of(thread, op, traced, call, true)
-    }
-
-    /// Whether the policy still holds a held start (as [`Agent::start_hold_reason`]
-    /// without counting it again): a hold whose reason went away ends.
-    pub fn still_holds_start(&self, thread: usize, op: usize, traced: bool, call: Option<&CallInfo>) -> bool {
-        self.policy
-            .start_reason_of(thread, op, traced, call, false)
-            .is_some()
-    }
-
-    /// Why the policy holds a send or a stop on thread `thread` (its global index);
-    /// breakpoints and tracing hold starts only. `None`: record it, not held.
-    #[inline]
-    pub fn hold_reason(&self, thread: usize) -> Option<HoldReason> {
-        self.policy.other_reason(thread)
-    }
-
-    /// Whether the debugger asked for messages' contents: sends are then emitted as full
-    /// events with their `content`, not recorded compactly.
-    #[inline]
-    pub fn wants_content(&self) -> bool {
-        self.policy.content()
     }
 
     /// Whether a tracing breakpoint is set on operation `op` at thread `thread`: a step
@@ -192,8 +154,8 @@ impl Agent {
 
     /// The program is dying (a fatal signal, `abort`, `exit` without the usual end: see
     /// `death`): let the agent's thread send what was reported so far and close, and wait
-    /// for it — as long as it makes progress, giving up after [`DEATH_PATIENCE`] without
-    /// any, or after [`DEATH_LIMIT`] in all. Atomics and sleeps only: it runs in a signal
+    /// for it — as long as it makes progress, giving up after 3 s without any, or after
+    /// 10 s in all. Atomics and sleeps only: it runs in a signal
     /// handler, where waiting for a lock the dying thread holds would never end. The
     /// agent's thread needs no wake-up: it looks every 10 ms.
     pub fn flush_before_death(&self) {

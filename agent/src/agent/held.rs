@@ -175,10 +175,9 @@ impl Agent {
     /// the trace override of the release (`continue` with `trace`), if any.
     ///
     /// `ev` is the full `send`, `start` or `stop` event with `held: true` and `reason`;
-    /// its `event_id` is assigned here. `reason` is what the policy answered
-    /// ([`Agent::start_hold_reason`], [`Agent::hold_reason`]) or [`HoldReason::Wait`] for
-    /// the start hold ([`Agent::take_start_hold`]), which holds even with no debugger
-    /// attached yet.
+    /// its `event_id` is assigned here. `reason` is what [`Agent::decide`] answered
+    /// ([`HoldReason::Wait`] for the start hold, which holds even with no debugger
+    /// attached yet).
     ///
     /// `still`: whether the policy holds the event now (ask it again). It is called under
     /// the stream lock, where releases happen: a `continue` sent with, say, step mode just

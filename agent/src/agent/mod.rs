@@ -27,6 +27,7 @@
 mod commands;
 mod death;
 mod debuggee;
+mod decide;
 #[cfg(feature = "runtime")]
 mod flow;
 pub mod front;
@@ -129,7 +130,7 @@ pub fn start_from_env_with(first_event_id: u64, setup: impl FnOnce(&Agent)) -> O
 
 /// Start an agent listening on `listen`; prints `racetrack: listening on ws://HOST:PORT`
 /// to stderr once bound. `wait`: hold the first start event until a debugger says
-/// `continue` (see [`Agent::take_start_hold`]); `token`: required of a debugger, and
+/// `continue` (see [`Agent::decide`]); `token`: required of a debugger, and
 /// needed to listen on a non-loopback address. The agent's own thread (a single-threaded
 /// tokio runtime) is spawned here; no runtime of the caller's is needed. See [`front`]
 /// for how a front end then reports events.

@@ -5,7 +5,7 @@
 
 use crate::call::Call;
 use crate::site::{RankSite, RankView};
-use racetrack_agent::agent::front::{Collection, HoldReason, Operation, Thread};
+use racetrack_agent::agent::front::{Collection, Decision, HoldReason, Operation, Point, Thread};
 use racetrack_agent::agent::{self, Agent, ReplayError};
 use racetrack_protocol::{CallInfo, Created, Event, Forced, Kind, Matched, SendEv, SharedEv, Step, StepEv};
 use std::cell::Cell;
@@ -23,6 +23,20 @@ mod polls;
 pub use calls::CALLS;
 pub(crate) use polls::tick;
 use polls::PollRun;
+
+/// A rank's sends and stops as the policy sees them: the rank is thread 0 of its agent.
+const RANK_SEND: Point<'static> = Point::Send { thread: Some(0) };
+const RANK_STOP: Point<'static> = Point::Stop { thread: 0 };
+
+/// The start of call `op` with `info`, as the policy sees it.
+fn start_point(op: usize, info: &CallInfo) -> Point<'_> {
+    Point::Start {
+        thread: 0,
+        op,
+        traced: false,
+        call: Some(info),
+    }
+}
 
 static CORE: OnceLock<Core> = OnceLock::new();
 
@@ -308,14 +322,11 @@ impl Core {
     /// pause or step mode. Asked once per call (it counts hits); `Err(())`: not reported
     /// (nothing attached).
     fn start_reason(&self, op: usize, info: &CallInfo) -> Result<Option<HoldReason>, ()> {
-        let agent = &self.agent;
-        if agent.take_start_hold() {
-            return Ok(Some(HoldReason::Wait));
+        match self.agent.decide(&start_point(op, info)) {
+            Decision::Skip => Err(()),
+            Decision::Stream { .. } => Ok(None),
+            Decision::Hold { reason, .. } => Ok(Some(reason)),
         }
-        if !agent.is_attached() {
-            return Err(());
-        }
-        Ok(agent.start_hold_reason(0, op, false, Some(info)).map(|(r, _)| r))
     }
 
     /// The `start` event, held for `reason`.
@@ -329,19 +340,20 @@ impl Core {
         };
         let ev = Event::Start(self.step(fl, CallInfo::clone(&fl.info), reason));
         let info = fl.info.clone();
-        let still = || agent.still_holds_start(0, op, false, Some(&info));
+        let still = || agent.still_holds(&start_point(op, &info));
         self.hold(ev, r, fl, false, &still);
     }
 
     /// A send call's `send` event, with the content when held or asked for.
     fn report_send(&self, fl: &mut InFlight) {
         let agent = &self.agent;
-        if !agent.is_attached() {
-            return;
-        }
-        let reason = agent.hold_reason(0);
+        let (reason, wants) = match agent.decide(&RANK_SEND) {
+            Decision::Skip => return,
+            Decision::Stream { content } => (None, content),
+            Decision::Hold { reason, .. } => (Some(reason), true),
+        };
         let content = match (&fl.call.elem, &fl.call.content) {
-            (Some(e), Some(buf)) if reason.is_some() || agent.wants_content() => Some(e.decode(&buf.copy())),
+            (Some(e), Some(buf)) if wants => Some(e.decode(&buf.copy())),
             _ => None,
         };
         let type_name = fl.info.datatype.as_deref().unwrap_or("MPI_BYTE");
@@ -368,7 +380,7 @@ impl Core {
         });
         match reason {
             None => agent.emit(ev, true),
-            Some(r) => self.hold(ev, r, fl, true, &|| agent.hold_reason(0).is_some()),
+            Some(r) => self.hold(ev, r, fl, true, &|| agent.still_holds(&RANK_SEND)),
         }
     }
 }
@@ -432,12 +444,16 @@ pub fn stop(token: u64, rc: i32, created: Option<(String, Option<i32>, Option<i3
     };
     core.view.returned();
     let agent = &core.agent;
-    if !agent.is_attached() {
-        lock(&core.run).take();
-        return;
-    }
+    let held = match agent.decide(&RANK_STOP) {
+        Decision::Skip => {
+            lock(&core.run).take();
+            return;
+        }
+        Decision::Stream { .. } => None,
+        Decision::Hold { reason, .. } => Some(reason),
+    };
     // A poll that found nothing, held by nothing, leaves its step open.
-    let idle = found == Some(false) && rc == 0 && fl.forced.is_none() && agent.hold_reason(0).is_none();
+    let idle = found == Some(false) && rc == 0 && fl.forced.is_none() && held.is_none();
     if fl.in_run {
         let mut run = lock(&core.run);
         if idle && run.is_some() {
@@ -475,13 +491,13 @@ pub fn stop(token: u64, rc: i32, created: Option<(String, Option<i32>, Option<i3
         info.created = created;
         Arc::new(info)
     };
-    let Some(r) = agent.hold_reason(0) else {
+    let Some(r) = held else {
         agent.record_shared(core.shared(Kind::Stop, fl.seq, &fl.op_name, info), true);
         return;
     };
     let ev = Event::Stop(core.step(&fl, CallInfo::clone(&info), Some(r)));
     let mut fl = fl;
-    core.hold(ev, r, &mut fl, false, &|| agent.hold_reason(0).is_some());
+    core.hold(ev, r, &mut fl, false, &|| agent.still_holds(&RANK_STOP));
 }
 
 /// `rt_matched`: a blocking receive or a probe matched.

@@ -4,6 +4,7 @@
 //! another call, or the run has been idle for [`RUN_IDLE`] (the agent's tick).
 
 use super::{lock, Core, InFlight, CORE};
+use racetrack_agent::agent::front::Decision;
 use racetrack_protocol::{CallInfo, Event, Kind};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -34,7 +35,9 @@ impl Core {
     /// itself to drain the buffer.
     pub(super) fn end_run(&self, r: PollRun, last: Option<&InFlight>, rc: Option<i32>, backpressure: bool) {
         let agent = &self.agent;
-        if !agent.is_attached() {
+        // Asked once: a run ended by the tick or the end (no `last`) is never held.
+        let decision = agent.decide(&super::RANK_STOP);
+        if decision == Decision::Skip {
             return;
         }
         let matched = last.and_then(|l| l.info.matched.clone());
@@ -48,10 +51,9 @@ impl Core {
             info.polls = (r.polls > 1).then_some(r.polls);
             Arc::new(info)
         };
-        let reason = if last.is_some() {
-            agent.hold_reason(0)
-        } else {
-            None
+        let reason = match decision {
+            Decision::Hold { reason, .. } if last.is_some() => Some(reason),
+            _ => None,
         };
         let Some(why) = reason else {
             agent.record_shared(
@@ -62,7 +64,7 @@ impl Core {
         };
         let ev = Event::Stop(self.step(&r.fl, CallInfo::clone(&info), reason));
         let mut fl = r.fl;
-        self.hold(ev, why, &mut fl, false, &|| agent.hold_reason(0).is_some());
+        self.hold(ev, why, &mut fl, false, &|| agent.still_holds(&super::RANK_STOP));
     }
 }
 

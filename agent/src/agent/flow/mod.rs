@@ -16,9 +16,10 @@ mod convert;
 mod site;
 mod view;
 
+use super::decide::{Decision, Point};
 use super::Agent;
 use convert::{collection, fast_recv, fast_send, fast_step, fast_streamed_step, operation, step_ev};
-use racetrack_protocol::{self as proto, Event, HoldReason, Kind};
+use racetrack_protocol::{self as proto, Event, Kind};
 use racetrack_runtime::hook::{
     CollectionInfo, GraphInfo, Hook, OpInfo, RecvEvent, SendEvent, StepEvent, StepKind, StreamedSend,
     StreamedStep, ThreadInfo,
@@ -83,11 +84,15 @@ impl Hook for Agent {
     }
 
     fn on_send(&self, ev: &mut SendEvent<'_>) {
-        if !self.is_hot() || !self.is_attached() {
-            return;
-        }
-        let reason = ev.thread.and_then(|t| self.hold_reason(t.global));
-        if reason.is_none() && !self.wants_content() {
+        let point = Point::Send {
+            thread: ev.thread.map(|t| t.global),
+        };
+        let (reason, content) = match self.decide(&point) {
+            Decision::Skip => return,
+            Decision::Stream { content } => (None, content),
+            Decision::Hold { reason, .. } => (Some(reason), true),
+        };
+        if !content {
             let fast = fast_send(
                 (ev.thread.map(|t| &**t), ev.from_op.map(|o| &**o)),
                 (ev.to_op.map(|o| &**o), ev.to_thread.map(|t| &**t)),
@@ -99,10 +104,10 @@ impl Hook for Agent {
             return;
         }
         let thread = ev.thread.cloned();
-        let content = (reason.is_some() || self.wants_content()).then(|| {
+        let content = Some(
             ev.content_json()
-                .unwrap_or_else(|e| serde_json::json!({ "$unserializable": e.to_string() }))
-        });
+                .unwrap_or_else(|e| serde_json::json!({ "$unserializable": e.to_string() })),
+        );
         let sev = Event::Send(proto::SendEv {
             event_id: 0,
             thread: thread.as_ref().map(|t| t.name.to_string()),
@@ -119,10 +124,7 @@ impl Hook for Agent {
         });
         match (reason, thread) {
             (Some(r), Some(t)) => {
-                let global = t.global;
-                self.hold(sev, (global, &t.name), r, ev, &|| {
-                    self.hold_reason(global).is_some()
-                });
+                self.hold(sev, (t.global, &t.name), r, ev, &|| self.still_holds(&point));
             }
             _ => self.emit(sev, thread_is_program(ev)),
         }
@@ -152,30 +154,24 @@ impl Hook for Agent {
     }
 
     fn on_start(&self, ev: &mut StepEvent<'_>) {
-        if !self.is_hot() {
-            return;
-        }
-        let wait = self.take_start_hold();
-        if !wait && !self.is_attached() {
-            return;
-        }
-        let reason = if wait {
-            Some((HoldReason::Wait, false))
-        } else {
-            self.start_reason(ev)
+        let point = Point::Start {
+            thread: ev.thread.global,
+            op: ev.op.id,
+            traced: ev.input_traced && ev.step != StepKind::Final,
+            call: None,
         };
-        match reason {
-            None => {
+        match self.decide(&point) {
+            Decision::Skip => {}
+            Decision::Stream { .. } => {
                 let _ = self.record(fast_step(Kind::Start, ev, ev.input_traced), true);
             }
-            Some((r, trace_break)) => {
+            Decision::Hold { reason: r, trace } => {
                 let sev = step_ev(ev, ev.input_traced, Some(r));
-                if trace_break {
+                if trace {
                     ev.trace_outputs = true;
                 }
                 let thread = ev.thread.clone();
-                let (op, traced) = (ev.op.id, ev.input_traced && ev.step != StepKind::Final);
-                let still = || self.still_holds_start(thread.global, op, traced, None);
+                let still = || self.still_holds(&point);
                 match self.hold(Event::Start(sev), (thread.global, &thread.name), r, ev, &still) {
                     Some(t) => ev.trace_outputs = t,
                     // A trace box checked while the step was held (or before the start
@@ -190,19 +186,19 @@ impl Hook for Agent {
     }
 
     fn on_stop(&self, ev: &mut StepEvent<'_>) {
-        if !self.is_hot() || !self.is_attached() {
-            return;
-        }
-        match self.hold_reason(ev.thread.global) {
-            None => {
+        let point = Point::Stop {
+            thread: ev.thread.global,
+        };
+        match self.decide(&point) {
+            Decision::Skip => {}
+            Decision::Stream { .. } => {
                 let _ = self.record(fast_step(Kind::Stop, ev, ev.trace_outputs), true);
             }
-            Some(r) => {
+            Decision::Hold { reason: r, .. } => {
                 let sev = step_ev(ev, ev.trace_outputs, Some(r));
                 let thread = ev.thread.clone();
-                let global = thread.global;
-                self.hold(Event::Stop(sev), (global, &thread.name), r, ev, &|| {
-                    self.hold_reason(global).is_some()
+                self.hold(Event::Stop(sev), (thread.global, &thread.name), r, ev, &|| {
+                    self.still_holds(&point)
                 });
             }
         }
@@ -249,16 +245,4 @@ impl Hook for Agent {
 /// thread the debugger cannot see.
 fn thread_is_program(ev: &SendEvent<'_>) -> bool {
     ev.thread.is_some()
-}
-
-impl Agent {
-    /// Why the policy holds this step before it starts (see [`Agent::start_hold_reason`]).
-    fn start_reason(&self, ev: &StepEvent<'_>) -> Option<(HoldReason, bool)> {
-        self.start_hold_reason(
-            ev.thread.global,
-            ev.op.id,
-            ev.input_traced && ev.step != StepKind::Final,
-            None,
-        )
-    }
 }
