@@ -656,7 +656,7 @@ fn bad_commands_get_errors_and_change_nothing() {
     attached_and_held(&mut s);
     let cases = [
         ("{not json", "malformed JSON"),
-        (r#"{"cmd":"explode"}"#, "unknown variant `explode`"),
+        (r#"{"cmd":"explode"}"#, "unknown command `explode`"),
         (r#"{"cmd":"step_mode","on":"yes"}"#, "invalid type"),
         (
             r#"{"cmd":"break","op":"Nope","on":true}"#,

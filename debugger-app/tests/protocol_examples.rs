@@ -35,6 +35,7 @@ const SHAPE_ERRORS: &[&str] = &[
     "unknown field",
     "missing field",
     "unknown variant",
+    "unknown command",
     "invalid type",
     "must be",
     "needs `",

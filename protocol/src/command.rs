@@ -166,6 +166,25 @@ pub enum Command {
 }
 
 impl Command {
+    /// Every command's `cmd` name.
+    pub const NAMES: [&'static str; 15] = [
+        "continue",
+        "step_mode",
+        "break",
+        "pause",
+        "queue",
+        "reorder",
+        "edit",
+        "match",
+        "state",
+        "set_state",
+        "ack_all",
+        "content",
+        "detach",
+        "take_over",
+        "save_scenario",
+    ];
+
     /// How a command served by one held event names it — `edit`, `match`, `state` and
     /// `set_state` take its `event_id`, the `thread` held at it, or both (which must
     /// agree): `(event_id, thread)`. `None` for the other commands.
@@ -181,6 +200,7 @@ impl Command {
 
     /// The command's wire name.
     pub fn name(&self) -> &'static str {
+        // `NAMES` lists these (a test checks it against serde's list).
         match self {
             Command::Continue { .. } => "continue",
             Command::StepMode { .. } => "step_mode",
@@ -264,5 +284,27 @@ impl Request {
             text.push('}');
         }
         text
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Command;
+
+    /// `NAMES` is exactly the set serde knows (its error for an unknown `cmd` lists them).
+    #[test]
+    fn names_are_the_commands() {
+        let e = Command::parse(r#"{"cmd":"no_such_command"}"#)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        let listed: Vec<&str> = e
+            .split("expected one of ")
+            .nth(1)
+            .unwrap_or_default()
+            .split(", ")
+            .map(|n| n.trim_matches('`'))
+            .collect();
+        assert_eq!(listed, Command::NAMES, "{e}");
     }
 }

@@ -36,6 +36,7 @@ impl CtlCommand {
             Some("wait") => WaitCmd::parse(&v).map(Self::Wait),
             Some("move") => MoveCmd::parse(&v).map(Self::Move),
             Some("edit_field") => EditFieldCmd::parse(&v).map(Self::EditField),
+            Some(other) if !Command::NAMES.contains(&other) => Err(unknown_command(other)),
             // The protocol's own parser (`req` is its business: it reads it again).
             _ => Request::parse(line)
                 .map(|r| Self::Agent(r.cmd))
@@ -53,6 +54,40 @@ impl CtlCommand {
             CtlCommand::Agent(c) => c.name(),
         }
     }
+}
+
+/// The controller's own commands, beside the agent's ([`Command::NAMES`]).
+const OWN: [&str; 3] = ["wait", "move", "edit_field"];
+
+/// `cmd` names no command: the closest one, if a typo away, and the list.
+fn unknown_command(cmd: &str) -> String {
+    let all = Command::NAMES.iter().chain(OWN.iter());
+    let closest = all
+        .clone()
+        .map(|name| (edit_distance(cmd, name), *name))
+        .min()
+        .filter(|(d, _)| *d <= 2);
+    let hint = closest.map_or(String::new(), |(_, name)| format!(" (did you mean `{name}`?)"));
+    let list: Vec<&str> = all.copied().collect();
+    format!("unknown command `{cmd}`{hint}; the commands: {}", list.join(", "))
+}
+
+/// The Levenshtein distance between `a` and `b`.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diag = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let next = (row[j + 1] + 1)
+                .min(row[j] + 1)
+                .min(diag + usize::from(ca != *cb));
+            diag = row[j + 1];
+            row[j + 1] = next;
+        }
+    }
+    row[b.len()]
 }
 
 /// Why a command line failed.
@@ -410,6 +445,33 @@ fn verdict(ctl: &Ctl, n: u64) -> Result<(), (String, bool)> {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::CtlCommand;
+
+    #[test]
+    fn an_unknown_command_gets_the_closest_name_and_the_list() {
+        let (_, e) = CtlCommand::parse(r#"{"cmd":"contineu","req":4}"#).err().unwrap();
+        assert!(
+            e.contains("unknown command `contineu` (did you mean `continue`?)"),
+            "{e}"
+        );
+        assert!(e.contains("save_scenario") && e.contains("edit_field"), "{e}");
+        let (req, e) = CtlCommand::parse(r#"{"cmd":"wiat","req":4}"#).err().unwrap();
+        assert_eq!(req, Some(4));
+        assert!(e.contains("(did you mean `wait`?)"), "{e}");
+        let (_, e) = CtlCommand::parse(r#"{"cmd":"frobnicate"}"#).err().unwrap();
+        assert!(
+            e.starts_with("unknown command `frobnicate`; the commands:"),
+            "{e}"
+        );
+        // Every name the list gives is a command the protocol parses.
+        for name in racetrack_protocol::Command::NAMES {
+            let e = racetrack_protocol::Command::parse(&format!(r#"{{"cmd":"{name}"}}"#)).err();
+            assert!(
+                !e.as_ref()
+                    .is_some_and(|e| e.to_string().contains("unknown variant")),
+                "{name}: {e:?}"
+            );
+        }
+    }
 
     fn error(line: &str) -> String {
         match CtlCommand::parse(line) {
