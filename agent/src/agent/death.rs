@@ -10,7 +10,8 @@
 //!   the action it displaced and lets the signal take its course — raised again, or, for
 //!   a fault the hardware raised, by returning to the faulting instruction, so that the
 //!   previous handler (Open MPI's backtrace, Rust's stack-overflow message) sees the real
-//!   fault.
+//!   fault. `SIGTERM`, `SIGINT`, `SIGHUP` and `SIGQUIT` are caught only where they would
+//!   end the program (no handler of its own: one may keep it running).
 //!
 //! The flush ([`Agent::flush_before_death`]) reads atomics and sleeps only: in a signal
 //! handler, a lock the dying thread holds would never be released. The agent's own
@@ -72,14 +73,21 @@ pub(super) fn arm(agent: &Arc<Agent>) {
     let _ = DISPLACED.set(displaced);
 }
 
-/// Catch `sig`, returning the action it displaced; `None` when the signal is ignored
-/// (the program or its parent chose so: left alone) or the call failed.
+/// Catch `sig`, returning the action it displaced; `None` when it is left alone: ignored
+/// (the program or its parent chose so), an asynchronous signal the program handles
+/// itself (its handler may well go on running: if it ends the program with `exit`, the
+/// exit handler flushes), or the call failed. A fault's or `abort`'s handler never
+/// returns to the program, so those are caught whatever handles them (Open MPI's
+/// backtrace, Rust's stack-overflow report), and handed on.
 fn install(sig: libc::c_int) -> Option<libc::sigaction> {
     // SAFETY: zeroed `sigaction`s are valid values; `sigaction` reads `new` and writes
     // `old`, both live locals; the handler has the `SA_SIGINFO` signature.
     unsafe {
         let mut old: libc::sigaction = std::mem::zeroed();
         if libc::sigaction(sig, std::ptr::null(), &mut old) != 0 || old.sa_sigaction == libc::SIG_IGN {
+            return None;
+        }
+        if ASYNC.contains(&sig) && old.sa_sigaction != libc::SIG_DFL {
             return None;
         }
         let mut new: libc::sigaction = std::mem::zeroed();
