@@ -67,6 +67,7 @@ pub fn message(n: u64, ops: usize, threads: usize, first_id: u64) -> [Event; 4] 
             msg: msg.clone(),
             position: 0,
             traced: false,
+            from: None,
             call: None,
         }),
         Event::Start(step(first_id + 2)),

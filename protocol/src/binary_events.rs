@@ -16,7 +16,7 @@
 //! | head | one byte: kind in bits 0–1 (0 `send`, 1 `recv`, 2 `start`, 3 `stop`), `traced` in bit 2, a `call` in bit 3; `start` / `stop`: `instance` differs from `msg` in bit 4, step in bits 5–6 (0 run, 1 absorb, 2 final); `send`: bits 4–7 say which of `thread`, `op`, `to_op`, `to_thread` are present |
 //! | `event_id` | varint: the difference to the previous event's id in the frame (the first: to 0), modulo 2⁶⁴ |
 //! | `send` | the present ones of `thread`, `op`, then `msg`, the present ones of `to_op`, `to_thread`, then `type` |
-//! | `recv` | `thread`, `op`, `msg`, `position` (varint) |
+//! | `recv` | `thread`, `op`, `msg`, `position` (varint), then, when bit 4 of the head says so, `from`: its `thread` and its `event_id` (varint) |
 //! | `start`, `stop` | `thread`, `op`, `msg`, then `instance` when bit 4 says so |
 //! | `call` | a varint mask of the fields present (bit 0 `comm` … bit 13 `polls`, in [`CallInfo`]'s order), then each present one: strings as strings; `peer` a varint (0 `MPI_ANY_SOURCE`, 1 `MPI_PROC_NULL`, 2 `MPI_ROOT`, else 3 + the zigzagged rank); `tag` a varint (0 `MPI_ANY_TAG`, else 1 + the zigzagged tag); `count`, `bytes`, `root`, `rc` signed varints; `matched` its source, tag and bytes, signed; `forced` its source, then its tag plus one (0: none), signed; `created` its comm, rank and leader; `polls` a varint |
 
@@ -105,12 +105,20 @@ impl EventWriter {
                 (s.event_id, &s.call)
             }
             Event::Recv(r) => {
-                out.push(1 | (u8::from(r.traced) << 2) | (u8::from(r.call.is_some()) << 3));
+                out.push(
+                    1 | (u8::from(r.traced) << 2)
+                        | (u8::from(r.call.is_some()) << 3)
+                        | (u8::from(r.from.is_some()) << 4),
+                );
                 put_u(out, r.event_id.wrapping_sub(self.prev_id));
                 put_str(out, &r.thread);
                 put_str(out, &r.op);
                 put_str(out, &r.msg);
                 put_u(out, r.position as u64);
+                if let Some(l) = &r.from {
+                    put_str(out, &l.thread);
+                    put_u(out, l.event_id);
+                }
                 (r.event_id, &r.call)
             }
             Event::Start(s) | Event::Stop(s) => {
@@ -209,6 +217,7 @@ impl SharedEv {
                 msg,
                 position: 0,
                 traced: false,
+                from: None,
                 call,
             }),
             Kind::Start | Kind::Stop => {

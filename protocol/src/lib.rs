@@ -200,9 +200,22 @@ pub struct RecvEv {
     pub position: usize,
     /// Whether it is traced.
     pub traced: bool,
+    /// The send this receive matched, when known (see [`Link`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<Link>,
     /// An MPI call's parameters (the MPI library's events; absent for the runtime's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub call: Option<Box<CallInfo>>,
+}
+
+/// The `send` event a receive matched: its thread and event number. An MPI job's
+/// debugger fills it in from MPI's non-overtaking rule (docs/PROTOCOL.md, "Links").
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Link {
+    /// The sending thread (`rank[2]`).
+    pub thread: String,
+    /// The `send` event's number.
+    pub event_id: u64,
 }
 
 /// A step start or stop event.

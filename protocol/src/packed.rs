@@ -169,6 +169,7 @@ impl Names {
                 msg,
                 position: usize::try_from(a).unwrap_or_default(),
                 traced,
+                from: None,
                 call: None,
             }),
             Kind::Start | Kind::Stop => {

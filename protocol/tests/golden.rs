@@ -110,9 +110,26 @@ fn events() {
             msg: "0.1".into(),
             position: 0,
             traced: false,
+            from: None,
             call: None,
         }),
         r#"{"event":"recv","event_id":6,"thread":"proc[1]","op":"Sort","msg":"0.1","position":0,"traced":false}"#,
+    );
+    golden_event(
+        Event::Recv(RecvEv {
+            event_id: 9,
+            thread: "rank[0]".into(),
+            op: "MPI_Irecv".into(),
+            msg: "0.3".into(),
+            position: 0,
+            traced: false,
+            from: Some(Link {
+                thread: "rank[2]".into(),
+                event_id: 2_000_000_000_003,
+            }),
+            call: None,
+        }),
+        r#"{"event":"recv","event_id":9,"thread":"rank[0]","op":"MPI_Irecv","msg":"0.3","position":0,"traced":false,"from":{"thread":"rank[2]","event_id":2000000000003}}"#,
     );
     let entry = QueueEntry {
         id: "0.2".into(),

@@ -14,6 +14,7 @@ mod changes;
 mod control;
 pub mod ids;
 mod ingest;
+pub mod links;
 mod process;
 mod unfolded;
 

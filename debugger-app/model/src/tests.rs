@@ -50,6 +50,7 @@ fn send_and_recv_in(m: &mut Model, p: ProcId) {
             msg: "0.0".into(),
             position: 0,
             traced: false,
+            from: None,
             call: None,
         }),
     );
@@ -326,6 +327,7 @@ fn an_mpi_receive_does_not_wait_in_the_queue() {
             msg: msg.clone(),
             position: 0,
             traced: false,
+            from: None,
             call: Some(Box::default()),
         }));
         m.ingest(&Event::Stop(step(3 * i + 2, "MPI_Recv", "rank[1]", &msg, false)));

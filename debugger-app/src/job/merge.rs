@@ -1,6 +1,7 @@
 //! The merge: the ranks' streams as one connection, commands routed to the rank that
 //! has their thread or held event (see the parent module).
 
+use super::links::{Links, GIVE_UP};
 use super::Ws;
 use crate::conn::{ConnEvent, Waker};
 use futures_util::stream::{select_all, SplitSink};
@@ -58,6 +59,8 @@ pub(super) struct Merge {
     /// `save_scenario` commands every rank is answering, by request number: the file
     /// their parts merge into once all did.
     saving: HashMap<u64, String>,
+    /// Every `recv` linked to its `send` on the way out.
+    links: Links,
 }
 
 /// Where a command goes.
@@ -115,6 +118,7 @@ impl Merge {
             internal: std::collections::HashSet::new(),
             next_internal: INTERNAL_REQ,
             saving: HashMap::new(),
+            links: Links::new(n),
         }
     }
 
@@ -126,8 +130,10 @@ impl Merge {
                     .boxed()
             },
         ));
+        let mut tick = tokio::time::interval(GIVE_UP / 4);
         loop {
             tokio::select! {
+                _ = tick.tick(), if self.links.any_waiting() => self.expire(false),
                 m = incoming.next() => match m {
                     Some((i, Some(Ok(msg)))) => self.frame(i, msg),
                     Some((i, Some(Err(e)))) => {
@@ -152,6 +158,7 @@ impl Merge {
                 break;
             }
         }
+        self.expire(true);
         self.flush_snapshot(true);
         self.flush_out();
         let _ = self.out.send(ConnEvent::Closed(self.failure.take()));
@@ -222,7 +229,16 @@ impl Merge {
             }
             _ => {}
         }
-        self.forward(ConnEvent::Event(ev));
+        let mut ready = Vec::new();
+        self.links.push(i, ev, &mut |e| ready.push(e));
+        ready.into_iter().for_each(|e| self.forward(ConnEvent::Event(e)));
+    }
+
+    /// Send out the receives that waited too long for their send (all: the job ended).
+    fn expire(&mut self, all: bool) {
+        let mut ready = Vec::new();
+        self.links.expire(all, &mut |e| ready.push(e));
+        ready.into_iter().for_each(|e| self.forward(ConnEvent::Event(e)));
     }
 
     /// Every rank's structure as one: the collections' threads and the operations'

@@ -6,7 +6,7 @@
 //! - one `structure` (the ranks' merged) and one `snapshot`, when every rank sent its
 //!   own (a rank's events wait until then; the structure is sent again when it changes),
 //!   then the ranks' events as they come: each
-//!   rank's stay in order;
+//!   rank's stay in order, and each `recv` names the `send` it matched ([`links`]);
 //! - a command for a thread or a held event goes to the rank that has it; any other goes
 //!   to every rank, and its verdict (`ok` / `error` with its request number) is one: the
 //!   first error, else `ok` once every rank said so (a command without a request number
@@ -26,6 +26,7 @@ use tokio_tungstenite::tungstenite::http::{HeaderValue, StatusCode};
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::WebSocketStream;
 
+mod links;
 mod merge;
 use merge::Merge;
 

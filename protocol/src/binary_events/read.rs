@@ -4,7 +4,7 @@ use super::HEADER;
 use crate::call::{AnyTag, CallInfo, Created, Forced, Matched, Peer, SpecialPeer, Tag};
 use crate::error::{BinaryFrame, DecodeError};
 use crate::varint::{get_u, unzigzag, Bad};
-use crate::{Event, RecvEv, SendEv, Step, StepEv};
+use crate::{Event, Link, RecvEv, SendEv, Step, StepEv};
 
 const FRAME: BinaryFrame = BinaryFrame::Events;
 
@@ -88,11 +88,19 @@ impl Reader<'_> {
 
     /// A `recv` whose head byte (at `at`) is `head`.
     fn recv_ev(&mut self, head: u8, event_id: u64, at: usize) -> Result<RecvEv, DecodeError> {
-        if head >> 4 != 0 {
+        if head >> 5 != 0 {
             return Err(self.bad_head(head, at));
         }
         let (thread, op, msg) = (self.string()?, self.string()?, self.string()?);
         let position = usize::try_from(self.u()?).map_err(|_| self.truncated())?;
+        let from = if head & 16 != 0 {
+            Some(Link {
+                thread: self.string()?,
+                event_id: self.u()?,
+            })
+        } else {
+            None
+        };
         let call = self.call(head & 8 != 0)?;
         Ok(RecvEv {
             event_id,
@@ -101,6 +109,7 @@ impl Reader<'_> {
             msg,
             position,
             traced: head & 4 != 0,
+            from,
             call,
         })
     }

@@ -3,7 +3,7 @@
 use super::read::parse_events;
 use super::*;
 use crate::call::{Created, Forced, Matched};
-use crate::{BinaryFrame, DecodeError, RecvEv, SendEv, StepEv};
+use crate::{BinaryFrame, DecodeError, Link, RecvEv, SendEv, StepEv};
 
 fn step(start: bool, call: Option<CallInfo>) -> Event {
     let s = StepEv {
@@ -94,6 +94,10 @@ fn events_read_back_as_written() {
             msg: "1.4".into(),
             position: 300,
             traced: false,
+            from: Some(Link {
+                thread: "rank[2]".into(),
+                event_id: 2_000_000_000_003,
+            }),
             call: None,
         }),
     ];

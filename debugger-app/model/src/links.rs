@@ -1,0 +1,337 @@
+//! Which `send` each MPI receive matched.
+//!
+//! An MPI rank knows what its receive matched (`call.matched`: the source and tag) but
+//! not which of the source's sends that was: nothing travels with the message. MPI's
+//! non-overtaking rule settles it: two messages from one sender to one receiver on one
+//! communicator, with one tag, are received in the order they were sent. So a receive
+//! that matched source `s` and tag `t` on communicator `c` took the oldest send from `s`
+//! on the channel `(c, s → receiver, t)` that no receive took yet. The [`Linker`] keeps
+//! those channels.
+//!
+//! It runs in the debugger, where every rank's events meet, rather than in the ranks:
+//! a rank could count its own sends and receives per channel, but would still not know
+//! the number of the sender's `send` event, and the debugger needs that number to draw
+//! the edge. Counting here costs the program nothing.
+//!
+//! A send enters its channel when its `send` event is observed (the rank reports it
+//! before calling MPI, so before any receive can match it). Ranks' streams interleave as
+//! they arrive, so a receive may arrive before its send; [`Linker::link`] then says to
+//! wait. A caller that stops waiting (the send never came: a call the library does not
+//! cover) calls [`Linker::give_up`], and the channel's next send is taken as that
+//! receive's, so later receives stay aligned.
+//!
+//! Communicators are named per rank (`comm 3`), and ranks that create communicators
+//! together name them alike, but two colours of one `MPI_Comm_split` get the same name:
+//! a channel names its communicator by name and the world rank of its rank 0 (the
+//! `created` of the call that made it), and its ranks in that communicator.
+
+use crate::ids::FastMap;
+use racetrack_protocol::{Event, Link, Peer, RecvEv, SendEv, SmolStr, Tag};
+use std::collections::VecDeque;
+
+/// A communicator as every rank names it: its name and the world rank of its rank 0.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct CommKey {
+    /// `MPI_COMM_WORLD`, `comm 3`.
+    pub name: SmolStr,
+    /// Its rank 0, in `MPI_COMM_WORLD`.
+    pub leader: i32,
+}
+
+/// One ordered channel: messages from `src` to `dst` (ranks in `comm`) with `tag`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Channel {
+    pub comm: CommKey,
+    pub src: i32,
+    pub dst: i32,
+    pub tag: i32,
+}
+
+/// What [`Linker::link`] found for a receive.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Linked {
+    /// The send it matched.
+    Send(Link),
+    /// Its send has not been observed yet: link it again once more events arrived.
+    Wait(Channel),
+    /// Not a receive that can be linked: no match (`MPI_PROC_NULL`), no communicator
+    /// this linker knows, or not an MPI receive.
+    No,
+}
+
+/// The channels of an MPI job (see the module's documentation).
+#[derive(Debug, Default)]
+pub struct Linker {
+    /// Per thread (`rank[R]`), its communicators by name: the key and its own rank there.
+    comms: FastMap<(SmolStr, SmolStr), (CommKey, i32)>,
+    /// Sends not taken yet, oldest first.
+    sends: FastMap<Channel, VecDeque<Link>>,
+    /// Receives given up on, per channel: the next sends that arrive are theirs.
+    owed: FastMap<Channel, usize>,
+}
+
+/// `rank[12]` → 12.
+fn world_rank(thread: &str) -> Option<i32> {
+    thread.strip_prefix("rank[")?.strip_suffix(']')?.parse().ok()
+}
+
+impl Linker {
+    /// A linker that knows no send yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Take in what `ev` says about channels: a `send` enters its channel; a `stop` that
+    /// created a communicator names it for its thread.
+    pub fn observe(&mut self, ev: &Event) {
+        match ev {
+            Event::Send(s) => self.sent(s),
+            Event::Stop(s) => {
+                if let Some(c) = s.call.as_ref().and_then(|c| c.created.as_ref()) {
+                    let key = CommKey {
+                        name: c.comm.as_str().into(),
+                        leader: c.leader,
+                    };
+                    self.comms
+                        .insert((s.thread.as_str().into(), c.comm.as_str().into()), (key, c.rank));
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The send `r` matched, or why there is none (yet). A found send leaves its channel.
+    pub fn link(&mut self, r: &RecvEv) -> Linked {
+        let Some(ch) = self.recv_channel(r) else {
+            return Linked::No;
+        };
+        match self.sends.get_mut(&ch).and_then(VecDeque::pop_front) {
+            Some(l) => Linked::Send(l),
+            None => Linked::Wait(ch),
+        }
+    }
+
+    /// A receive on `ch` goes without its send: the next send on `ch` is its, not a later
+    /// receive's.
+    pub fn give_up(&mut self, ch: Channel) {
+        *self.owed.entry(ch).or_default() += 1;
+    }
+
+    /// Sends observed and not taken yet.
+    pub fn unmatched(&self) -> usize {
+        self.sends.values().map(VecDeque::len).sum()
+    }
+
+    fn sent(&mut self, s: &SendEv) {
+        let (Some(thread), Some(call)) = (&s.thread, &s.call) else {
+            return;
+        };
+        let (Some(comm), Some(Peer::Rank(dst)), Some(Tag::Tag(tag))) = (&call.comm, call.peer, call.tag)
+        else {
+            return;
+        };
+        let Some((key, src)) = self.comm_of(thread, comm) else {
+            return;
+        };
+        let ch = Channel {
+            comm: key,
+            src,
+            dst,
+            tag,
+        };
+        if let Some(n) = self.owed.get_mut(&ch).filter(|n| **n > 0) {
+            *n -= 1;
+            return;
+        }
+        self.sends.entry(ch).or_default().push_back(Link {
+            thread: thread.clone(),
+            event_id: s.event_id,
+        });
+    }
+
+    fn recv_channel(&self, r: &RecvEv) -> Option<Channel> {
+        let call = r.call.as_ref()?;
+        let m = call.matched.as_ref()?;
+        let (comm, dst) = self.comm_of(&r.thread, call.comm.as_ref()?)?;
+        Some(Channel {
+            comm,
+            src: m.source,
+            dst,
+            tag: m.tag,
+        })
+    }
+
+    /// Communicator `name` as `thread` names it: its key and the thread's rank in it.
+    fn comm_of(&self, thread: &str, name: &str) -> Option<(CommKey, i32)> {
+        let world = world_rank(thread)?;
+        match name {
+            "MPI_COMM_WORLD" => Some((
+                CommKey {
+                    name: name.into(),
+                    leader: 0,
+                },
+                world,
+            )),
+            "MPI_COMM_SELF" => Some((
+                CommKey {
+                    name: name.into(),
+                    leader: world,
+                },
+                0,
+            )),
+            _ => self
+                .comms
+                .get(&(SmolStr::from(thread), SmolStr::from(name)))
+                .cloned(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use racetrack_protocol::{CallInfo, Created, Matched, Step, StepEv};
+
+    fn send(id: u64, from: i32, comm: &str, to: i32, tag: i32) -> Event {
+        Event::Send(SendEv {
+            event_id: id,
+            thread: Some(format!("rank[{from}]")),
+            op: Some("MPI_Send".into()),
+            msg: format!("{from}.{id}"),
+            to_op: None,
+            to_thread: None,
+            type_name: "MPI_INT".into(),
+            traced: false,
+            held: false,
+            reason: None,
+            content: None,
+            call: Some(Box::new(CallInfo {
+                comm: Some(comm.into()),
+                peer: Some(Peer::Rank(to)),
+                tag: Some(Tag::Tag(tag)),
+                ..CallInfo::default()
+            })),
+        })
+    }
+
+    fn recv(at: i32, comm: &str, source: i32, tag: i32) -> RecvEv {
+        RecvEv {
+            event_id: 99,
+            thread: format!("rank[{at}]"),
+            op: "MPI_Recv".into(),
+            msg: format!("{at}.9"),
+            position: 0,
+            traced: false,
+            from: None,
+            call: Some(Box::new(CallInfo {
+                comm: Some(comm.into()),
+                peer: Some(Peer::Special(racetrack_protocol::SpecialPeer::AnySource)),
+                tag: Some(Tag::Any(racetrack_protocol::AnyTag::AnyTag)),
+                matched: Some(Matched {
+                    source,
+                    tag,
+                    bytes: 4,
+                }),
+                ..CallInfo::default()
+            })),
+        }
+    }
+
+    fn created(at: i32, comm: &str, rank: i32, leader: i32) -> Event {
+        Event::Stop(StepEv {
+            event_id: 1,
+            thread: format!("rank[{at}]"),
+            op: "MPI_Comm_split".into(),
+            msg: "0.1".into(),
+            instance: "0.1".into(),
+            step: Step::Run,
+            traced: false,
+            held: false,
+            reason: None,
+            call: Some(Box::new(CallInfo {
+                comm: Some("MPI_COMM_WORLD".into()),
+                created: Some(Created {
+                    comm: comm.into(),
+                    rank,
+                    leader,
+                }),
+                ..CallInfo::default()
+            })),
+        })
+    }
+
+    fn linked(l: Linked) -> u64 {
+        match l {
+            Linked::Send(l) => l.event_id,
+            other => panic!("not linked: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn receives_take_a_channels_sends_in_order() {
+        let mut k = Linker::new();
+        for ev in [
+            send(1, 1, "MPI_COMM_WORLD", 0, 5),
+            send(2, 1, "MPI_COMM_WORLD", 0, 5),
+        ] {
+            k.observe(&ev);
+        }
+        k.observe(&send(3, 2, "MPI_COMM_WORLD", 0, 5));
+        k.observe(&send(4, 1, "MPI_COMM_WORLD", 0, 6));
+        assert_eq!(
+            linked(k.link(&recv(0, "MPI_COMM_WORLD", 1, 6))),
+            4,
+            "another tag: its own channel"
+        );
+        assert_eq!(linked(k.link(&recv(0, "MPI_COMM_WORLD", 2, 5))), 3);
+        assert_eq!(
+            linked(k.link(&recv(0, "MPI_COMM_WORLD", 1, 5))),
+            1,
+            "the oldest first"
+        );
+        assert_eq!(linked(k.link(&recv(0, "MPI_COMM_WORLD", 1, 5))), 2);
+        assert_eq!(k.unmatched(), 0);
+        let l = k.link(&recv(0, "MPI_COMM_WORLD", 1, 5));
+        assert!(matches!(l, Linked::Wait(_)), "{l:?}");
+    }
+
+    #[test]
+    fn a_receive_before_its_send_waits_and_one_given_up_on_keeps_the_order() {
+        let mut k = Linker::new();
+        let Linked::Wait(ch) = k.link(&recv(0, "MPI_COMM_WORLD", 3, 0)) else {
+            panic!("no send yet")
+        };
+        k.observe(&send(7, 3, "MPI_COMM_WORLD", 0, 0));
+        assert_eq!(linked(k.link(&recv(0, "MPI_COMM_WORLD", 3, 0))), 7);
+        k.give_up(ch);
+        k.observe(&send(8, 3, "MPI_COMM_WORLD", 0, 0));
+        k.observe(&send(9, 3, "MPI_COMM_WORLD", 0, 0));
+        assert_eq!(
+            linked(k.link(&recv(0, "MPI_COMM_WORLD", 3, 0))),
+            9,
+            "8 was the receive's given up on"
+        );
+    }
+
+    #[test]
+    fn split_colours_with_one_name_are_different_channels() {
+        let mut k = Linker::new();
+        // World ranks 0, 1 are colour A (leader 0), 2, 3 colour B (leader 2): both "comm 1".
+        for (w, r, leader) in [(0, 0, 0), (1, 1, 0), (2, 0, 2), (3, 1, 2)] {
+            k.observe(&created(w, "comm 1", r, leader));
+        }
+        k.observe(&send(10, 1, "comm 1", 0, 0));
+        k.observe(&send(30, 3, "comm 1", 0, 0));
+        assert_eq!(
+            linked(k.link(&recv(2, "comm 1", 1, 0))),
+            30,
+            "rank 2 is rank 0 of B"
+        );
+        assert_eq!(linked(k.link(&recv(0, "comm 1", 1, 0))), 10);
+        assert_eq!(
+            k.link(&recv(0, "comm 9", 1, 0)),
+            Linked::No,
+            "an unknown communicator"
+        );
+    }
+}
