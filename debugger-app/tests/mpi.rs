@@ -172,6 +172,7 @@ fn build_examples(imp: Impl) -> Result<PathBuf, String> {
         "heat",
         "master_worker",
         "dies",
+        "receives",
         "threads",
         "ring_f",
     ] {
@@ -503,6 +504,102 @@ fn free_run(imp: Impl) {
     assert_eq!(last["result"], 60);
     check_ring_calls(&s.seen, 3);
     assert!(s.errors().is_empty(), "{:?}", s.errors());
+}
+
+on_both!(recvs_name_their_sends);
+
+/// Every `recv` names the `send` it matched, whatever the receive form
+/// (`examples/mpi/receives.c`: `MPI_Recv`, `MPI_Probe` + `MPI_Recv`, `MPI_Irecv` completed
+/// by each `Wait*` and `Test*`, `MPI_Sendrecv`, `MPI_Sendrecv_replace`, a duplicated
+/// communicator). The linked send comes from the source the receive matched, to the
+/// receiving rank, with its tag, on its communicator; each send is taken once; and it is
+/// the sender's Nth send on that channel exactly when the program says that receive got
+/// the sender's Nth message.
+fn recvs_name_their_sends(imp: Impl) {
+    let Some(dir) = setup(imp) else { return };
+    let mut s = Ctl::mpirun(imp, &dir.join("receives"), &[]);
+    s.all_held_at_start();
+    s.send(json!({"cmd":"continue"}));
+    s.send(json!({"cmd":"wait","until":"exit","timeout_ms":60000}));
+    let last = s.finish_correctly();
+    let evs = events(&s.seen);
+    let rank_of = |t: &Value| -> i64 { t.as_str().unwrap()[5..].trim_end_matches(']').parse().unwrap() };
+    // Each send and its index on its channel (sender, communicator, destination, tag).
+    let mut sends: BTreeMap<u64, (&Value, i64)> = BTreeMap::new();
+    let mut channels: BTreeMap<String, i64> = BTreeMap::new();
+    for e in evs
+        .iter()
+        .filter(|e| e["event"] == "send" && e["call"]["peer"].is_i64())
+    {
+        let c = &e["call"];
+        let n = channels
+            .entry(format!(
+                "{} {} {} {}",
+                e["thread"], c["comm"], c["peer"], c["tag"]
+            ))
+            .or_default();
+        sends.insert(e["event_id"].as_u64().unwrap(), (e, *n));
+        *n += 1;
+    }
+    let mut taken = std::collections::BTreeSet::new();
+    let mut rank0 = Vec::new();
+    let mut forms = std::collections::BTreeSet::new();
+    let mut call_of: BTreeMap<String, String> = BTreeMap::new();
+    for e in &evs {
+        let thread = e["thread"].as_str().unwrap_or_default().to_owned();
+        if e["event"] == "start" {
+            call_of.insert(thread.clone(), e["op"].as_str().unwrap().to_owned());
+        }
+        if e["event"] != "recv" {
+            continue;
+        }
+        let from = &e["from"];
+        let id = from["event_id"]
+            .as_u64()
+            .unwrap_or_else(|| s.fail(&format!("a recv without its send: {e}")));
+        let Some((send, nth)) = sends.get(&id) else {
+            s.fail(&format!("{e} names no send of the run"))
+        };
+        let (c, m) = (&send["call"], &e["call"]["matched"]);
+        assert_eq!(send["thread"], from["thread"], "{e}");
+        assert_eq!(c["comm"], e["call"]["comm"], "the same communicator: {e} {send}");
+        assert_eq!(c["tag"], m["tag"], "{e} {send}");
+        if c["comm"] == "MPI_COMM_WORLD" {
+            assert_eq!(
+                rank_of(&send["thread"]),
+                m["source"].as_i64().unwrap(),
+                "{e} {send}"
+            );
+            assert_eq!(c["peer"].as_i64(), Some(rank_of(&e["thread"])), "{e} {send}");
+        }
+        assert!(taken.insert(id), "a send taken twice: {send}");
+        if thread == "rank[0]" {
+            rank0.push(json!(rank_of(&send["thread"]) * 1000 + nth));
+            forms.insert(call_of[&thread].clone());
+        }
+    }
+    assert_eq!(taken.len(), sends.len(), "every send to a rank was received once");
+    assert_eq!(
+        json!(rank0),
+        last["got"],
+        "the Nth message from a sender is linked to its Nth send"
+    );
+    let want = [
+        "MPI_Recv",
+        "MPI_Wait",
+        "MPI_Test",
+        "MPI_Waitall",
+        "MPI_Waitany",
+        "MPI_Waitsome",
+        "MPI_Testall",
+        "MPI_Testany",
+        "MPI_Testsome",
+        "MPI_Sendrecv",
+        "MPI_Sendrecv_replace",
+    ];
+    for f in want {
+        assert!(forms.contains(f), "no receive completed by {f}: {forms:?}");
+    }
 }
 
 on_both!(dies_after_a_wildcard_receive);

@@ -39,11 +39,11 @@ run() {
     fi
 }
 
-progs=(ring mergesort heat master_worker threads ring_f)
+progs=(ring mergesort heat master_worker receives threads ring_f)
 [ -x "$bin/ring-rs" ] && progs+=(ring-rs)
 for prog in "${progs[@]}"; do
     for n in 1 2 4 8; do
-        if [ "$prog" = master_worker ] && [ "$n" = 1 ]; then
+        if { [ "$prog" = master_worker ] || [ "$prog" = receives ]; } && [ "$n" = 1 ]; then
             run "$prog" 1 2 ""
         else
             run "$prog" "$n" 0 '"matches_reference":true'
