@@ -14,6 +14,19 @@ pub enum CtlEvent {
         stream: String,
         line: String,
     },
+    /// Reply to `clock`: an event's vector clock (per thread, how many of its events
+    /// happen before this one or are it; threads at 0 left out), and with `with`, how
+    /// the two events are ordered.
+    Clock {
+        event_id: u64,
+        clock: serde_json::Map<String, Value>,
+        /// The other event asked about.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        with: Option<u64>,
+        /// `before` (this event happens before `with`), `after`, `concurrent` or `same`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        order: Option<String>,
+    },
     /// A `wait` command was satisfied.
     Waited {
         /// What was waited for.

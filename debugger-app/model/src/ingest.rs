@@ -76,6 +76,20 @@ impl Model {
                     }
                 }
             }
+            Event::Send(_) | Event::Recv(_) | Event::Start(_) | Event::Stop(_) => {
+                if let Some(c) = &mut self.clocks {
+                    c.observe(ev);
+                }
+                self.notification(p, ev);
+            }
+            Event::Released { event_id, .. } => self.on_released(p, *event_id),
+            _ => self.on_notice(p, ev),
+        }
+    }
+
+    /// A `send`, `recv`, `start` or `stop`.
+    fn notification(&mut self, p: ProcId, ev: &Event) {
+        match ev {
             Event::Send(s) => self.send_event(p, s, ev),
             Event::Recv(r) => {
                 let node = self.node_key_in(p, &r.op, &r.thread);
@@ -88,8 +102,7 @@ impl Model {
             }
             Event::Start(s) => self.step_event(p, s, ev, true),
             Event::Stop(s) => self.step_event(p, s, ev, false),
-            Event::Released { event_id, .. } => self.on_released(p, *event_id),
-            _ => self.on_notice(p, ev),
+            _ => {}
         }
     }
 
@@ -142,6 +155,9 @@ impl Model {
     /// Ingest one packed event of process `p` whose indexes `names` passed
     /// [`Names::check`] for, straight from the compact form.
     pub fn ingest_packed_in(&mut self, p: ProcId, names: &Names, ev: &PackedEv) {
+        if let Some(clocks) = &mut self.clocks {
+            clocks.observe_packed(names, ev);
+        }
         let c = ev;
         let pr = self.proc_mut(p);
         let thread = pr.packed_thread(names, c.thread);

@@ -6,11 +6,13 @@
 //! - [`Control`], what every front end needs: per-thread queues, held events, the policy
 //!   the user set, thread states, the log;
 //! - optional parts that front ends add by composition: the [`Unfolded`] flow graph
-//!   (the GUI's; [`Model::with_unfolded`]). A message-passing graph goes beside it.
+//!   (the GUI's; [`Model::with_unfolded`]), the happens-before [`Clocks`] (`ctl`'s;
+//!   [`Model::with_clocks`]). A message-passing graph goes beside them.
 //!
 //! Views learn what changed since they last looked from [`Model::take_changes`].
 
 mod changes;
+pub mod clocks;
 mod control;
 pub mod ids;
 mod ingest;
@@ -19,6 +21,7 @@ mod process;
 mod unfolded;
 
 pub use changes::Changes;
+pub use clocks::{Clocks, Order};
 pub use control::{CondBreakpoint, Control, Held, LogLine};
 pub use ids::{EdgeId, FastMap, Fnv, HeldId, NodeId, NodeKey, OpId, ProcId, ThreadId, ThreadKey};
 pub use process::Process;
@@ -36,6 +39,8 @@ pub struct Model {
     pub control: Control,
     /// The unfolded flow graph, for front ends that draw it.
     unfolded: Option<Unfolded>,
+    /// Happens-before, for front ends that answer questions about it.
+    clocks: Option<Clocks>,
     changes: Changes,
 }
 
@@ -53,6 +58,7 @@ impl Model {
             procs: vec![Process::default()],
             control: Control::default(),
             unfolded: None,
+            clocks: None,
             changes: Changes::default(),
         }
     }
@@ -62,6 +68,18 @@ impl Model {
     pub fn with_unfolded(mut self) -> Self {
         self.unfolded = Some(Unfolded::default());
         self
+    }
+
+    /// This model, keeping every event's place in the happens-before order too
+    /// ([`Clocks`]).
+    pub fn with_clocks(mut self) -> Self {
+        self.clocks = Some(Clocks::new());
+        self
+    }
+
+    /// Happens-before, if this model keeps it.
+    pub fn clocks(&mut self) -> Option<&mut Clocks> {
+        self.clocks.as_mut()
     }
 
     /// The unfolded graph, if this model keeps one.

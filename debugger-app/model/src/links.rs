@@ -59,11 +59,59 @@ pub enum Linked {
     No,
 }
 
+/// Each rank's communicators: what it calls `comm 3` is which communicator, and its
+/// rank there. `MPI_COMM_WORLD` and `MPI_COMM_SELF` are known; others are learnt from
+/// the `created` of the call that made them.
+#[derive(Debug, Default)]
+pub struct Comms {
+    /// Per thread (`rank[R]`) and communicator name: the key and its own rank there.
+    named: FastMap<(SmolStr, SmolStr), (CommKey, i32)>,
+}
+
+impl Comms {
+    /// Learn the communicator a `stop` created, if it did.
+    pub fn observe(&mut self, ev: &Event) {
+        let Event::Stop(s) = ev else { return };
+        if let Some(c) = s.call.as_ref().and_then(|c| c.created.as_ref()) {
+            let key = CommKey {
+                name: c.comm.as_str().into(),
+                leader: c.leader,
+            };
+            self.named
+                .insert((s.thread.as_str().into(), c.comm.as_str().into()), (key, c.rank));
+        }
+    }
+
+    /// Communicator `name` as `thread` names it: its key and the thread's rank in it.
+    pub fn of(&self, thread: &str, name: &str) -> Option<(CommKey, i32)> {
+        let world = world_rank(thread)?;
+        match name {
+            "MPI_COMM_WORLD" => Some((
+                CommKey {
+                    name: name.into(),
+                    leader: 0,
+                },
+                world,
+            )),
+            "MPI_COMM_SELF" => Some((
+                CommKey {
+                    name: name.into(),
+                    leader: world,
+                },
+                0,
+            )),
+            _ => self
+                .named
+                .get(&(SmolStr::from(thread), SmolStr::from(name)))
+                .cloned(),
+        }
+    }
+}
+
 /// The channels of an MPI job (see the module's documentation).
 #[derive(Debug, Default)]
 pub struct Linker {
-    /// Per thread (`rank[R]`), its communicators by name: the key and its own rank there.
-    comms: FastMap<(SmolStr, SmolStr), (CommKey, i32)>,
+    comms: Comms,
     /// Sends not taken yet, oldest first.
     sends: FastMap<Channel, VecDeque<Link>>,
     /// Receives given up on, per channel: the next sends that arrive are theirs.
@@ -71,7 +119,7 @@ pub struct Linker {
 }
 
 /// `rank[12]` → 12.
-fn world_rank(thread: &str) -> Option<i32> {
+pub fn world_rank(thread: &str) -> Option<i32> {
     thread.strip_prefix("rank[")?.strip_suffix(']')?.parse().ok()
 }
 
@@ -86,17 +134,7 @@ impl Linker {
     pub fn observe(&mut self, ev: &Event) {
         match ev {
             Event::Send(s) => self.sent(s),
-            Event::Stop(s) => {
-                if let Some(c) = s.call.as_ref().and_then(|c| c.created.as_ref()) {
-                    let key = CommKey {
-                        name: c.comm.as_str().into(),
-                        leader: c.leader,
-                    };
-                    self.comms
-                        .insert((s.thread.as_str().into(), c.comm.as_str().into()), (key, c.rank));
-                }
-            }
-            _ => {}
+            _ => self.comms.observe(ev),
         }
     }
 
@@ -130,7 +168,7 @@ impl Linker {
         else {
             return;
         };
-        let Some((key, src)) = self.comm_of(thread, comm) else {
+        let Some((key, src)) = self.comms.of(thread, comm) else {
             return;
         };
         let ch = Channel {
@@ -152,38 +190,13 @@ impl Linker {
     fn recv_channel(&self, r: &RecvEv) -> Option<Channel> {
         let call = r.call.as_ref()?;
         let m = call.matched.as_ref()?;
-        let (comm, dst) = self.comm_of(&r.thread, call.comm.as_ref()?)?;
+        let (comm, dst) = self.comms.of(&r.thread, call.comm.as_ref()?)?;
         Some(Channel {
             comm,
             src: m.source,
             dst,
             tag: m.tag,
         })
-    }
-
-    /// Communicator `name` as `thread` names it: its key and the thread's rank in it.
-    fn comm_of(&self, thread: &str, name: &str) -> Option<(CommKey, i32)> {
-        let world = world_rank(thread)?;
-        match name {
-            "MPI_COMM_WORLD" => Some((
-                CommKey {
-                    name: name.into(),
-                    leader: 0,
-                },
-                world,
-            )),
-            "MPI_COMM_SELF" => Some((
-                CommKey {
-                    name: name.into(),
-                    leader: world,
-                },
-                0,
-            )),
-            _ => self
-                .comms
-                .get(&(SmolStr::from(thread), SmolStr::from(name)))
-                .cloned(),
-        }
     }
 }
 

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 /// One command line.
 pub(super) enum CtlCommand {
     Wait(WaitCmd),
+    Clock(ClockCmd),
     Move(MoveCmd),
     EditField(EditFieldCmd),
     Agent(Command),
@@ -34,6 +35,7 @@ impl CtlCommand {
         };
         let cmd = match v.get("cmd").and_then(Value::as_str) {
             Some("wait") => WaitCmd::parse(&v).map(Self::Wait),
+            Some("clock") => ClockCmd::parse(&v).map(Self::Clock),
             Some("move") => MoveCmd::parse(&v).map(Self::Move),
             Some("edit_field") => EditFieldCmd::parse(&v).map(Self::EditField),
             Some(other) if !Command::NAMES.contains(&other) => Err(unknown_command(other)),
@@ -49,6 +51,7 @@ impl CtlCommand {
     fn name(&self) -> &'static str {
         match self {
             CtlCommand::Wait(_) => "wait",
+            CtlCommand::Clock(_) => "clock",
             CtlCommand::Move(_) => "move",
             CtlCommand::EditField(_) => "edit_field",
             CtlCommand::Agent(c) => c.name(),
@@ -57,7 +60,7 @@ impl CtlCommand {
 }
 
 /// The controller's own commands, beside the agent's ([`Command::NAMES`]).
-const OWN: [&str; 3] = ["wait", "move", "edit_field"];
+const OWN: [&str; 4] = ["wait", "clock", "move", "edit_field"];
 
 /// `cmd` names no command: the closest one, if a typo away, and the list.
 fn unknown_command(cmd: &str) -> String {
@@ -162,6 +165,56 @@ impl<'a> Fields<'a> {
                 self.cmd
             )),
         }
+    }
+}
+
+/// `{"cmd":"clock","event_id":N}`: event N's vector clock, from the controller's model;
+/// with `"with": M`, also how N and M are ordered (`racetrack_model::Clocks`).
+pub(super) struct ClockCmd {
+    event_id: u64,
+    with: Option<u64>,
+}
+
+impl ClockCmd {
+    fn parse(v: &Value) -> Result<Self, String> {
+        let f = Fields::new(v, "clock", &["cmd", "event_id", "with"])?;
+        Ok(ClockCmd {
+            event_id: f.u64("event_id")?.ok_or("clock needs `event_id`")?,
+            with: f.u64("with")?,
+        })
+    }
+
+    fn answer(&self, ctl: &Ctl) -> Result<(), String> {
+        let mut st = ctl.lock();
+        let clocks = st
+            .model
+            .clocks()
+            .ok_or("clock: this controller keeps no clocks")?;
+        let unknown = |id: u64| format!("clock: no send, recv, start or stop numbered {id} has arrived");
+        let clock = clocks
+            .clock(self.event_id)
+            .ok_or_else(|| unknown(self.event_id))?;
+        let order = match self.with {
+            Some(w) => Some(
+                clocks
+                    .order(self.event_id, w)
+                    .ok_or_else(|| unknown(w))?
+                    .name()
+                    .to_owned(),
+            ),
+            None => None,
+        };
+        drop(st);
+        ctl.print(&racetrack_protocol::CtlEvent::Clock {
+            event_id: self.event_id,
+            clock: clock
+                .into_iter()
+                .map(|(t, n)| (t.to_string(), Value::from(n)))
+                .collect(),
+            with: self.with,
+            order,
+        });
+        Ok(())
     }
 }
 
@@ -309,7 +362,10 @@ pub(super) fn handle_line(
 ) -> Result<(), Failed> {
     let (parsed, own) = CtlCommand::parse(line).map_err(|(req, e)| Failed::here(e, req))?;
     let name = parsed.name();
-    if matches!(parsed, CtlCommand::Move(_) | CtlCommand::EditField(_)) {
+    if matches!(
+        parsed,
+        CtlCommand::Move(_) | CtlCommand::EditField(_) | CtlCommand::Clock(_)
+    ) {
         caught_up(ctl);
     }
     let here = |r: Result<(), String>| {
@@ -325,6 +381,7 @@ pub(super) fn handle_line(
     };
     let cmd = match parsed {
         CtlCommand::Wait(w) => return here(wait::wait(ctl, &w)),
+        CtlCommand::Clock(c) => return here(c.answer(ctl)),
         CtlCommand::Move(m) => match m.to_command(&ctl.lock().model) {
             Ok(Some(cmd)) => cmd,
             Ok(None) => return here(Ok(())), // `"optional": true` and nothing to move

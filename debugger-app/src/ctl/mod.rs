@@ -107,7 +107,7 @@ pub fn run_with(conn: Connection, launched: Option<Launched>, input: Input) -> i
         outcome_pending: Mutex::new(matches!(input, Input::Script(_))),
         last_stdout: Mutex::new(String::new()),
         state: Mutex::new(State {
-            model: Model::new(),
+            model: Model::new().with_clocks(),
             ..State::default()
         }),
         changed: Condvar::new(),
