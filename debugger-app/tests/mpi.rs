@@ -602,6 +602,81 @@ fn recvs_name_their_sends(imp: Impl) {
     }
 }
 
+on_both!(happens_before);
+
+/// `ctl`'s `clock` orders events by happens-before, computed from the links and the
+/// collectives (`examples/mpi/receives.c`): every send precedes its receive; two ranks'
+/// first sends to one wildcard receiver are concurrent; what a rank did before the
+/// `MPI_Barrier` precedes what another does after it, and nothing after it precedes
+/// anything before it. Asked while every rank is held at its last call (a session ends
+/// with its program).
+fn happens_before(imp: Impl) {
+    let Some(dir) = setup(imp) else { return };
+    let mut s = Ctl::mpirun(imp, &dir.join("receives"), &["--messages", "2"]);
+    s.all_held_at_start();
+    s.send(json!({"cmd":"break","op":"MPI_Allreduce","on":true}));
+    s.send(json!({"cmd":"continue"}));
+    for r in 0..RANKS {
+        let t = format!("rank[{r}]");
+        s.send(json!({"cmd":"wait","until":"held","thread":t,"op":"MPI_Allreduce","timeout_ms":60000}));
+        s.expect("waited", |v| v["event"] == "waited");
+    }
+    let evs = events(&s.seen);
+    let id = |e: &Value| e["event_id"].as_u64().unwrap();
+    let first = |thread: &str, what: &dyn Fn(&Value) -> bool| -> u64 {
+        id(evs
+            .iter()
+            .find(|e| e["thread"] == thread && what(e))
+            .unwrap_or_else(|| panic!("no such event of {thread}")))
+    };
+    let mut order = |a: u64, b: u64| -> String {
+        s.send(json!({"cmd":"clock","event_id":a,"with":b}));
+        let v = s.expect("clock", |v| {
+            v["event"] == "clock" && v["event_id"] == a && v["with"] == b
+        });
+        v["order"].as_str().unwrap().to_owned()
+    };
+    let recvs: Vec<(u64, u64)> = evs
+        .iter()
+        .filter(|e| e["event"] == "recv")
+        .map(|e| (e["from"]["event_id"].as_u64().expect("linked"), id(e)))
+        .collect();
+    assert!(recvs.len() >= 6, "{recvs:?}");
+    for (send, recv) in &recvs {
+        assert_eq!(order(*send, *recv), "before", "send {send}, recv {recv}");
+        assert_eq!(order(*recv, *send), "after");
+    }
+    let is_send = |e: &Value| e["event"] == "send";
+    let (s1, s2) = (first("rank[1]", &is_send), first("rank[2]", &is_send));
+    assert_eq!(order(s1, s2), "concurrent", "two senders racing for rank 0");
+    let barrier = |stop: bool| {
+        move |e: &Value| e["op"] == "MPI_Barrier" && e["event"] == if stop { "stop" } else { "start" }
+    };
+    let (before, after) = (
+        first("rank[2]", &barrier(false)),
+        first("rank[1]", &barrier(true)),
+    );
+    assert_eq!(
+        order(s2, after),
+        "before",
+        "rank 2's send before the barrier, rank 1 after"
+    );
+    assert_eq!(order(before, after), "before");
+    let later = first("rank[1]", &|e: &Value| {
+        e["op"] == "MPI_Sendrecv" && e["event"] == "start"
+    });
+    assert_eq!(order(later, before), "after");
+    let alone = first("rank[3]", &barrier(false));
+    assert_eq!(
+        order(before, alone),
+        "concurrent",
+        "two ranks entering the barrier"
+    );
+    s.send(json!({"cmd":"break","op":"MPI_Allreduce","on":false}));
+    s.send(json!({"cmd":"continue"}));
+    s.finish_correctly();
+}
+
 on_both!(dies_after_a_wildcard_receive);
 
 /// A rank that dies right after a wildcard receive still delivers that receive, whatever
