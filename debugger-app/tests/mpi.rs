@@ -600,6 +600,27 @@ fn recvs_name_their_sends(imp: Impl) {
     for f in want {
         assert!(forms.contains(f), "no receive completed by {f}: {forms:?}");
     }
+    // The GUI's model draws each link as a message edge, sender's call to receiver's.
+    let mut model = racetrack::model::Model::new().with_unfolded();
+    for ev in s
+        .seen
+        .iter()
+        .filter_map(|v| serde_json::from_value::<racetrack_protocol::Event>(v.clone()).ok())
+    {
+        model.ingest(&ev);
+    }
+    let u = model.unfolded().expect("unfolded");
+    let messages: u64 = u.edges().iter().map(|e| e.count).sum();
+    assert_eq!(messages, taken.len() as u64, "one message on an edge per link");
+    let node = |op: &str, t: &str| u.find(model.node_key(op, t).unwrap()).unwrap();
+    for (from, to) in [
+        (("MPI_Send", "rank[1]"), ("MPI_Recv", "rank[0]")),
+        (("MPI_Send", "rank[2]"), ("MPI_Irecv", "rank[0]")),
+        (("MPI_Sendrecv", "rank[0]"), ("MPI_Sendrecv", "rank[1]")),
+    ] {
+        let e = u.edge_between(node(from.0, from.1), node(to.0, to.1));
+        assert!(e.is_some_and(|e| e.count > 0), "no edge {from:?} -> {to:?}");
+    }
 }
 
 on_both!(happens_before);

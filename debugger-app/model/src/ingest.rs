@@ -16,6 +16,9 @@ use std::sync::Arc;
 
 /// A send, its names resolved.
 struct SendIn<'a> {
+    /// The event's number, for sends a `recv` links to by it (MPI's; `None`: linked by
+    /// message id).
+    linked_by: Option<u64>,
     from: Option<NodeKey>,
     to_op: Option<OpId>,
     to_thread: Option<ThreadId>,
@@ -98,6 +101,9 @@ impl Model {
                 // waits in the thread's queue (listed, it would stay there for good, and
                 // every start would search the growing queue).
                 let queued = r.call.is_none().then_some(r.position);
+                if let (Some(u), Some(f)) = (&mut self.unfolded, &r.from) {
+                    u.on_linked_recv(node, f.event_id, &mut self.changes);
+                }
                 self.on_recv(node, &SmolStr::from(r.msg.as_str()), queued, r.traced);
             }
             Event::Start(s) => self.step_event(p, s, ev, true),
@@ -166,6 +172,7 @@ impl Model {
         match (c.kind, node) {
             (Kind::Send, from) => {
                 let send = SendIn {
+                    linked_by: None,
                     from,
                     to_op: pr.packed_op(names, c.a),
                     to_thread: pr.packed_thread(names, c.b),
@@ -212,7 +219,7 @@ impl Model {
                 content: s.content.cloned(),
                 traced: s.traced,
             });
-            u.on_send(p, info, s.held, &mut self.changes);
+            u.on_send(p, info, s.linked_by, s.held, &mut self.changes);
         }
     }
 
@@ -270,6 +277,7 @@ impl Model {
         let to_op = s.to_op.as_deref().map(|o| pr.intern_op(o));
         let to_thread = s.to_thread.as_deref().map(|t| pr.intern_thread(t));
         let send = SendIn {
+            linked_by: s.call.is_some().then_some(s.event_id),
             from,
             to_op,
             to_thread,

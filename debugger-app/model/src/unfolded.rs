@@ -92,6 +92,8 @@ pub struct Unfolded {
     early: FastMap<NodeKey, Vec<(NodeId, u64)>>,
     /// Messages whose send was seen but not yet their receive, by destination.
     in_flight: FastMap<(ProcId, OpId, SmolStr), Arc<MsgInfo>>,
+    /// Sends a `recv` names by event number (MPI's), until it does: their node.
+    linkable: FastMap<u64, NodeKey>,
     /// Listed in the pending [`Changes`] (added or changed) since the last take.
     node_listed: Vec<bool>,
     edge_listed: Vec<bool>,
@@ -181,7 +183,17 @@ impl Unfolded {
 
     /// A message sent in process `proc`: in its sender's history, and in flight until
     /// its receive.
-    pub(crate) fn on_send(&mut self, proc: ProcId, info: Arc<MsgInfo>, held: bool, changes: &mut Changes) {
+    pub(crate) fn on_send(
+        &mut self,
+        proc: ProcId,
+        info: Arc<MsgInfo>,
+        linked_by: Option<u64>,
+        held: bool,
+        changes: &mut Changes,
+    ) {
+        if let (Some(id), Some(from)) = (linked_by, info.from) {
+            self.linkable.insert(id, from);
+        }
         if let Some(from) = info.from {
             let id = self.slot(from, changes);
             let n = if held {
@@ -195,6 +207,29 @@ impl Unfolded {
         }
         if let Some(op) = info.to_op {
             self.in_flight.insert((proc, op, info.id.clone()), info);
+        }
+    }
+
+    /// A receive at node `to` took the message of send event `send` (its `from`): one
+    /// more message on the edge from the sender.
+    pub(crate) fn on_linked_recv(&mut self, to: NodeKey, send: u64, changes: &mut Changes) {
+        if let Some(from) = self.linkable.remove(&send) {
+            let a = self.slot(from, changes);
+            self.count_message(a, to, changes);
+        }
+    }
+
+    /// One more message from node `a` to `to` (counted until `to` appears, if it has not).
+    fn count_message(&mut self, a: NodeId, to: NodeKey, changes: &mut Changes) {
+        match self.ids.get(&to) {
+            Some(&b) => self.count_edge(a, b, 1, changes),
+            None => {
+                let early = self.early.entry(to).or_default();
+                match early.iter_mut().find(|(f, _)| *f == a) {
+                    Some((_, n)) => *n += 1,
+                    None => early.push((a, 1)),
+                }
+            }
         }
     }
 
@@ -212,16 +247,7 @@ impl Unfolded {
         let info = self.in_flight.remove(&(to.proc, to.op, msg.clone()))?;
         if let Some(from) = info.from {
             let a = self.slot(from, changes);
-            match self.ids.get(&to) {
-                Some(&b) => self.count_edge(a, b, 1, changes),
-                None => {
-                    let early = self.early.entry(to).or_default();
-                    match early.iter_mut().find(|(f, _)| *f == a) {
-                        Some((_, n)) => *n += 1,
-                        None => early.push((a, 1)),
-                    }
-                }
-            }
+            self.count_message(a, to, changes);
         }
         Some(info)
     }
