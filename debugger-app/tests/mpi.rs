@@ -573,6 +573,10 @@ fn recvs_name_their_sends(imp: Impl) {
             assert_eq!(c["peer"].as_i64(), Some(rank_of(&e["thread"])), "{e} {send}");
         }
         assert!(taken.insert(id), "a send taken twice: {send}");
+        assert!(
+            evs.iter().position(|x| x["event_id"] == from["event_id"]) < evs.iter().position(|x| x == e),
+            "a recv before the send it names: {e}"
+        );
         if thread == "rank[0]" {
             rank0.push(json!(rank_of(&send["thread"]) * 1000 + nth));
             forms.insert(call_of[&thread].clone());
@@ -610,8 +614,19 @@ fn recvs_name_their_sends(imp: Impl) {
         model.ingest(&ev);
     }
     let u = model.unfolded().expect("unfolded");
-    let messages: u64 = u.edges().iter().map(|e| e.count).sum();
-    assert_eq!(messages, taken.len() as u64, "one message on an edge per link");
+    let mut want: BTreeMap<String, u64> = BTreeMap::new();
+    for e in evs.iter().filter(|e| e["event"] == "recv") {
+        let (send, _) = sends[&e["from"]["event_id"].as_u64().unwrap()];
+        let pair = format!("{}@{} -> {}@{}", send["op"], send["thread"], e["op"], e["thread"]);
+        *want.entry(pair.replace('"', "")).or_default() += 1;
+    }
+    let mut have: BTreeMap<String, u64> = BTreeMap::new();
+    for e in u.edges() {
+        let (a, b) = (u.node(e.from).unwrap().key, u.node(e.to).unwrap().key);
+        let ((ao, at), (bo, bt)) = (model.node_names(a), model.node_names(b));
+        *have.entry(format!("{ao}@{at} -> {bo}@{bt}")).or_default() += e.count;
+    }
+    assert_eq!(have, want, "one message on an edge per link");
     let node = |op: &str, t: &str| u.find(model.node_key(op, t).unwrap()).unwrap();
     for (from, to) in [
         (("MPI_Send", "rank[1]"), ("MPI_Recv", "rank[0]")),

@@ -35,28 +35,35 @@ impl Links {
 
     /// Rank `i`'s next event: out through `out` now, linked, or held back.
     pub(super) fn push(&mut self, i: usize, ev: Event, out: &mut impl FnMut(Event)) {
-        // Sends enter their channel as they arrive, in each rank's order, even behind a
-        // waiting receive: that receive may wait for one of them.
-        self.linker.observe(&ev);
-        let sent = matches!(ev, Event::Send(_));
         self.waiting[i].push_back((Instant::now(), ev));
-        self.drain(i, false, out);
-        if sent {
-            for j in (0..self.waiting.len()).filter(|j| *j != i) {
-                self.drain(j, false, out);
-            }
+        if self.drain(i, false, out) {
+            self.drain_all(false, out);
         }
     }
 
     /// Give up on receives that waited too long (or on every one: `all`, the job ended).
     pub(super) fn expire(&mut self, all: bool, out: &mut impl FnMut(Event)) {
-        for i in 0..self.waiting.len() {
-            self.drain(i, all, out);
+        self.drain_all(all, out);
+    }
+
+    /// Drain every rank until no send goes out that a waiting receive may want.
+    fn drain_all(&mut self, all: bool, out: &mut impl FnMut(Event)) {
+        let mut again = true;
+        while again {
+            again = false;
+            for j in 0..self.waiting.len() {
+                again |= self.drain(j, all, out);
+            }
         }
     }
 
-    /// Send out rank `i`'s events up to the first receive that must still wait.
-    fn drain(&mut self, i: usize, all: bool, out: &mut impl FnMut(Event)) {
+    /// Send out rank `i`'s events up to the first receive that must still wait; whether a
+    /// `send` went out. A send enters its channel only as it goes out, so a `recv` never
+    /// goes out before the `send` it names. (No two ranks wait on each other for good: a
+    /// rank reports a send before calling MPI and a receive once it matched, so the send a
+    /// waiting receive wants never comes after a receive that waits on the first rank.)
+    fn drain(&mut self, i: usize, all: bool, out: &mut impl FnMut(Event)) -> bool {
+        let mut sent = false;
         while let Some((since, mut ev)) = self.waiting[i].pop_front() {
             if let Event::Recv(r) = &mut ev {
                 match self.linker.link(r) {
@@ -66,13 +73,76 @@ impl Links {
                             self.linker.give_up(ch);
                         } else {
                             self.waiting[i].push_front((since, ev));
-                            return;
+                            return sent;
                         }
                     }
                     Linked::No => {}
                 }
             }
+            self.linker.observe(&ev);
+            sent |= matches!(ev, Event::Send(_));
             out(ev);
         }
+        sent
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn ev(v: serde_json::Value) -> Event {
+        serde_json::from_value(v).expect("an event")
+    }
+
+    fn send(id: u64, from: i32, to: i32) -> Event {
+        ev(
+            json!({"event":"send","event_id":id,"thread":format!("rank[{from}]"),"op":"MPI_Send",
+            "msg":"x","type":"MPI_INT","traced":false,"held":false,
+            "call":{"comm":"MPI_COMM_WORLD","peer":to,"tag":0}}),
+        )
+    }
+
+    fn recv(id: u64, at: i32, source: i32) -> Event {
+        ev(
+            json!({"event":"recv","event_id":id,"thread":format!("rank[{at}]"),"op":"MPI_Recv",
+            "msg":"y","position":0,"traced":false,
+            "call":{"comm":"MPI_COMM_WORLD","matched":{"source":source,"tag":0,"bytes":4}}}),
+        )
+    }
+
+    #[test]
+    fn a_recv_never_goes_out_before_its_send_even_behind_a_waiting_one() {
+        let mut links = Links::new(3);
+        let mut out = Vec::new();
+        let mut o = |e: Event| out.push(e);
+        // Rank 0 waits for rank 2's send; its own send to rank 1 waits behind.
+        links.push(0, recv(1, 0, 2), &mut o);
+        links.push(0, send(2, 0, 1), &mut o);
+        // Rank 1 took rank 0's send: it waits until that send has gone out.
+        links.push(1, recv(1_000_000_000_001, 1, 0), &mut o);
+        assert!(links.any_waiting());
+        links.push(2, send(2_000_000_000_001, 2, 0), &mut o);
+        assert!(!links.any_waiting());
+        let order: Vec<u64> = out.iter().filter_map(Event::event_id).collect();
+        assert_eq!(order, [2_000_000_000_001, 1, 2, 1_000_000_000_001]);
+        let Event::Recv(r) = &out[3] else {
+            panic!("{:?}", out[3])
+        };
+        assert_eq!(r.from.as_ref().map(|l| l.event_id), Some(2));
+    }
+
+    #[test]
+    fn a_recv_whose_send_never_comes_goes_out_unlinked_at_the_end() {
+        let mut links = Links::new(2);
+        let mut out = Vec::new();
+        links.push(0, recv(1, 0, 1), &mut |e| out.push(e));
+        assert!(out.is_empty());
+        links.expire(true, &mut |e| out.push(e));
+        let Event::Recv(r) = &out[0] else {
+            panic!("{:?}", out[0])
+        };
+        assert_eq!(r.from, None);
     }
 }
