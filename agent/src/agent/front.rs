@@ -80,7 +80,7 @@ impl Agent {
     /// content mode or pending start hold). A front end may then report in batches.
     #[inline]
     pub fn streams_only(&self) -> bool {
-        self.attached.load(Relaxed) && !(self.wait_pending.load(Relaxed) || self.policy.may_hold())
+        self.phase.is_attached() && !(self.wait_pending.load(Relaxed) || self.policy.may_hold())
     }
 
     /// How many attach snapshots were taken: a record returned by [`Agent::record`] in
@@ -119,7 +119,7 @@ impl Agent {
     /// an attached debugger gets the new structure.
     pub fn add_collection(&self, c: Collection) {
         lock(&self.structure).collections.push(c);
-        if self.attached.load(Relaxed) {
+        if self.phase.is_attached() {
             self.reply(self.structure_event());
         }
     }
@@ -133,7 +133,7 @@ impl Agent {
             st.ops.extend(ops);
             st.edges.extend_from_slice(edges);
         }
-        if self.attached.load(Relaxed) {
+        if self.phase.is_attached() {
             self.reply(self.structure_event());
         }
     }
@@ -159,14 +159,13 @@ impl Agent {
     /// handler, where waiting for a lock the dying thread holds would never end. The
     /// agent's thread needs no wake-up: it looks every 10 ms.
     pub fn flush_before_death(&self) {
-        use std::sync::atomic::Ordering::Acquire;
-        if !self.attached.load(Relaxed) || self.finished_flag.load(Acquire) {
+        // Refused unless attached: nobody to flush to, or flushed already (Finished).
+        if !self.phase.begin_finishing() {
             return;
         }
-        self.finishing.store(true, Relaxed);
         let start = Instant::now();
         let (mut last, mut progress) = (self.stream.sent.load(Relaxed), start);
-        while !self.finished_flag.load(Acquire) && start.elapsed() < DEATH_LIMIT {
+        while !self.phase.is_finished() && start.elapsed() < DEATH_LIMIT {
             std::thread::sleep(Duration::from_millis(1));
             let sent = self.stream.sent.load(Relaxed);
             if sent != last {
@@ -182,10 +181,10 @@ impl Agent {
     /// without progress); the agent then closes the connection. Returns at once when no
     /// debugger is attached.
     pub fn finish(&self) {
-        if !self.attached.load(Relaxed) {
+        // In one step with the check: a debugger that detached meanwhile is not waited for.
+        if !self.phase.begin_finishing() {
             return;
         }
-        self.finishing.store(true, Relaxed);
         let debug = std::env::var(racetrack_protocol::launch::ENV_DEBUG).is_ok();
         if debug {
             eprintln!(
@@ -203,7 +202,7 @@ impl Agent {
         let (m, cv) = &self.finished;
         let mut guard = lock(m);
         let mut last_sent = self.stream.sent.load(Relaxed);
-        while !*guard {
+        while !self.phase.is_finished() {
             let (g, timeout) = cv
                 .wait_timeout(guard, EXIT_PATIENCE)
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -221,7 +220,7 @@ impl Agent {
             };
             eprintln!(
                 "racetrack: finished={} with {buffered} events buffered, {} frames and {} events sent, next id {next_id}, {} waits for room, start hold {} us",
-                *guard,
+                self.phase.is_finished(),
                 self.stream.sent.load(Relaxed),
                 self.stream.sent_events.load(Relaxed),
                 self.stream.waits.load(Relaxed),

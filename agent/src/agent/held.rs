@@ -196,7 +196,7 @@ impl Agent {
         let id;
         {
             let mut s = lock(&self.stream.state);
-            let attached = self.attached.load(Relaxed);
+            let attached = self.phase.is_attached();
             let stale = if reason == HoldReason::Wait {
                 s.continued
             } else {
@@ -283,7 +283,7 @@ impl Agent {
                             // The step will not start: this hold is over; the thread
                             // starts the new head (a new start event).
                             let mut s = lock(&self.stream.state);
-                            if s.held.remove(&id).is_some() && self.attached.load(Relaxed) {
+                            if s.held.remove(&id).is_some() && self.phase.is_attached() {
                                 s.buf.push(Rec::Full(Box::new(Event::Released { event_id: id, thread: name.to_string() })));
                             }
                             drop(s);
@@ -332,7 +332,7 @@ impl Agent {
             .collect();
         for id in &ids {
             if let Some(h) = s.held.remove(id) {
-                if self.attached.load(Relaxed) {
+                if self.phase.is_attached() {
                     s.buf.push(Rec::Full(Box::new(Event::Released {
                         event_id: *id,
                         thread: h.thread_name.to_string(),
@@ -439,6 +439,7 @@ mod tests {
     #[test]
     fn a_hold_decided_before_a_continue_stands_only_if_the_policy_still_holds() {
         let agent = Arc::new(Agent::new(false, None));
+        assert!(agent.phase.claim().is_ok(), "a fresh agent's slot is free");
         let _ = agent.attach_structure();
         let _ = agent.attach();
         let thread: Arc<str> = "proc[0]".into();
@@ -523,6 +524,7 @@ mod tests {
         };
         // Before the decision: there is none to take.
         let agent = Agent::new(true, None);
+        assert!(agent.phase.claim().is_ok(), "a fresh agent's slot is free");
         let _ = agent.attach_structure();
         let _ = agent.attach();
         agent.apply(cont(), None);
@@ -531,6 +533,7 @@ mod tests {
         // Between the decision and the registration: the hold returns at once, the
         // event streamed as not held.
         let agent = Arc::new(Agent::new(true, None));
+        assert!(agent.phase.claim().is_ok(), "a fresh agent's slot is free");
         let _ = agent.attach_structure();
         let _ = agent.attach();
         let _ = agent.drain();

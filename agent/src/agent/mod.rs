@@ -32,6 +32,7 @@ mod decide;
 mod flow;
 pub mod front;
 mod held;
+mod phase;
 mod policy;
 mod record;
 mod server;
@@ -42,6 +43,7 @@ pub use trace::start_trace;
 
 use debuggee::{Debuggee, Structure};
 use held::HeldCmd;
+use phase::AtomicPhase;
 use policy::Policy;
 use record::Rec;
 use stream::Stream;
@@ -172,18 +174,18 @@ fn dial_from(agent: Arc<Agent>, url: &str) -> Arc<Agent> {
 /// front end through the functions of [`front`].
 pub struct Agent {
     program: String,
-    /// Any reason to look at events at all: attached, or the start hold pending.
-    /// Shared with the front end (the runtime's `Hook::active_flag`).
+    /// The connection's life cycle: claimed, attached, finishing, finished (see `phase`).
+    phase: AtomicPhase,
+    /// Any reason to look at events at all: attached, or the start hold pending. A cache
+    /// of the two, kept apart because it is shared with the front end, which reads it
+    /// without the agent (the runtime's `Hook::active_flag`).
     hot: Arc<AtomicBool>,
-    attached: AtomicBool,
-    /// A connection holds the controlling slot.
-    claimed: AtomicBool,
+    /// The `RACETRACK_WAIT` start hold is yet to be taken (by the first start, attached
+    /// or not, unless a `continue` comes first).
     wait_pending: AtomicBool,
+    /// The program shuts down ([`Agent::shutdown`]): no new holds, no waiting for room.
+    /// Set for good, in whatever phase: a listening agent may take a debugger after it.
     closing: AtomicBool,
-    finishing: AtomicBool,
-    /// The session ended after a final flush (what `finished` says, readable without a
-    /// lock: see [`Agent::flush_before_death`]).
-    finished_flag: AtomicBool,
     /// How long the `RACETRACK_WAIT` start hold held the program, in microseconds.
     start_hold_us: AtomicU64,
     token: Option<String>,
@@ -191,7 +193,8 @@ pub struct Agent {
     policy: Policy,
     /// The buffered events, their numbering, and the registered holds.
     stream: Stream,
-    finished: (Mutex<bool>, Condvar),
+    /// Where [`Agent::finish`] waits for [`phase::Phase::Finished`].
+    finished: (Mutex<()>, Condvar),
     /// The program's threads and queues, for commands and attaches (set once by the
     /// front end).
     debuggee: OnceLock<Box<dyn Debuggee>>,
@@ -261,18 +264,15 @@ impl Agent {
             .unwrap_or_else(|| "program".to_owned());
         Self {
             program,
+            phase: AtomicPhase::new(),
             hot: Arc::new(AtomicBool::new(wait)),
-            attached: AtomicBool::new(false),
-            claimed: AtomicBool::new(false),
             wait_pending: AtomicBool::new(wait),
             closing: AtomicBool::new(false),
-            finishing: AtomicBool::new(false),
-            finished_flag: AtomicBool::new(false),
             start_hold_us: AtomicU64::new(0),
             token,
             policy: Policy::default(),
             stream: Stream::default(),
-            finished: (Mutex::new(false), Condvar::new()),
+            finished: (Mutex::new(()), Condvar::new()),
             debuggee: OnceLock::new(),
             structure: Mutex::new(Structure::default()),
             url: OnceLock::new(),
@@ -289,32 +289,27 @@ impl Agent {
     /// nothing otherwise.
     #[inline]
     pub fn is_attached(&self) -> bool {
-        self.attached.load(Relaxed)
+        self.phase.is_attached()
     }
 
     fn update_hot(&self) {
-        let hot = self.attached.load(Relaxed) || self.wait_pending.load(Relaxed);
+        let hot = self.phase.is_attached() || self.wait_pending.load(Relaxed);
         self.hot.store(hot, Relaxed);
     }
 
-    /// Everything was sent (the connection's side): the program's exit may go on (see
-    /// `Hook::on_finished`).
+    /// Everything was sent, or no debugger will be served any more (the connection's
+    /// side): the program's exit may go on (see `Hook::on_finished`).
     fn signal_finished(&self) {
         let (m, cv) = &self.finished;
-        self.finished_flag
-            .store(true, std::sync::atomic::Ordering::Release);
-        *lock(m) = true;
+        self.phase.end();
+        self.update_hot();
+        // Taken after the phase changed, so that a waiter that saw it unchanged under
+        // the lock is waiting by the time of the notification.
+        let _guard = lock(m);
         cv.notify_all();
     }
 
     // ---- the connection's side ----------------------------------------------------------
-
-    /// Claim the controlling slot for a new connection.
-    fn try_claim(&self) -> bool {
-        self.claimed
-            .compare_exchange(false, true, Relaxed, Relaxed)
-            .is_ok()
-    }
 
     fn hello(&self) -> Event {
         Event::Hello {
@@ -332,7 +327,7 @@ impl Agent {
     /// collection or graph added meanwhile is either in it or announced afterwards.
     fn attach_structure(&self) -> Event {
         let st = lock(&self.structure);
-        self.attached.store(true, Relaxed);
+        self.phase.attach();
         self.update_hot();
         st.event()
     }
@@ -358,7 +353,9 @@ impl Agent {
         // Records from before the cut are dropped below: a batch whose sends were
         // recorded then is sent again, one by one.
         self.stream.session.fetch_add(1, Relaxed);
-        self.attached.store(true, Relaxed);
+        // Attached by `attach_structure` already, normally: this then changes nothing
+        // (and keeps a Finishing that came since).
+        self.phase.attach();
         self.update_hot();
         // Events recorded before the cut are in the snapshot; a graph or collection
         // registered since `attach_structure` is not: its `structure` reply is dropped
@@ -377,7 +374,7 @@ impl Agent {
     fn detach(&self) {
         {
             let mut s = lock(&self.stream.state);
-            self.attached.store(false, Relaxed);
+            self.phase.detach();
             self.policy.clear();
             self.update_hot();
             s.buf.clear();

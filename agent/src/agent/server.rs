@@ -4,6 +4,7 @@
 //! packed ones binary if the debugger asked so in its handshake) and applies the commands
 //! it receives. One controlling debugger at a time.
 
+use super::phase::Phase;
 use super::record::{self, Frame, Packing};
 use super::Agent;
 use futures_util::{SinkExt, StreamExt};
@@ -277,9 +278,14 @@ async fn session(
 ) -> Result<(), String> {
     let (mut tx, mut rx) = ws.split();
     let send = |ev: &Event| Message::Text(ev.to_json().into());
-    if !agent.try_claim() {
+    if let Err(phase) = agent.phase.claim() {
+        let message = if phase == Phase::Finished {
+            "this program has finished: it serves no debugger any more"
+        } else {
+            "another debugger is already attached to this program"
+        };
         let refusal = Event::Error {
-            message: "another debugger is already attached to this program".into(),
+            message: message.into(),
             req: None,
         };
         let _ = tx.send(send(&refusal)).await;
@@ -321,7 +327,7 @@ async fn session(
                 let _ = tx.close().await;
                 return Ok(());
             }
-            if agent.finishing.load(Relaxed) && agent.drain_is_empty() {
+            if agent.phase.is_finishing() && agent.drain_is_empty() {
                 let _ = tx.close().await;
                 // The debugger's close answers ours once it has read every frame before
                 // it. Exiting sooner can lose the last frames: a socket closed with input
@@ -336,6 +342,7 @@ async fn session(
     }
     .await;
     agent.detach();
-    agent.claimed.store(false, Relaxed);
+    // Another debugger may connect now (unless this one was the last: Finished).
+    agent.phase.release();
     result
 }

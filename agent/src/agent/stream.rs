@@ -86,11 +86,11 @@ impl Agent {
     /// Append buffered records under one lock of the buffer, numbered in turn.
     fn push_all(&self, recs: impl IntoIterator<Item = Rec>, backpressure: bool) -> Option<u64> {
         let mut s = lock(&self.stream.state);
-        if !self.attached.load(Relaxed) {
+        if !self.phase.is_attached() {
             return None;
         }
         if backpressure {
-            while s.buf.len() >= BUFFER_CAP && self.attached.load(Relaxed) && !self.closing.load(Relaxed) {
+            while s.buf.len() >= BUFFER_CAP && self.phase.is_attached() && !self.closing.load(Relaxed) {
                 self.stream.waits.fetch_add(1, Relaxed);
                 s = self
                     .stream
@@ -122,7 +122,7 @@ impl Agent {
     pub fn reply(&self, ev: Event) {
         {
             let mut s = lock(&self.stream.state);
-            if !self.attached.load(Relaxed) {
+            if !self.phase.is_attached() {
                 return;
             }
             s.buf.push(Rec::Full(Box::new(ev)));
@@ -173,7 +173,7 @@ impl Agent {
             c.clear();
         }
         let mut s = lock(&self.stream.state);
-        if self.attached.load(Relaxed) {
+        if self.phase.is_attached() {
             s.buf.recycle(&mut chunks);
         }
     }

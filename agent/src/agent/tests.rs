@@ -90,6 +90,7 @@ fn attached() -> Agent {
         collection: 1,
     };
     agent.add_operations([work], &[]);
+    assert!(agent.phase.claim().is_ok(), "a fresh agent's slot is free");
     let _ = agent.attach_structure();
     let _ = agent.attach();
     let _ = agent.drain();
@@ -192,6 +193,7 @@ fn a_breakpoint_checks_the_thread_against_the_operations_collection() {
 fn the_attach_snapshot_lists_the_debuggees_queues() {
     let agent = Agent::new(false, None);
     agent.set_debuggee(Box::new(Fake));
+    assert!(agent.phase.claim().is_ok(), "a fresh agent's slot is free");
     let _ = agent.attach_structure();
     let Event::Snapshot { threads, .. } = agent.attach() else {
         panic!("not a snapshot")
@@ -206,6 +208,7 @@ fn the_attach_snapshot_lists_the_debuggees_queues() {
 #[test]
 fn a_graph_registered_during_attach_reaches_the_debugger() {
     let agent = Agent::new(false, None);
+    assert!(agent.phase.claim().is_ok(), "a fresh agent's slot is free");
     let structure = agent.attach_structure();
     assert!(matches!(&structure, Event::Structure { operations, .. } if operations.is_empty()));
     // The program registers a graph after the structure was sent, before the snapshot.
@@ -550,4 +553,42 @@ fn a_held_event_is_named_by_its_thread_or_its_number() {
     );
     let e = error_of(&until_verdict(&agent, 10), 10);
     assert!(e.contains("no thread is held now"), "{e}");
+}
+
+/// `finish` returns at once with no debugger; attached, it waits for the connection's
+/// final flush (the phase Finished), after which the agent serves no debugger any more.
+#[test]
+fn the_exit_waits_for_the_final_flush_only_when_attached() {
+    let free = Agent::new(false, None);
+    free.finish();
+    free.flush_before_death();
+    assert_eq!(free.phase.get(), phase::Phase::Free, "nobody to flush to");
+
+    let agent = Arc::new(attached());
+    let (tx, rx) = std::sync::mpsc::channel();
+    let a = agent.clone();
+    let exit = std::thread::spawn(move || {
+        a.finish();
+        let _ = tx.send(());
+    });
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !agent.phase.is_finishing() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    assert!(agent.phase.is_finishing(), "finish begins the exit flush");
+    assert!(agent.is_attached(), "events of the exit are still recorded");
+    assert!(rx.try_recv().is_err(), "finish waits for the flush");
+    // The connection's side: everything sent and the close answered.
+    let _ = agent.drain();
+    agent.signal_finished();
+    assert!(
+        rx.recv_timeout(std::time::Duration::from_secs(10)).is_ok(),
+        "finish returns"
+    );
+    let _ = exit.join();
+    agent.detach();
+    assert!(!agent.phase.release(), "the session's end leaves Finished");
+    assert!(agent.phase.is_finished() && !agent.is_attached() && !agent.is_hot());
+    assert_eq!(agent.phase.claim(), Err(phase::Phase::Finished));
+    agent.flush_before_death();
 }

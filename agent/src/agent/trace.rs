@@ -30,8 +30,9 @@ pub fn start_trace(path: &str, first_event_id: u64) -> Option<Arc<Agent>> {
         }
     };
     let agent = Arc::new(Agent::new(false, None));
-    // No debugger may take the controlling slot.
-    agent.claimed.store(true, Relaxed);
+    // No debugger may take the controlling slot: the writer holds it for good (a fresh
+    // agent's slot is free, so this claim is granted).
+    let _ = agent.phase.claim();
     let _ = agent.url.set(path.to_owned());
     let clock = Instant::now();
     {
@@ -121,7 +122,7 @@ async fn write_loop(agent: &Agent, mut out: BufWriter<File>, mut writer: TraceWr
             // last tick's events.
             out.flush()?;
         }
-        if agent.finishing.load(Relaxed) && agent.drain_is_empty() {
+        if agent.phase.is_finishing() && agent.drain_is_empty() {
             return out.flush();
         }
     }
