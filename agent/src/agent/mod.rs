@@ -293,8 +293,19 @@ impl Agent {
     }
 
     fn update_hot(&self) {
-        let hot = self.phase.is_attached() || self.wait_pending.load(Relaxed);
-        self.hot.store(hot, Relaxed);
+        // Two threads may update at once (a program thread taking the start hold, the
+        // connection's attaching), each from what it read: the one that stores last may
+        // store a stale value. So each checks after its store, behind a fence that orders
+        // it with the other's, that neither the inputs nor the flag changed meanwhile.
+        loop {
+            let hot = self.phase.is_attached() || self.wait_pending.load(Relaxed);
+            self.hot.store(hot, Relaxed);
+            std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+            let now = self.phase.is_attached() || self.wait_pending.load(Relaxed);
+            if now == hot && self.hot.load(Relaxed) == hot {
+                return;
+            }
+        }
     }
 
     /// Everything was sent, or no debugger will be served any more (the connection's
