@@ -23,14 +23,14 @@
 //! Two events are concurrent when neither happens before the other: a race is two sends
 //! concurrent with each other that one wildcard receive may take.
 //!
-//! The clocks are computed when asked for, over every event so far, and kept until the
-//! next event arrives: the ranks' streams interleave, so the event a clock depends on may
-//! come after it, and a clock computed at arrival could miss it.
+//! Taking an event in is one push; the clocks are computed when asked for, over every
+//! event so far, and kept until the next event arrives: the ranks' streams interleave, so
+//! the event a clock depends on may come after it, and a clock computed at arrival could
+//! miss it.
 
 use crate::ids::FastMap;
 use crate::links::{CommKey, Comms};
 use racetrack_protocol::{Event, Kind, Names, PackedEv, SmolStr};
-use std::collections::hash_map::Entry;
 
 /// The thread a schedule's inputs come from.
 pub const INPUT_THREAD: &str = "input";
@@ -99,15 +99,68 @@ struct Instance {
     starts: Vec<(i32, u64)>,
 }
 
+/// A collective call's `start`, as far as happens-before cares.
+#[derive(Debug)]
+struct Collective {
+    flow: Flow,
+    comm: SmolStr,
+    root: Option<i32>,
+}
+
+/// What an event is, as far as happens-before cares.
+#[derive(Debug)]
+enum What {
+    /// A runtime `send` (MPI's: `Other`).
+    Send(SmolStr),
+    /// A runtime `recv`: the sender's act.
+    Queued(SmolStr),
+    /// An MPI `recv`, and the `send` its `from` names.
+    Matched(Option<u64>),
+    /// A runtime `start` that takes this message.
+    Takes(SmolStr),
+    /// An MPI collective's `start`.
+    Enters(Box<Collective>),
+    /// An MPI `stop`: a collective's ends it; one that created a communicator names it.
+    Leaves(Option<Box<(SmolStr, i32, i32)>>),
+    Other,
+}
+
+/// One event as it arrived: ingesting costs a push, and everything else is done when a
+/// clock is asked for.
+#[derive(Debug)]
+struct Rec {
+    id: u64,
+    /// The thread that reported it (a runtime `recv`: the queue's).
+    thread: SmolStr,
+    what: What,
+}
+
+/// Everything derived from the events, computed when asked for.
+#[derive(Debug, Default)]
+struct Computed {
+    /// The records it covers.
+    upto: usize,
+    names: Vec<SmolStr>,
+    /// Event number → (thread, position).
+    at: FastMap<u64, (u32, u32)>,
+    /// The clocks, by thread and position.
+    clocks: Vec<Vec<Box<[u32]>>>,
+}
+
 /// The happens-before relation of a session (see the module's documentation).
 #[derive(Debug, Default)]
 pub struct Clocks {
+    recs: Vec<Rec>,
+    computed: Computed,
+}
+
+/// Threads, their events and dependencies, as [`Clocks::compute`] lays them out.
+#[derive(Default)]
+struct Layout {
     comms: Comms,
     names: Vec<SmolStr>,
     index: FastMap<SmolStr, u32>,
-    /// Per thread, its events in order.
     lines: Vec<Vec<(u64, Dep)>>,
-    /// Event number → (thread, position).
     at: FastMap<u64, (u32, u32)>,
     /// Runtime messages: the thread that sent each, until queued.
     sender: FastMap<SmolStr, u32>,
@@ -115,11 +168,9 @@ pub struct Clocks {
     queued: FastMap<SmolStr, u64>,
     instances: Vec<Instance>,
     instance_of: FastMap<(CommKey, u64), u32>,
-    /// Per thread and communicator: collectives started, and the open one.
+    /// Per thread and communicator: collectives started; per thread, the open one.
     started: FastMap<(u32, CommKey), u64>,
     open: FastMap<u32, (u32, i32)>,
-    /// The clocks, by thread and position, as last computed (empty: stale).
-    computed: Vec<Vec<Box<[u32]>>>,
 }
 
 impl Clocks {
@@ -130,14 +181,130 @@ impl Clocks {
 
     /// Events taken in.
     pub fn len(&self) -> usize {
-        self.at.len()
+        self.recs.len()
     }
 
     /// Whether no event was taken in.
     pub fn is_empty(&self) -> bool {
-        self.at.is_empty()
+        self.recs.is_empty()
     }
 
+    fn push(&mut self, id: u64, thread: &str, what: What) {
+        self.recs.push(Rec {
+            id,
+            thread: thread.into(),
+            what,
+        });
+    }
+
+    /// Take in one event (others are ignored).
+    pub fn observe(&mut self, ev: &Event) {
+        match ev {
+            Event::Send(s) => {
+                let what = match &s.call {
+                    None => What::Send(s.msg.as_str().into()),
+                    Some(_) => What::Other,
+                };
+                self.push(s.event_id, s.thread.as_deref().unwrap_or(INPUT_THREAD), what);
+            }
+            Event::Recv(r) => {
+                let what = match (&r.call, &r.from) {
+                    (None, None) => What::Queued(r.msg.as_str().into()),
+                    (_, from) => What::Matched(from.as_ref().map(|f| f.event_id)),
+                };
+                self.push(r.event_id, &r.thread, what);
+            }
+            Event::Start(s) => {
+                let what = match &s.call {
+                    Some(c) => match (flow_of(&s.op), &c.comm) {
+                        (Some(flow), Some(comm)) => What::Enters(Box::new(Collective {
+                            flow,
+                            comm: comm.as_str().into(),
+                            root: c.root,
+                        })),
+                        _ => What::Other,
+                    },
+                    None if s.step != racetrack_protocol::Step::Final => What::Takes(s.msg.as_str().into()),
+                    None => What::Other,
+                };
+                self.push(s.event_id, &s.thread, what);
+            }
+            Event::Stop(s) => {
+                let what = match &s.call {
+                    Some(c) => What::Leaves(
+                        c.created
+                            .as_ref()
+                            .map(|k| Box::new((k.comm.as_str().into(), k.rank, k.leader))),
+                    ),
+                    None => What::Other,
+                };
+                self.push(s.event_id, &s.thread, what);
+            }
+            _ => {}
+        }
+    }
+
+    /// Take in one packed event (the runtime's streamed form).
+    pub fn observe_packed(&mut self, names: &Names, p: &PackedEv) {
+        let thread = names.thread(p.thread).ok().flatten();
+        let what = match p.kind {
+            Kind::Send => What::Send(p.msg.clone()),
+            Kind::Recv => What::Queued(p.msg.clone()),
+            Kind::Start if p.a != 2 => What::Takes(p.msg.clone()),
+            Kind::Start | Kind::Stop => What::Other,
+        };
+        if thread.is_none() && p.kind != Kind::Send {
+            return;
+        }
+        self.push(p.event_id, thread.unwrap_or(INPUT_THREAD), what);
+    }
+
+    /// Lay out the events: threads, positions, dependencies (see the module's
+    /// documentation for who depends on what).
+    fn layout(&self) -> Layout {
+        let mut l = Layout::default();
+        for r in &self.recs {
+            let own = l.line(&r.thread);
+            let (line, dep) = match &r.what {
+                What::Send(msg) => {
+                    l.sender.insert(msg.clone(), own);
+                    (own, Dep::None)
+                }
+                What::Queued(msg) => {
+                    let line = match l.sender.remove(msg) {
+                        Some(s) => s,
+                        None => l.line(INPUT_THREAD),
+                    };
+                    l.queued.insert(msg.clone(), r.id);
+                    (line, Dep::None)
+                }
+                What::Matched(from) => (own, from.map_or(Dep::None, Dep::Event)),
+                What::Takes(msg) => (own, l.queued.remove(msg).map_or(Dep::None, Dep::Event)),
+                What::Enters(c) => {
+                    l.enter(own, &r.thread, r.id, c);
+                    (own, Dep::None)
+                }
+                What::Leaves(created) => {
+                    if let Some(k) = created {
+                        l.comms.learn(&r.thread, &k.0, k.1, k.2);
+                    }
+                    let dep = l
+                        .open
+                        .remove(&own)
+                        .map_or(Dep::None, |(inst, rank)| Dep::Collective(inst, rank));
+                    (own, dep)
+                }
+                What::Other => (own, Dep::None),
+            };
+            let pos = u32::try_from(l.lines[line as usize].len()).unwrap_or(u32::MAX);
+            l.at.entry(r.id).or_insert((line, pos));
+            l.lines[line as usize].push((r.id, dep));
+        }
+        l
+    }
+}
+
+impl Layout {
     fn line(&mut self, thread: &str) -> u32 {
         if let Some(i) = self.index.get(thread) {
             return *i;
@@ -149,108 +316,9 @@ impl Clocks {
         i
     }
 
-    fn push(&mut self, line: u32, id: u64, dep: Dep) {
-        let l = &mut self.lines[line as usize];
-        if let Entry::Vacant(v) = self.at.entry(id) {
-            v.insert((line, u32::try_from(l.len()).unwrap_or(u32::MAX)));
-            l.push((id, dep));
-            self.computed.clear();
-        }
-    }
-
-    /// Take in one event (others are ignored).
-    pub fn observe(&mut self, ev: &Event) {
-        self.comms.observe(ev);
-        match ev {
-            Event::Send(s) => {
-                let line = self.line(s.thread.as_deref().unwrap_or(INPUT_THREAD));
-                if s.call.is_none() {
-                    self.sender.insert(s.msg.as_str().into(), line);
-                }
-                self.push(line, s.event_id, Dep::None);
-            }
-            Event::Recv(r) => match (&r.call, &r.from) {
-                (None, None) => self.runtime_recv(r.event_id, &r.msg),
-                (_, from) => {
-                    let line = self.line(&r.thread);
-                    let dep = from.as_ref().map_or(Dep::None, |f| Dep::Event(f.event_id));
-                    self.push(line, r.event_id, dep);
-                }
-            },
-            Event::Start(s) => {
-                let line = self.line(&s.thread);
-                let dep = match &s.call {
-                    Some(c) => {
-                        self.collective_start(line, &s.thread, &s.op, s.event_id, c);
-                        Dep::None
-                    }
-                    None => self.consumed(&s.msg, s.step != racetrack_protocol::Step::Final),
-                };
-                self.push(line, s.event_id, dep);
-            }
-            Event::Stop(s) => {
-                let line = self.line(&s.thread);
-                let dep = match (s.call.is_some(), self.open.remove(&line)) {
-                    (true, Some((inst, rank))) => Dep::Collective(inst, rank),
-                    _ => Dep::None,
-                };
-                self.push(line, s.event_id, dep);
-            }
-            _ => {}
-        }
-    }
-
-    /// Take in one packed event (the runtime's streamed form).
-    pub fn observe_packed(&mut self, names: &Names, p: &PackedEv) {
-        let thread = names.thread(p.thread).ok().flatten();
-        match p.kind {
-            Kind::Send => {
-                let line = self.line(thread.unwrap_or(INPUT_THREAD));
-                self.sender.insert(p.msg.clone(), line);
-                self.push(line, p.event_id, Dep::None);
-            }
-            Kind::Recv => self.runtime_recv(p.event_id, &p.msg),
-            Kind::Start | Kind::Stop => {
-                let Some(t) = thread else { return };
-                let line = self.line(t);
-                let dep = if p.kind == Kind::Start {
-                    self.consumed(&p.msg, p.a != 2)
-                } else {
-                    Dep::None
-                };
-                self.push(line, p.event_id, dep);
-            }
-        }
-    }
-
-    /// A runtime `recv`: the sender's act.
-    fn runtime_recv(&mut self, id: u64, msg: &str) {
-        let line = match self.sender.remove(msg) {
-            Some(l) => l,
-            None => self.line(INPUT_THREAD),
-        };
-        self.queued.insert(msg.into(), id);
-        self.push(line, id, Dep::None);
-    }
-
-    /// A runtime `start` taking `msg` (when `consumes`: not a final step).
-    fn consumed(&mut self, msg: &str, consumes: bool) -> Dep {
-        match consumes.then(|| self.queued.remove(msg)).flatten() {
-            Some(id) => Dep::Event(id),
-            None => Dep::None,
-        }
-    }
-
-    fn collective_start(
-        &mut self,
-        line: u32,
-        thread: &str,
-        op: &str,
-        id: u64,
-        c: &racetrack_protocol::CallInfo,
-    ) {
-        let Some(flow) = flow_of(op) else { return };
-        let Some((key, rank)) = c.comm.as_deref().and_then(|n| self.comms.of(thread, n)) else {
+    /// A collective's start: its instance (the thread's Kth on the communicator).
+    fn enter(&mut self, line: u32, thread: &str, id: u64, c: &Collective) {
+        let Some((key, rank)) = self.comms.of(thread, &c.comm) else {
             return;
         };
         let k = self.started.entry((line, key.clone())).or_default();
@@ -260,7 +328,7 @@ impl Clocks {
         let inst = *self.instance_of.entry((key, nth)).or_insert(next);
         if inst == next {
             self.instances.push(Instance {
-                flow,
+                flow: c.flow,
                 root: c.root,
                 starts: Vec::new(),
             });
@@ -283,11 +351,8 @@ impl Clocks {
         })
     }
 
-    /// Compute every clock (see the module's documentation), unless nothing arrived since.
-    fn compute(&mut self) {
-        if !self.computed.is_empty() || self.lines.is_empty() {
-            return;
-        }
+    /// Every event's clock: each thread's events in order, each after what it depends on.
+    fn clocks(&self) -> Vec<Vec<Box<[u32]>>> {
         let n = self.lines.len();
         let mut out: Vec<Vec<Box<[u32]>>> = vec![Vec::new(); n];
         let mut cur: Vec<Vec<u32>> = vec![vec![0; n]; n];
@@ -302,9 +367,8 @@ impl Clocks {
                         Dep::Event(id) => vec![id],
                         Dep::Collective(inst, rank) => self.collective_deps(inst, rank).collect(),
                     };
-                    let ready = deps.iter().filter_map(|id| self.at.get(id));
                     let mut blocked = false;
-                    for &(lt, lp) in ready {
+                    for &(lt, lp) in deps.iter().filter_map(|id| self.at.get(id)) {
                         match out[lt as usize].get(lp as usize) {
                             Some(c) if lt as usize != t => {
                                 for (a, b) in cur[t].iter_mut().zip(c.iter()) {
@@ -326,44 +390,58 @@ impl Clocks {
                 }
             }
             if out.iter().zip(&self.lines).all(|(o, l)| o.len() == l.len()) {
-                break;
+                return out;
             }
             // Every thread waits on another: only a dependency on an event reported
             // after its own (which cannot be) does that; the first waiting one goes on
             // without it.
             forced = !progress;
         }
-        self.computed = out;
+    }
+}
+
+impl Clocks {
+    /// Compute every clock, unless no event arrived since the last time.
+    fn compute(&mut self) -> &Computed {
+        if self.computed.upto != self.recs.len() || self.computed.names.is_empty() {
+            let layout = self.layout();
+            self.computed = Computed {
+                upto: self.recs.len(),
+                clocks: layout.clocks(),
+                names: layout.names,
+                at: layout.at,
+            };
+        }
+        &self.computed
     }
 
     /// Event `id`'s vector clock: per thread, how many of its events happen before it or
     /// are it (threads at 0 left out). `None`: no such event.
     pub fn clock(&mut self, id: u64) -> Option<Vec<(SmolStr, u32)>> {
-        let (t, p) = *self.at.get(&id)?;
-        self.compute();
-        let c = &self.computed[t as usize][p as usize];
+        let c = self.compute();
+        let (t, p) = *c.at.get(&id)?;
+        let clock = &c.clocks[t as usize][p as usize];
         Some(
-            c.iter()
+            clock
+                .iter()
                 .enumerate()
                 .filter(|(_, v)| **v > 0)
-                .map(|(i, v)| (self.names[i].clone(), *v))
+                .map(|(i, v)| (c.names[i].clone(), *v))
                 .collect(),
         )
     }
 
     /// How events `a` and `b` are ordered; `None` when either is unknown.
     pub fn order(&mut self, a: u64, b: u64) -> Option<Order> {
-        let ((ta, pa), (tb, pb)) = (*self.at.get(&a)?, *self.at.get(&b)?);
+        let c = self.compute();
+        let ((ta, pa), (tb, pb)) = (*c.at.get(&a)?, *c.at.get(&b)?);
         if a == b {
             return Some(Order::Same);
         }
-        self.compute();
         let (ca, cb) = (
-            &self.computed[ta as usize][pa as usize],
-            &self.computed[tb as usize][pb as usize],
+            &c.clocks[ta as usize][pa as usize],
+            &c.clocks[tb as usize][pb as usize],
         );
-        // Clocks of threads added after one of them was computed are equal-length here:
-        // every clock is computed over every thread.
         Some(if ca.iter().zip(cb.iter()).all(|(x, y)| x <= y) {
             Order::Before
         } else if cb.iter().zip(ca.iter()).all(|(x, y)| x <= y) {

@@ -73,13 +73,18 @@ impl Comms {
     pub fn observe(&mut self, ev: &Event) {
         let Event::Stop(s) = ev else { return };
         if let Some(c) = s.call.as_ref().and_then(|c| c.created.as_ref()) {
-            let key = CommKey {
-                name: c.comm.as_str().into(),
-                leader: c.leader,
-            };
-            self.named
-                .insert((s.thread.as_str().into(), c.comm.as_str().into()), (key, c.rank));
+            self.learn(&s.thread, &c.comm, c.rank, c.leader);
         }
+    }
+
+    /// `thread` created communicator `name`, where it is `rank` and whose rank 0 is world
+    /// rank `leader`.
+    pub fn learn(&mut self, thread: &str, name: &str, rank: i32, leader: i32) {
+        let key = CommKey {
+            name: name.into(),
+            leader,
+        };
+        self.named.insert((thread.into(), name.into()), (key, rank));
     }
 
     /// Communicator `name` as `thread` names it: its key and the thread's rank in it.
