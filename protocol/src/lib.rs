@@ -213,7 +213,7 @@ pub struct RecvEv {
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Link {
     /// The sending thread (`rank[2]`).
-    pub thread: String,
+    pub thread: SmolStr,
     /// The `send` event's number.
     pub event_id: u64,
 }

@@ -321,7 +321,7 @@ impl Layout {
         let Some((key, rank)) = self.comms.of(thread, &c.comm) else {
             return;
         };
-        let k = self.started.entry((line, key.clone())).or_default();
+        let k = self.started.entry((line, key)).or_default();
         let nth = *k;
         *k += 1;
         let next = u32::try_from(self.instances.len()).unwrap_or(u32::MAX);

@@ -29,17 +29,13 @@ use crate::ids::FastMap;
 use racetrack_protocol::{Event, Link, Peer, RecvEv, SendEv, SmolStr, Tag};
 use std::collections::VecDeque;
 
-/// A communicator as every rank names it: its name and the world rank of its rank 0.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct CommKey {
-    /// `MPI_COMM_WORLD`, `comm 3`.
-    pub name: SmolStr,
-    /// Its rank 0, in `MPI_COMM_WORLD`.
-    pub leader: i32,
-}
+/// A communicator as every rank knows it: its name and the world rank of its rank 0,
+/// numbered by [`Comms`] (`MPI_COMM_WORLD` is 0).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct CommKey(u32);
 
 /// One ordered channel: messages from `src` to `dst` (ranks in `comm`) with `tag`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Channel {
     pub comm: CommKey,
     pub src: i32,
@@ -64,6 +60,8 @@ pub enum Linked {
 /// the `created` of the call that made them.
 #[derive(Debug, Default)]
 pub struct Comms {
+    /// Communicators by name and leader (`MPI_COMM_WORLD` is not listed: it is 0).
+    keys: FastMap<(SmolStr, i32), CommKey>,
     /// Per thread (`rank[R]`) and communicator name: the key and its own rank there.
     named: FastMap<(SmolStr, SmolStr), (CommKey, i32)>,
 }
@@ -77,38 +75,29 @@ impl Comms {
         }
     }
 
+    /// The key of communicator `name` whose rank 0 is world rank `leader`.
+    fn key(&mut self, name: &str, leader: i32) -> CommKey {
+        let next = CommKey(u32::try_from(self.keys.len() + 1).unwrap_or(u32::MAX));
+        *self.keys.entry((name.into(), leader)).or_insert(next)
+    }
+
     /// `thread` created communicator `name`, where it is `rank` and whose rank 0 is world
     /// rank `leader`.
     pub fn learn(&mut self, thread: &str, name: &str, rank: i32, leader: i32) {
-        let key = CommKey {
-            name: name.into(),
-            leader,
-        };
+        let key = self.key(name, leader);
         self.named.insert((thread.into(), name.into()), (key, rank));
     }
 
     /// Communicator `name` as `thread` names it: its key and the thread's rank in it.
-    pub fn of(&self, thread: &str, name: &str) -> Option<(CommKey, i32)> {
+    pub fn of(&mut self, thread: &str, name: &str) -> Option<(CommKey, i32)> {
         let world = world_rank(thread)?;
         match name {
-            "MPI_COMM_WORLD" => Some((
-                CommKey {
-                    name: name.into(),
-                    leader: 0,
-                },
-                world,
-            )),
-            "MPI_COMM_SELF" => Some((
-                CommKey {
-                    name: name.into(),
-                    leader: world,
-                },
-                0,
-            )),
+            "MPI_COMM_WORLD" => Some((CommKey(0), world)),
+            "MPI_COMM_SELF" => Some((self.key(name, world), 0)),
             _ => self
                 .named
                 .get(&(SmolStr::from(thread), SmolStr::from(name)))
-                .cloned(),
+                .copied(),
         }
     }
 }
@@ -134,12 +123,15 @@ impl Linker {
         Self::default()
     }
 
-    /// Take in what `ev` says about channels: a `send` enters its channel; a `stop` that
-    /// created a communicator names it for its thread.
-    pub fn observe(&mut self, ev: &Event) {
+    /// Take in what `ev` says about channels: a `send` enters its channel (returned); a
+    /// `stop` that created a communicator names it for its thread.
+    pub fn observe(&mut self, ev: &Event) -> Option<Channel> {
         match ev {
             Event::Send(s) => self.sent(s),
-            _ => self.comms.observe(ev),
+            _ => {
+                self.comms.observe(ev);
+                None
+            }
         }
     }
 
@@ -165,17 +157,15 @@ impl Linker {
         self.sends.values().map(VecDeque::len).sum()
     }
 
-    fn sent(&mut self, s: &SendEv) {
+    fn sent(&mut self, s: &SendEv) -> Option<Channel> {
         let (Some(thread), Some(call)) = (&s.thread, &s.call) else {
-            return;
+            return None;
         };
         let (Some(comm), Some(Peer::Rank(dst)), Some(Tag::Tag(tag))) = (&call.comm, call.peer, call.tag)
         else {
-            return;
+            return None;
         };
-        let Some((key, src)) = self.comms.of(thread, comm) else {
-            return;
-        };
+        let (key, src) = self.comms.of(thread, comm)?;
         let ch = Channel {
             comm: key,
             src,
@@ -184,15 +174,16 @@ impl Linker {
         };
         if let Some(n) = self.owed.get_mut(&ch).filter(|n| **n > 0) {
             *n -= 1;
-            return;
+            return None;
         }
         self.sends.entry(ch).or_default().push_back(Link {
-            thread: thread.clone(),
+            thread: thread.as_str().into(),
             event_id: s.event_id,
         });
+        Some(ch)
     }
 
-    fn recv_channel(&self, r: &RecvEv) -> Option<Channel> {
+    fn recv_channel(&mut self, r: &RecvEv) -> Option<Channel> {
         let call = r.call.as_ref()?;
         let m = call.matched.as_ref()?;
         let (comm, dst) = self.comms.of(&r.thread, call.comm.as_ref()?)?;

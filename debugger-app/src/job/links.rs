@@ -5,7 +5,8 @@
 //! is on its way: the wait lasts a batch or two. A receive that waits [`GIVE_UP`] (a
 //! send from a call the library does not cover), or whose job ended, goes out unlinked.
 
-use racetrack_model::links::{Linked, Linker};
+use racetrack_model::ids::FastMap;
+use racetrack_model::links::{Channel, Linked, Linker};
 use racetrack_protocol::Event;
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -14,10 +15,17 @@ use std::time::{Duration, Instant};
 pub(super) const GIVE_UP: Duration = Duration::from_secs(3);
 
 /// The merge's linker and the ranks' events waiting behind an unlinked receive.
+#[derive(Default)]
 pub(super) struct Links {
     linker: Linker,
-    /// Per rank connection: events held back, the first a `recv` waiting since then.
-    waiting: Vec<VecDeque<(Instant, Event)>>,
+    /// Per rank connection: events held back, the first a `recv` waiting since the time
+    /// it was first found waiting.
+    waiting: Vec<VecDeque<(Option<Instant>, Event)>>,
+    /// Events in `waiting`.
+    held_back: usize,
+    /// The rank whose first waiting receive waits for a send on each channel: a send
+    /// there lets it go on (a channel has one receiver).
+    blocked: FastMap<Channel, usize>,
 }
 
 impl Links {
@@ -25,65 +33,66 @@ impl Links {
         Self {
             linker: Linker::new(),
             waiting: (0..ranks).map(|_| VecDeque::new()).collect(),
+            held_back: 0,
+            blocked: FastMap::default(),
         }
     }
 
     /// Whether some rank's events wait.
     pub(super) fn any_waiting(&self) -> bool {
-        self.waiting.iter().any(|w| !w.is_empty())
+        self.held_back > 0
     }
 
     /// Rank `i`'s next event: out through `out` now, linked, or held back.
     pub(super) fn push(&mut self, i: usize, ev: Event, out: &mut impl FnMut(Event)) {
-        self.waiting[i].push_back((Instant::now(), ev));
-        if self.drain(i, false, out) {
-            self.drain_all(false, out);
+        self.waiting[i].push_back((None, ev));
+        self.held_back += 1;
+        if self.waiting[i].len() == 1 {
+            self.drain(i, false, out);
         }
     }
 
     /// Give up on receives that waited too long (or on every one: `all`, the job ended).
     pub(super) fn expire(&mut self, all: bool, out: &mut impl FnMut(Event)) {
-        self.drain_all(all, out);
-    }
-
-    /// Drain every rank until no send goes out that a waiting receive may want.
-    fn drain_all(&mut self, all: bool, out: &mut impl FnMut(Event)) {
-        let mut again = true;
-        while again {
-            again = false;
-            for j in 0..self.waiting.len() {
-                again |= self.drain(j, all, out);
-            }
+        for j in 0..self.waiting.len() {
+            self.drain(j, all, out);
         }
     }
 
-    /// Send out rank `i`'s events up to the first receive that must still wait; whether a
-    /// `send` went out. A send enters its channel only as it goes out, so a `recv` never
-    /// goes out before the `send` it names. (No two ranks wait on each other for good: a
-    /// rank reports a send before calling MPI and a receive once it matched, so the send a
-    /// waiting receive wants never comes after a receive that waits on the first rank.)
-    fn drain(&mut self, i: usize, all: bool, out: &mut impl FnMut(Event)) -> bool {
-        let mut sent = false;
-        while let Some((since, mut ev)) = self.waiting[i].pop_front() {
-            if let Event::Recv(r) = &mut ev {
-                match self.linker.link(r) {
-                    Linked::Send(l) => r.from = Some(l),
-                    Linked::Wait(ch) => {
-                        if all || since.elapsed() >= GIVE_UP {
-                            self.linker.give_up(ch);
-                        } else {
-                            self.waiting[i].push_front((since, ev));
-                            return sent;
+    /// Send out rank `i`'s events up to the first receive that must still wait, and then
+    /// those of the ranks whose waiting receive a send that went out lets go on. A send
+    /// enters its channel only as it goes out, so a `recv` never goes out before the
+    /// `send` it names. (No two ranks wait on each other for good: a rank reports a send
+    /// before calling MPI and a receive once it matched, so the send a waiting receive
+    /// wants never comes after a receive that waits on the first rank.)
+    fn drain(&mut self, i: usize, all: bool, out: &mut impl FnMut(Event)) {
+        // (Allocates only when a send lets another rank go on.)
+        let (mut first, mut ranks) = (Some(i), Vec::new());
+        while let Some(i) = first.take().or_else(|| ranks.pop()) {
+            while let Some((since, mut ev)) = self.waiting[i].pop_front() {
+                if let Event::Recv(r) = &mut ev {
+                    match self.linker.link(r) {
+                        Linked::Send(l) => r.from = Some(l),
+                        Linked::Wait(ch) => {
+                            let since = since.unwrap_or_else(Instant::now);
+                            if all || since.elapsed() >= GIVE_UP {
+                                self.linker.give_up(ch);
+                            } else {
+                                self.waiting[i].push_front((Some(since), ev));
+                                self.blocked.insert(ch, i);
+                                break;
+                            }
                         }
+                        Linked::No => {}
                     }
-                    Linked::No => {}
                 }
+                self.held_back -= 1;
+                if let Some(ch) = self.linker.observe(&ev) {
+                    ranks.extend(self.blocked.remove(&ch));
+                }
+                out(ev);
             }
-            self.linker.observe(&ev);
-            sent |= matches!(ev, Event::Send(_));
-            out(ev);
         }
-        sent
     }
 }
 

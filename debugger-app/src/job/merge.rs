@@ -229,16 +229,17 @@ impl Merge {
             }
             _ => {}
         }
-        let mut ready = Vec::new();
-        self.links.push(i, ev, &mut |e| ready.push(e));
-        ready.into_iter().for_each(|e| self.forward(ConnEvent::Event(e)));
+        // Taken out for the call: what it lets out goes straight on.
+        let mut links = std::mem::take(&mut self.links);
+        links.push(i, ev, &mut |e| self.forward(ConnEvent::Event(e)));
+        self.links = links;
     }
 
     /// Send out the receives that waited too long for their send (all: the job ended).
     fn expire(&mut self, all: bool) {
-        let mut ready = Vec::new();
-        self.links.expire(all, &mut |e| ready.push(e));
-        ready.into_iter().for_each(|e| self.forward(ConnEvent::Event(e)));
+        let mut links = std::mem::take(&mut self.links);
+        links.expire(all, &mut |e| self.forward(ConnEvent::Event(e)));
+        self.links = links;
     }
 
     /// Every rank's structure as one: the collections' threads and the operations'

@@ -95,7 +95,7 @@ impl Reader<'_> {
         let position = usize::try_from(self.u()?).map_err(|_| self.truncated())?;
         let from = if head & 16 != 0 {
             Some(Link {
-                thread: self.string()?,
+                thread: self.string()?.into(),
                 event_id: self.u()?,
             })
         } else {
