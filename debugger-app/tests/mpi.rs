@@ -604,6 +604,42 @@ fn recvs_name_their_sends(imp: Impl) {
     for f in want {
         assert!(forms.contains(f), "no receive completed by {f}: {forms:?}");
     }
+    // A probe names the send it saw: the one the receive after it takes.
+    let mut probes = 0;
+    for (k, e) in evs.iter().enumerate() {
+        if !(e["event"] == "stop" && e["op"] == "MPI_Probe") {
+            continue;
+        }
+        let next = evs[k..]
+            .iter()
+            .find(|r| r["event"] == "recv" && r["thread"] == e["thread"])
+            .expect("a receive after the probe");
+        assert_eq!(e["call"]["saw"], next["from"], "{e}");
+        probes += 1;
+    }
+    assert!(probes > 0, "no MPI_Probe");
+    // Every collective call names its instance, and every rank made each one.
+    let mut instances: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for e in evs
+        .iter()
+        .filter(|e| e["event"] == "stop" && !e["call"]["collective"].is_null())
+    {
+        let k = &e["call"]["collective"];
+        let key = format!("{} {} {} {}", e["op"], k["comm"], k["leader"], k["n"]);
+        instances
+            .entry(key)
+            .or_default()
+            .push(e["thread"].as_str().unwrap().to_owned());
+    }
+    let ops: std::collections::BTreeSet<&str> =
+        instances.keys().map(|k| k.split(' ').next().unwrap()).collect();
+    assert!(
+        ops.len() >= 3,
+        "MPI_Comm_dup, MPI_Barrier, MPI_Allreduce: {instances:?}"
+    );
+    for (k, ranks) in &instances {
+        assert_eq!(ranks.len(), RANKS, "{k}: {ranks:?}");
+    }
     // The GUI's model draws each link as a message edge, sender's call to receiver's.
     let mut model = racetrack::model::Model::new().with_unfolded();
     for ev in s

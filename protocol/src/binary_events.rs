@@ -18,7 +18,7 @@
 //! | `send` | the present ones of `thread`, `op`, then `msg`, the present ones of `to_op`, `to_thread`, then `type` |
 //! | `recv` | `thread`, `op`, `msg`, `position` (varint), then, when bit 4 of the head says so, `from`: its `thread` and its `event_id` (varint) |
 //! | `start`, `stop` | `thread`, `op`, `msg`, then `instance` when bit 4 says so |
-//! | `call` | a varint mask of the fields present (bit 0 `comm` … bit 13 `polls`, in [`CallInfo`]'s order), then each present one: strings as strings; `peer` a varint (0 `MPI_ANY_SOURCE`, 1 `MPI_PROC_NULL`, 2 `MPI_ROOT`, else 3 + the zigzagged rank); `tag` a varint (0 `MPI_ANY_TAG`, else 1 + the zigzagged tag); `count`, `bytes`, `root`, `rc` signed varints; `matched` its source, tag and bytes, signed; `forced` its source, then its tag plus one (0: none), signed; `created` its comm, rank and leader; `polls` a varint |
+//! | `call` | a varint mask of the fields present (bit 0 `comm` … bit 15 `saw`, in [`CallInfo`]'s order), then each present one: strings as strings; `peer` a varint (0 `MPI_ANY_SOURCE`, 1 `MPI_PROC_NULL`, 2 `MPI_ROOT`, else 3 + the zigzagged rank); `tag` a varint (0 `MPI_ANY_TAG`, else 1 + the zigzagged tag); `count`, `bytes`, `root`, `rc` signed varints; `matched` its source, tag and bytes, signed; `forced` its source, then its tag plus one (0: none), signed; `created` its comm, rank and leader; `polls` a varint; `collective` its comm, leader (signed) and n; `saw` its thread and event id |
 
 use crate::call::{AnyTag, CallInfo, Peer, SpecialPeer, Tag};
 use crate::compact::Kind;
@@ -311,6 +311,8 @@ fn put_call(out: &mut Vec<u8>, c: &CallInfo) {
         c.label.is_some(),
         c.rc.is_some(),
         c.polls.is_some(),
+        c.collective.is_some(),
+        c.saw.is_some(),
     ];
     let mask = present
         .iter()
@@ -360,6 +362,15 @@ fn put_call(out: &mut Vec<u8>, c: &CallInfo) {
     c.label.as_deref().inspect(|s| put_str(out, s));
     c.rc.inspect(|n| put_i(out, i64::from(*n)));
     c.polls.inspect(|n| put_u(out, *n));
+    if let Some(k) = &c.collective {
+        put_str(out, &k.comm);
+        put_i(out, i64::from(k.leader));
+        put_u(out, k.n);
+    }
+    if let Some(l) = &c.saw {
+        put_str(out, &l.thread);
+        put_u(out, l.event_id);
+    }
 }
 
 mod read;

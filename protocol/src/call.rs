@@ -82,6 +82,20 @@ pub struct Created {
     pub leader: i32,
 }
 
+/// Which collective call a rank's call is: the Nth collective on its communicator, which
+/// is every member's Nth (MPI has them called in the same order on a communicator). The
+/// job's debugger adds it to the `start` and `stop` of every collective call.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Collective {
+    /// The communicator, as the call names it.
+    pub comm: String,
+    /// The world rank of the communicator's rank 0 (two colours of one `MPI_Comm_split`
+    /// have one name and two leaders).
+    pub leader: i32,
+    /// How many collectives on this communicator the rank made before (from 0).
+    pub n: u64,
+}
+
 /// The parameters of an MPI call, readable (`MPI_COMM_WORLD`, `MPI_INT`,
 /// `MPI_ANY_SOURCE`), and where the program made it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -128,6 +142,13 @@ pub struct CallInfo {
     /// The call's return code when it is not `MPI_SUCCESS` (its `stop`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rc: Option<i32>,
+    /// A collective call's instance (its `start` and `stop`; added by the job's debugger).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub collective: Option<Collective>,
+    /// The `send` a probe saw (its `stop`, when it found one; added by the job's
+    /// debugger): the one the next matching receive takes, not consumed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub saw: Option<crate::Link>,
     /// A polling loop's step (its `stop`): the step stood for this many consecutive calls
     /// of its operation with the same parameters and site (`MPI_Test`, `MPI_Testany`,
     /// `MPI_Testall`, `MPI_Testsome`, `MPI_Iprobe`), none held, each of which found

@@ -27,7 +27,9 @@ mod varint;
 
 pub use binary::{BinaryWriter, BINARY_HEADER};
 pub use binary_events::{EventWriter, SharedEv};
-pub use call::{AnyTag, CallInfo, ConditionError, Created, Forced, Matched, Peer, SpecialPeer, Tag, When};
+pub use call::{
+    AnyTag, CallInfo, Collective, ConditionError, Created, Forced, Matched, Peer, SpecialPeer, Tag, When,
+};
 pub use command::{Command, Request, Rest};
 pub use compact::{Compact, Kind, MsgPath, PackedEv, PackedTuple, Record, RecordText};
 pub use ctl::CtlEvent;

@@ -169,93 +169,126 @@ pub(crate) fn frames<'a>(
     max: usize,
     packing: Packing,
 ) -> Vec<(Frame, usize)> {
-    let mut out = Vec::new();
-    // Text: about 40 bytes an event; binary: about 12.
-    let new_packer = || match packing {
-        Packing::Text => Packer::Text(Vec::with_capacity(48 * max)),
-        Packing::Binary => Packer::Binary(BinaryWriter::with_capacity(16 * max)),
-    };
-    let mut packer = new_packer();
-    let mut n_packed = 0;
-    let mut events: Option<EventWriter> = None;
-    let mut full = Vec::new();
-    let flush_packed = |packer: &mut Packer, n: &mut usize, out: &mut Vec<(Frame, usize)>| {
-        if *n > 0 {
-            let frame = match std::mem::replace(packer, new_packer()) {
-                Packer::Text(mut text) => {
-                    text.extend_from_slice(b"]}");
-                    // Written from ASCII and serde_json's UTF-8.
-                    Frame::Text(String::from_utf8(text).unwrap_or_default())
-                }
-                Packer::Binary(w) => Frame::Binary(w.finish()),
-            };
-            out.push((frame, std::mem::take(n)));
-        }
-    };
-    let flush_events = |events: &mut Option<EventWriter>, out: &mut Vec<(Frame, usize)>| {
-        if let Some(w) = events.take() {
-            let n = w.len();
-            out.push((Frame::Binary(w.finish()), n));
-        }
-    };
+    let mut f = Framer::new(max, packing);
     for r in recs {
         match r {
-            Rec::Fast(f) => {
-                flush_full(&mut full, &mut out);
-                flush_events(&mut events, &mut out);
-                match &mut packer {
-                    Packer::Text(text) => {
-                        text.extend_from_slice(if n_packed == 0 { PACKED_HEAD } else { b"," });
-                        f.append_packed(text);
-                    }
-                    Packer::Binary(w) => w.push(f),
-                }
-                n_packed += 1;
-                if n_packed >= max {
-                    flush_packed(&mut packer, &mut n_packed, &mut out);
-                }
-            }
-            Rec::Shared(ev) if packing == Packing::Binary => {
-                flush_packed(&mut packer, &mut n_packed, &mut out);
-                flush_full(&mut full, &mut out);
-                let w = events.get_or_insert_with(|| EventWriter::with_capacity(160 * max));
-                w.push_shared(ev);
-                if w.len() >= max || w.bytes() >= EVENTS_FRAME_BYTES {
-                    flush_events(&mut events, &mut out);
-                }
-            }
-            Rec::Shared(ev) => {
-                flush_packed(&mut packer, &mut n_packed, &mut out);
-                flush_events(&mut events, &mut out);
-                full.push(Cow::Owned(ev.to_event()));
-                if full.len() >= max {
-                    flush_full(&mut full, &mut out);
-                }
-            }
-            Rec::Full(ev) if packing == Packing::Binary && EventWriter::fits(ev) => {
-                flush_packed(&mut packer, &mut n_packed, &mut out);
-                flush_full(&mut full, &mut out);
-                let w = events.get_or_insert_with(|| EventWriter::with_capacity(160 * max));
+            Rec::Fast(fast) => f.fast(fast),
+            Rec::Shared(ev) if packing == Packing::Binary => f.binary(|w| w.push_shared(ev)),
+            Rec::Shared(ev) => f.full(Cow::Owned(ev.to_event())),
+            Rec::Full(ev) if packing == Packing::Binary && EventWriter::fits(ev) => f.binary(|w| {
                 w.push(ev);
-                // A frame stays far below the limit (an MPI event is a few hundred bytes).
-                if w.len() >= max || w.bytes() >= EVENTS_FRAME_BYTES {
-                    flush_events(&mut events, &mut out);
-                }
-            }
-            Rec::Full(ev) => {
-                flush_packed(&mut packer, &mut n_packed, &mut out);
-                flush_events(&mut events, &mut out);
-                full.push(Cow::Borrowed(&**ev));
-                if full.len() >= max {
-                    flush_full(&mut full, &mut out);
-                }
-            }
+            }),
+            Rec::Full(ev) => f.full(Cow::Borrowed(&**ev)),
         }
     }
-    flush_packed(&mut packer, &mut n_packed, &mut out);
-    flush_events(&mut events, &mut out);
-    flush_full(&mut full, &mut out);
-    out
+    f.finish()
+}
+
+/// The frames [`frames`] is writing: a run of one kind goes on until another kind comes
+/// (the other runs are flushed first, so the order is kept) or it holds `max` events.
+struct Framer<'a> {
+    out: Vec<(Frame, usize)>,
+    max: usize,
+    packing: Packing,
+    packer: Packer,
+    n_packed: usize,
+    events: Option<EventWriter>,
+    full: Vec<Cow<'a, Event>>,
+}
+
+impl<'a> Framer<'a> {
+    fn new(max: usize, packing: Packing) -> Self {
+        Framer {
+            out: Vec::new(),
+            max,
+            packing,
+            packer: Self::packer(packing, max),
+            n_packed: 0,
+            events: None,
+            full: Vec::new(),
+        }
+    }
+
+    /// Text: about 40 bytes an event; binary: about 12.
+    fn packer(packing: Packing, max: usize) -> Packer {
+        match packing {
+            Packing::Text => Packer::Text(Vec::with_capacity(48 * max)),
+            Packing::Binary => Packer::Binary(BinaryWriter::with_capacity(16 * max)),
+        }
+    }
+
+    fn fast(&mut self, f: &Record) {
+        self.flush_full();
+        self.flush_events();
+        match &mut self.packer {
+            Packer::Text(text) => {
+                text.extend_from_slice(if self.n_packed == 0 { PACKED_HEAD } else { b"," });
+                f.append_packed(text);
+            }
+            Packer::Binary(w) => w.push(f),
+        }
+        self.n_packed += 1;
+        if self.n_packed >= self.max {
+            self.flush_packed();
+        }
+    }
+
+    /// One event into a binary event frame. A frame stays far below the limit (an MPI
+    /// event is a few hundred bytes).
+    fn binary(&mut self, push: impl FnOnce(&mut EventWriter)) {
+        self.flush_packed();
+        self.flush_full();
+        let max = self.max;
+        let w = self
+            .events
+            .get_or_insert_with(|| EventWriter::with_capacity(160 * max));
+        push(w);
+        if w.len() >= max || w.bytes() >= EVENTS_FRAME_BYTES {
+            self.flush_events();
+        }
+    }
+
+    fn full(&mut self, ev: Cow<'a, Event>) {
+        self.flush_packed();
+        self.flush_events();
+        self.full.push(ev);
+        if self.full.len() >= self.max {
+            self.flush_full();
+        }
+    }
+
+    fn flush_packed(&mut self) {
+        if self.n_packed == 0 {
+            return;
+        }
+        let frame = match std::mem::replace(&mut self.packer, Self::packer(self.packing, self.max)) {
+            Packer::Text(mut text) => {
+                text.extend_from_slice(b"]}");
+                // Written from ASCII and serde_json's UTF-8.
+                Frame::Text(String::from_utf8(text).unwrap_or_default())
+            }
+            Packer::Binary(w) => Frame::Binary(w.finish()),
+        };
+        self.out.push((frame, std::mem::take(&mut self.n_packed)));
+    }
+
+    fn flush_events(&mut self) {
+        if let Some(w) = self.events.take() {
+            let n = w.len();
+            self.out.push((Frame::Binary(w.finish()), n));
+        }
+    }
+
+    fn flush_full(&mut self) {
+        flush_full(&mut self.full, &mut self.out);
+    }
+
+    fn finish(mut self) -> Vec<(Frame, usize)> {
+        self.flush_packed();
+        self.flush_events();
+        self.flush_full();
+        self.out
+    }
 }
 
 /// A binary event frame is cut once this long: far below the frame limit even after

@@ -26,7 +26,7 @@
 //! `created` of the call that made it), and its ranks in that communicator.
 
 use crate::ids::FastMap;
-use racetrack_protocol::{Event, Link, Peer, RecvEv, SendEv, SmolStr, Tag};
+use racetrack_protocol::{CallInfo, Collective, Event, Link, Peer, RecvEv, SendEv, SmolStr, StepEv, Tag};
 use std::collections::VecDeque;
 
 /// A communicator as every rank knows it: its name and the world rank of its rank 0,
@@ -62,6 +62,8 @@ pub enum Linked {
 pub struct Comms {
     /// Communicators by name and leader (`MPI_COMM_WORLD` is not listed: it is 0).
     keys: FastMap<(SmolStr, i32), CommKey>,
+    /// Each key's leader, by key (`MPI_COMM_WORLD`'s, 0, first).
+    leaders: Vec<i32>,
     /// Per thread (`rank[R]`) and communicator name: the key and its own rank there.
     named: FastMap<(SmolStr, SmolStr), (CommKey, i32)>,
 }
@@ -78,7 +80,17 @@ impl Comms {
     /// The key of communicator `name` whose rank 0 is world rank `leader`.
     fn key(&mut self, name: &str, leader: i32) -> CommKey {
         let next = CommKey(u32::try_from(self.keys.len() + 1).unwrap_or(u32::MAX));
-        *self.keys.entry((name.into(), leader)).or_insert(next)
+        let key = *self.keys.entry((name.into(), leader)).or_insert(next);
+        if key == next {
+            self.leaders.resize(self.keys.len() + 1, 0);
+            self.leaders[key.0 as usize] = leader;
+        }
+        key
+    }
+
+    /// The world rank of `key`'s rank 0.
+    pub fn leader(&self, key: CommKey) -> i32 {
+        self.leaders.get(key.0 as usize).copied().unwrap_or(0)
     }
 
     /// `thread` created communicator `name`, where it is `rank` and whose rank 0 is world
@@ -110,6 +122,34 @@ pub struct Linker {
     sends: FastMap<Channel, VecDeque<Link>>,
     /// Receives given up on, per channel: the next sends that arrive are theirs.
     owed: FastMap<Channel, usize>,
+    /// Per thread and communicator, the collectives it started; per thread, the one it
+    /// is in.
+    collectives: FastMap<(SmolStr, CommKey), u64>,
+    in_collective: FastMap<SmolStr, Collective>,
+}
+
+/// Whether MPI call `op` is a collective the library covers.
+pub fn is_collective(op: &str) -> bool {
+    matches!(
+        op,
+        "MPI_Barrier"
+            | "MPI_Bcast"
+            | "MPI_Reduce"
+            | "MPI_Allreduce"
+            | "MPI_Gather"
+            | "MPI_Gatherv"
+            | "MPI_Scatter"
+            | "MPI_Scatterv"
+            | "MPI_Allgather"
+            | "MPI_Allgatherv"
+            | "MPI_Alltoall"
+            | "MPI_Alltoallv"
+            | "MPI_Reduce_scatter"
+            | "MPI_Scan"
+            | "MPI_Comm_split"
+            | "MPI_Comm_dup"
+            | "MPI_Comm_create"
+    )
 }
 
 /// `rank[12]` → 12.
@@ -143,6 +183,56 @@ impl Linker {
         match self.sends.get_mut(&ch).and_then(VecDeque::pop_front) {
             Some(l) => Linked::Send(l),
             None => Linked::Wait(ch),
+        }
+    }
+
+    /// The send a probe's `stop` saw (the oldest on the channel it matched, left there for
+    /// the receive that takes it), or why there is none (yet).
+    pub fn peek(&mut self, s: &StepEv) -> Linked {
+        let probe = matches!(s.op.as_str(), "MPI_Probe" | "MPI_Iprobe");
+        let Some(ch) = s
+            .call
+            .as_ref()
+            .filter(|_| probe)
+            .and_then(|c| self.channel(&s.thread, c))
+        else {
+            return Linked::No;
+        };
+        match self.sends.get(&ch).and_then(VecDeque::front) {
+            Some(l) => Linked::Send(l.clone()),
+            None => Linked::Wait(ch),
+        }
+    }
+
+    /// Tie a collective call's `start` and `stop` to their instance (`call.collective`):
+    /// the thread's Nth collective on the communicator.
+    pub fn instance(&mut self, ev: &mut Event) {
+        match ev {
+            Event::Start(s) if is_collective(&s.op) => {
+                let Some(c) = s.call.as_deref_mut() else { return };
+                let Some((key, _)) = c.comm.as_deref().and_then(|n| self.comms.of(&s.thread, n)) else {
+                    return;
+                };
+                let count = self
+                    .collectives
+                    .entry((s.thread.as_str().into(), key))
+                    .or_default();
+                let k = Collective {
+                    comm: c.comm.clone().unwrap_or_default(),
+                    leader: self.comms.leader(key),
+                    n: *count,
+                };
+                *count += 1;
+                self.in_collective.insert(s.thread.as_str().into(), k.clone());
+                c.collective = Some(k);
+            }
+            Event::Stop(s) if is_collective(&s.op) => {
+                let k = self.in_collective.remove(s.thread.as_str());
+                if let Some(c) = s.call.as_deref_mut() {
+                    c.collective = k;
+                }
+            }
+            _ => {}
         }
     }
 
@@ -184,9 +274,13 @@ impl Linker {
     }
 
     fn recv_channel(&mut self, r: &RecvEv) -> Option<Channel> {
-        let call = r.call.as_ref()?;
+        self.channel(&r.thread, r.call.as_ref()?)
+    }
+
+    /// The channel a receive or probe by `thread` with `call` matched.
+    fn channel(&mut self, thread: &str, call: &CallInfo) -> Option<Channel> {
         let m = call.matched.as_ref()?;
-        let (comm, dst) = self.comms.of(&r.thread, call.comm.as_ref()?)?;
+        let (comm, dst) = self.comms.of(thread, call.comm.as_ref()?)?;
         Some(Channel {
             comm,
             src: m.source,

@@ -2,6 +2,7 @@
 //! sent to the agent, and the controller's own — `wait` (see [`super::wait`]), `move` and
 //! `edit_field` (resolved from the controller's model into a `reorder` or an `edit`).
 
+use super::clock::ClockCmd;
 use super::state::Ctl;
 use super::wait::{self, WaitCmd};
 use super::VERDICT_TIMEOUT;
@@ -165,56 +166,6 @@ impl<'a> Fields<'a> {
                 self.cmd
             )),
         }
-    }
-}
-
-/// `{"cmd":"clock","event_id":N}`: event N's vector clock, from the controller's model;
-/// with `"with": M`, also how N and M are ordered (`racetrack_model::Clocks`).
-pub(super) struct ClockCmd {
-    event_id: u64,
-    with: Option<u64>,
-}
-
-impl ClockCmd {
-    fn parse(v: &Value) -> Result<Self, String> {
-        let f = Fields::new(v, "clock", &["cmd", "event_id", "with"])?;
-        Ok(ClockCmd {
-            event_id: f.u64("event_id")?.ok_or("clock needs `event_id`")?,
-            with: f.u64("with")?,
-        })
-    }
-
-    fn answer(&self, ctl: &Ctl) -> Result<(), String> {
-        let mut st = ctl.lock();
-        let clocks = st
-            .model
-            .clocks()
-            .ok_or("clock: this controller keeps no clocks")?;
-        let unknown = |id: u64| format!("clock: no send, recv, start or stop numbered {id} has arrived");
-        let clock = clocks
-            .clock(self.event_id)
-            .ok_or_else(|| unknown(self.event_id))?;
-        let order = match self.with {
-            Some(w) => Some(
-                clocks
-                    .order(self.event_id, w)
-                    .ok_or_else(|| unknown(w))?
-                    .name()
-                    .to_owned(),
-            ),
-            None => None,
-        };
-        drop(st);
-        ctl.print(&racetrack_protocol::CtlEvent::Clock {
-            event_id: self.event_id,
-            clock: clock
-                .into_iter()
-                .map(|(t, n)| (t.to_string(), Value::from(n)))
-                .collect(),
-            with: self.with,
-            order,
-        });
-        Ok(())
     }
 }
 

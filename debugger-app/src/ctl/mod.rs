@@ -26,6 +26,7 @@
 //! command may carry, the controller's own ones too), and then awaited like a scenario's
 //! (without stopping anything): its verdict carries `N`. A line without one is not awaited.
 
+mod clock;
 mod command;
 mod events;
 mod program;

@@ -1,4 +1,5 @@
-//! Links in the merge: every rank's `recv` goes out naming the `send` it matched
+//! Links in the merge: every rank's `recv` goes out naming the `send` it matched, a
+//! probe's `stop` the send it saw, a collective's `start` and `stop` their instance
 //! ([`racetrack_model::links`]). A receive whose send has not arrived yet (the sender's
 //! stream is behind) waits, and the rank's later events wait behind it, so each rank's
 //! events still go out in order. The sender reported its send before calling MPI, so it
@@ -70,22 +71,34 @@ impl Links {
         let (mut first, mut ranks) = (Some(i), Vec::new());
         while let Some(i) = first.take().or_else(|| ranks.pop()) {
             while let Some((since, mut ev)) = self.waiting[i].pop_front() {
-                if let Event::Recv(r) = &mut ev {
-                    match self.linker.link(r) {
-                        Linked::Send(l) => r.from = Some(l),
-                        Linked::Wait(ch) => {
-                            let since = since.unwrap_or_else(Instant::now);
-                            if all || since.elapsed() >= GIVE_UP {
-                                self.linker.give_up(ch);
-                            } else {
-                                self.waiting[i].push_front((Some(since), ev));
-                                self.blocked.insert(ch, i);
-                                break;
-                            }
+                let linked = match &mut ev {
+                    Event::Recv(r) => self.linker.link(r),
+                    Event::Stop(s) => self.linker.peek(s),
+                    _ => Linked::No,
+                };
+                match (linked, &mut ev) {
+                    (Linked::Send(l), Event::Recv(r)) => r.from = Some(l),
+                    (Linked::Send(l), Event::Stop(s)) => {
+                        if let Some(c) = s.call.as_deref_mut() {
+                            c.saw = Some(l);
                         }
-                        Linked::No => {}
                     }
+                    (Linked::Wait(ch), _) => {
+                        let since = since.unwrap_or_else(Instant::now);
+                        if all || since.elapsed() >= GIVE_UP {
+                            // A probe consumes nothing: only a receive owes its send.
+                            if matches!(ev, Event::Recv(_)) {
+                                self.linker.give_up(ch);
+                            }
+                        } else {
+                            self.waiting[i].push_front((Some(since), ev));
+                            self.blocked.insert(ch, i);
+                            break;
+                        }
+                    }
+                    _ => {}
                 }
+                self.linker.instance(&mut ev);
                 self.held_back -= 1;
                 if let Some(ch) = self.linker.observe(&ev) {
                     ranks.extend(self.blocked.remove(&ch));

@@ -1,7 +1,7 @@
 //! Reading binary event frames (the layout: the parent module).
 
 use super::HEADER;
-use crate::call::{AnyTag, CallInfo, Created, Forced, Matched, Peer, SpecialPeer, Tag};
+use crate::call::{AnyTag, CallInfo, Collective, Created, Forced, Matched, Peer, SpecialPeer, Tag};
 use crate::error::{BinaryFrame, DecodeError};
 use crate::varint::{get_u, unzigzag, Bad};
 use crate::{Event, Link, RecvEv, SendEv, Step, StepEv};
@@ -208,7 +208,7 @@ impl Reader<'_> {
         }
         let at = self.i;
         let mask = self.u()?;
-        if mask >> 14 != 0 {
+        if mask >> 16 != 0 {
             return Err(DecodeError::UnknownCallFields {
                 mask,
                 at: at + HEADER,
@@ -265,6 +265,19 @@ impl Reader<'_> {
         }
         if has(13) {
             c.polls = Some(self.u()?);
+        }
+        if has(14) {
+            c.collective = Some(Collective {
+                comm: self.string()?,
+                leader: self.i32()?,
+                n: self.u()?,
+            });
+        }
+        if has(15) {
+            c.saw = Some(Link {
+                thread: self.string()?.into(),
+                event_id: self.u()?,
+            });
         }
         Ok(Some(Box::new(c)))
     }

@@ -2,7 +2,7 @@
 
 use super::read::parse_events;
 use super::*;
-use crate::call::{Created, Forced, Matched};
+use crate::call::{Collective, Created, Forced, Matched};
 use crate::{BinaryFrame, DecodeError, Link, RecvEv, SendEv, StepEv};
 
 fn step(start: bool, call: Option<CallInfo>) -> Event {
@@ -52,6 +52,15 @@ fn every_field() -> CallInfo {
         label: Some("phase \"2\"".into()),
         rc: Some(15),
         polls: Some(u64::MAX),
+        collective: Some(Collective {
+            comm: "comm 1".into(),
+            leader: 2,
+            n: 7,
+        }),
+        saw: Some(Link {
+            thread: "rank[3]".into(),
+            event_id: 3_000_000_000_009,
+        }),
     }
 }
 
