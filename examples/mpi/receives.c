@@ -6,7 +6,9 @@
  * MPI_Irecv completed by MPI_Wait, MPI_Test, MPI_Waitall, MPI_Waitany, MPI_Waitsome,
  * MPI_Testall, MPI_Testany and MPI_Testsome. Then rank 0 and rank 1 swap one integer
  * with MPI_Sendrecv (tag 7) and MPI_Sendrecv_replace (tag 8), and rank 1 sends one more
- * on a duplicate of MPI_COMM_WORLD.
+ * on a duplicate of MPI_COMM_WORLD. With --persistent P, rank 1 then sends rank 0 P more
+ * integers with tag 9 through a persistent request (MPI_Send_init, MPI_Start, MPI_Wait),
+ * which rank 0 takes with MPI_Recv (they are not in the result list).
  *
  * MPI's non-overtaking rule says each sender's messages arrive in the order sent, so
  * rank 0 checks that every sender's numbers come 0, 1, 2, ... The result is the list of
@@ -129,10 +131,13 @@ int main(int argc, char **argv)
     int rank, size;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    const char *usage = "usage: receives [--messages M]   (ranks: 2 or more; M up to 999)";
-    long m = 12;
+    const char *usage =
+        "usage: receives [--messages M] [--persistent P]   (ranks: 2 or more; M up to 999)";
+    long m = 12, persistent = 0;
     for (int i = 1; i < argc; i++) {
         int r = ex_long_opt(argc, argv, &i, "--messages", &m);
+        if (r == 0)
+            r = ex_long_opt(argc, argv, &i, "--persistent", &persistent);
         if (r <= 0)
             ex_usage_exit(rank, "bad argument", usage);
     }
@@ -178,6 +183,24 @@ int main(int argc, char **argv)
         MPI_Recv(&v, 1, MPI_INT, MPI_ANY_SOURCE, TAG, dup, MPI_STATUS_IGNORE);
         ok &= v == 1000;
         got[ngot++] = v;
+    }
+    if (rank == 1 && persistent > 0) {
+        int v = 0;
+        MPI_Request rq;
+        MPI_Send_init(&v, 1, MPI_INT, 0, 9, MPI_COMM_WORLD, &rq);
+        for (long n = 0; n < persistent; n++) {
+            v = (int)n;
+            MPI_Start(&rq);
+            MPI_Wait(&rq, MPI_STATUS_IGNORE);
+        }
+        MPI_Request_free(&rq);
+    }
+    if (rank == 0) {
+        for (long n = 0; n < persistent; n++) {
+            int v = -1;
+            MPI_Recv(&v, 1, MPI_INT, 1, 9, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            ok &= v == n;
+        }
     }
     MPI_Comm_free(&dup);
     int all_ok = 0;

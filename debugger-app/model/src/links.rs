@@ -43,6 +43,13 @@ pub struct Channel {
     pub tag: i32,
 }
 
+impl Channel {
+    /// The sender's world rank, when the channel says it (on `MPI_COMM_WORLD`).
+    pub fn world_source(&self) -> Option<i32> {
+        (self.comm == CommKey(0)).then_some(self.src)
+    }
+}
+
 /// What [`Linker::link`] found for a receive.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Linked {

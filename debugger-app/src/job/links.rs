@@ -3,8 +3,13 @@
 //! ([`racetrack_model::links`]). A receive whose send has not arrived yet (the sender's
 //! stream is behind) waits, and the rank's later events wait behind it, so each rank's
 //! events still go out in order. The sender reported its send before calling MPI, so it
-//! is on its way: the wait lasts a batch or two. A receive that waits [`GIVE_UP`] (a
-//! send from a call the library does not cover), or whose job ended, goes out unlinked.
+//! is on its way: the wait lasts a batch or two. A receive whose send did not come (a
+//! call the library does not cover sent it: a persistent request's `MPI_Start`, another
+//! thread's) goes out unlinked once its sender has sent [`FRAMES`] more frames or none
+//! for [`QUIET`] (everything it had reported was here by then), after [`GIVE_UP`] when its
+//! sender is not known (another communicator), or when the job ends. Giving up on a
+//! receive whose send was only late loses that one link: the send, when it comes, is
+//! taken as that receive's, and the channel's later receives stay right.
 
 use racetrack_model::ids::FastMap;
 use racetrack_model::links::{Channel, Linked, Linker};
@@ -12,8 +17,28 @@ use racetrack_protocol::Event;
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-/// How long a receive waits for its send.
+/// How long a receive waits for its send at most.
 pub(super) const GIVE_UP: Duration = Duration::from_secs(3);
+
+/// Frames from the sender after which a receive stops waiting for its send: an agent
+/// sends all it has at each flush, so a send reported before the receive matched is in
+/// the first frame cut after that, and frames overtake no frame.
+const FRAMES: u64 = 3;
+
+/// A sender that sent no frame for this long, while a receive waited, had nothing more
+/// to send then (an agent with events flushes every 10 ms).
+const QUIET: Duration = Duration::from_millis(60);
+
+/// How often waiting receives are looked at.
+pub(super) const TICK: Duration = Duration::from_millis(20);
+
+/// Where a waiting receive started waiting: when, and the sender's connection and the
+/// frames it had sent then.
+#[derive(Clone, Copy)]
+struct Mark {
+    since: Instant,
+    sender: Option<(usize, u64)>,
+}
 
 /// The merge's linker and the ranks' events waiting behind an unlinked receive.
 #[derive(Default)]
@@ -21,12 +46,17 @@ pub(super) struct Links {
     linker: Linker,
     /// Per rank connection: events held back, the first a `recv` waiting since the time
     /// it was first found waiting.
-    waiting: Vec<VecDeque<(Option<Instant>, Event)>>,
+    waiting: Vec<VecDeque<(Option<Mark>, Event)>>,
     /// Events in `waiting`.
     held_back: usize,
     /// The rank whose first waiting receive waits for a send on each channel: a send
     /// there lets it go on (a channel has one receiver).
     blocked: FastMap<Channel, usize>,
+    /// Per connection: frames received, when the last came, and the world rank its
+    /// events are of.
+    frames: Vec<u64>,
+    last_frame: Vec<Instant>,
+    rank_conn: FastMap<i32, usize>,
 }
 
 impl Links {
@@ -36,6 +66,9 @@ impl Links {
             waiting: (0..ranks).map(|_| VecDeque::new()).collect(),
             held_back: 0,
             blocked: FastMap::default(),
+            frames: vec![0; ranks],
+            last_frame: vec![Instant::now(); ranks],
+            rank_conn: FastMap::default(),
         }
     }
 
@@ -44,8 +77,20 @@ impl Links {
         self.held_back > 0
     }
 
+    /// A frame arrived from connection `i`: receives waiting for its sends may give up.
+    pub(super) fn frame(&mut self, i: usize, out: &mut impl FnMut(Event)) {
+        self.frames[i] += 1;
+        self.last_frame[i] = Instant::now();
+        if self.held_back > 0 {
+            self.expire(false, out);
+        }
+    }
+
     /// Rank `i`'s next event: out through `out` now, linked, or held back.
     pub(super) fn push(&mut self, i: usize, ev: Event, out: &mut impl FnMut(Event)) {
+        if let Some(r) = ev.thread().and_then(racetrack_model::links::world_rank) {
+            self.rank_conn.entry(r).or_insert(i);
+        }
         self.waiting[i].push_back((None, ev));
         self.held_back += 1;
         if self.waiting[i].len() == 1 {
@@ -57,6 +102,15 @@ impl Links {
     pub(super) fn expire(&mut self, all: bool, out: &mut impl FnMut(Event)) {
         for j in 0..self.waiting.len() {
             self.drain(j, all, out);
+        }
+    }
+
+    /// Where a receive waiting for a send on `ch` starts waiting.
+    fn mark(&self, ch: &Channel) -> Mark {
+        let conn = ch.world_source().and_then(|r| self.rank_conn.get(&r).copied());
+        Mark {
+            since: Instant::now(),
+            sender: conn.map(|c| (c, self.frames[c])),
         }
     }
 
@@ -84,14 +138,18 @@ impl Links {
                         }
                     }
                     (Linked::Wait(ch), _) => {
-                        let since = since.unwrap_or_else(Instant::now);
-                        if all || since.elapsed() >= GIVE_UP {
+                        let mark = since.unwrap_or_else(|| self.mark(&ch));
+                        let quiet = mark.sender.is_some_and(|(c, n)| {
+                            self.frames[c] >= n + FRAMES
+                                || (mark.since.elapsed() >= QUIET && self.last_frame[c].elapsed() >= QUIET)
+                        });
+                        if all || quiet || mark.since.elapsed() >= GIVE_UP {
                             // A probe consumes nothing: only a receive owes its send.
                             if matches!(ev, Event::Recv(_)) {
                                 self.linker.give_up(ch);
                             }
                         } else {
-                            self.waiting[i].push_front((Some(since), ev));
+                            self.waiting[i].push_front((Some(mark), ev));
                             self.blocked.insert(ch, i);
                             break;
                         }

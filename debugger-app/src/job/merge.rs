@@ -1,7 +1,7 @@
 //! The merge: the ranks' streams as one connection, commands routed to the rank that
 //! has their thread or held event (see the parent module).
 
-use super::links::{Links, GIVE_UP};
+use super::links::{Links, TICK};
 use super::Ws;
 use crate::conn::{ConnEvent, Waker};
 use futures_util::stream::{select_all, SplitSink};
@@ -130,7 +130,8 @@ impl Merge {
                     .boxed()
             },
         ));
-        let mut tick = tokio::time::interval(GIVE_UP / 4);
+        let mut tick = tokio::time::interval(TICK);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
                 _ = tick.tick(), if self.links.any_waiting() => self.expire(false),
@@ -173,7 +174,12 @@ impl Merge {
         };
         match decoded {
             Ok(Decoded::Packed(names, ps)) => self.forward(ConnEvent::Packed(names, ps)),
-            Ok(Decoded::Events(evs)) => evs.into_iter().for_each(|ev| self.event(i, ev)),
+            Ok(Decoded::Events(evs)) => {
+                evs.into_iter().for_each(|ev| self.event(i, ev));
+                let mut links = std::mem::take(&mut self.links);
+                links.frame(i, &mut |e| self.forward(ConnEvent::Event(e)));
+                self.links = links;
+            }
             Err(e) => self.forward(ConnEvent::Event(Event::Error {
                 message: format!("unreadable frame from rank connection {i}: {e}"),
                 req: None,
