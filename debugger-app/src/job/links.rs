@@ -23,11 +23,11 @@ pub(super) const GIVE_UP: Duration = Duration::from_secs(3);
 /// Frames from the sender after which a receive stops waiting for its send: an agent
 /// sends all it has at each flush, so a send reported before the receive matched is in
 /// the first frame cut after that, and frames overtake no frame.
-const FRAMES: u64 = 3;
+const FRAMES: u64 = 10;
 
 /// A sender that sent no frame for this long, while a receive waited, had nothing more
 /// to send then (an agent with events flushes every 10 ms).
-const QUIET: Duration = Duration::from_millis(60);
+const QUIET: Duration = Duration::from_secs(1);
 
 /// How often waiting receives are looked at.
 pub(super) const TICK: Duration = Duration::from_millis(20);
