@@ -43,13 +43,6 @@ pub struct Channel {
     pub tag: i32,
 }
 
-impl Channel {
-    /// The sender's world rank, when the channel says it (on `MPI_COMM_WORLD`).
-    pub fn world_source(&self) -> Option<i32> {
-        (self.comm == CommKey(0)).then_some(self.src)
-    }
-}
-
 /// What [`Linker::link`] found for a receive.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Linked {
@@ -73,6 +66,8 @@ pub struct Comms {
     leaders: Vec<i32>,
     /// Per thread (`rank[R]`) and communicator name: the key and its own rank there.
     named: FastMap<(SmolStr, SmolStr), (CommKey, i32)>,
+    /// Per communicator and rank there: the world rank.
+    members: FastMap<(CommKey, i32), i32>,
 }
 
 impl Comms {
@@ -105,6 +100,17 @@ impl Comms {
     pub fn learn(&mut self, thread: &str, name: &str, rank: i32, leader: i32) {
         let key = self.key(name, leader);
         self.named.insert((thread.into(), name.into()), (key, rank));
+        if let Some(w) = world_rank(thread) {
+            self.members.insert((key, rank), w);
+        }
+    }
+
+    /// The world rank of `rank` in communicator `key`, once that rank named it.
+    pub fn world(&self, key: CommKey, rank: i32) -> Option<i32> {
+        match key {
+            CommKey(0) => Some(rank),
+            _ => self.members.get(&(key, rank)).copied(),
+        }
     }
 
     /// Communicator `name` as `thread` names it: its key and the thread's rank in it.
@@ -241,6 +247,11 @@ impl Linker {
             }
             _ => {}
         }
+    }
+
+    /// The world rank of the sender on `ch`, when known.
+    pub fn sender(&self, ch: &Channel) -> Option<i32> {
+        self.comms.world(ch.comm, ch.src)
     }
 
     /// A receive on `ch` goes without its send: the next send on `ch` is its, not a later
@@ -443,5 +454,9 @@ mod tests {
             Linked::No,
             "an unknown communicator"
         );
+        let Linked::Wait(ch) = k.link(&recv(2, "comm 1", 1, 0)) else {
+            panic!("no send left")
+        };
+        assert_eq!(k.sender(&ch), Some(3), "rank 1 of colour B is world rank 3");
     }
 }

@@ -7,7 +7,8 @@
 //! call the library does not cover sent it: a persistent request's `MPI_Start`, another
 //! thread's) goes out unlinked once its sender has sent [`FRAMES`] more frames or none
 //! for [`QUIET`] (everything it had reported was here by then), after [`GIVE_UP`] when its
-//! sender is not known (another communicator), or when the job ends. Giving up on a
+//! sender is not known (a communicator whose creation it did not report), or when the
+//! job ends. Giving up on a
 //! receive whose send was only late loses that one link: the send, when it comes, is
 //! taken as that receive's, and the channel's later receives stay right.
 
@@ -107,7 +108,10 @@ impl Links {
 
     /// Where a receive waiting for a send on `ch` starts waiting.
     fn mark(&self, ch: &Channel) -> Mark {
-        let conn = ch.world_source().and_then(|r| self.rank_conn.get(&r).copied());
+        let conn = self
+            .linker
+            .sender(ch)
+            .and_then(|r| self.rank_conn.get(&r).copied());
         Mark {
             since: Instant::now(),
             sender: conn.map(|c| (c, self.frames[c])),
