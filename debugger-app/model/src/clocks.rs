@@ -62,14 +62,15 @@ impl Order {
 
 /// What a collective's `stop` needs of the members' `start`s.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Flow {
+pub(crate) enum Flow {
     All,
     FromRoot,
     ToRoot,
     Prefix,
 }
 
-fn flow_of(op: &str) -> Option<Flow> {
+/// What a collective call's stop needs of the members' starts; `None`: not a collective.
+pub(crate) fn flow_of(op: &str) -> Option<Flow> {
     Some(match op {
         "MPI_Barrier" | "MPI_Allreduce" | "MPI_Allgather" | "MPI_Allgatherv" | "MPI_Alltoall"
         | "MPI_Alltoallv" | "MPI_Reduce_scatter" | "MPI_Comm_split" | "MPI_Comm_dup" | "MPI_Comm_create" => {

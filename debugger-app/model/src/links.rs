@@ -143,26 +143,7 @@ pub struct Linker {
 
 /// Whether MPI call `op` is a collective the library covers.
 pub fn is_collective(op: &str) -> bool {
-    matches!(
-        op,
-        "MPI_Barrier"
-            | "MPI_Bcast"
-            | "MPI_Reduce"
-            | "MPI_Allreduce"
-            | "MPI_Gather"
-            | "MPI_Gatherv"
-            | "MPI_Scatter"
-            | "MPI_Scatterv"
-            | "MPI_Allgather"
-            | "MPI_Allgatherv"
-            | "MPI_Alltoall"
-            | "MPI_Alltoallv"
-            | "MPI_Reduce_scatter"
-            | "MPI_Scan"
-            | "MPI_Comm_split"
-            | "MPI_Comm_dup"
-            | "MPI_Comm_create"
-    )
+    crate::clocks::flow_of(op).is_some()
 }
 
 /// `rank[12]` → 12.

@@ -58,6 +58,7 @@ pub(super) struct Links {
     frames: Vec<u64>,
     last_frame: Vec<Instant>,
     rank_conn: FastMap<i32, usize>,
+    conn_known: Vec<bool>,
 }
 
 impl Links {
@@ -70,6 +71,7 @@ impl Links {
             frames: vec![0; ranks],
             last_frame: vec![Instant::now(); ranks],
             rank_conn: FastMap::default(),
+            conn_known: vec![false; ranks],
         }
     }
 
@@ -89,8 +91,12 @@ impl Links {
 
     /// Rank `i`'s next event: out through `out` now, linked, or held back.
     pub(super) fn push(&mut self, i: usize, ev: Event, out: &mut impl FnMut(Event)) {
-        if let Some(r) = ev.thread().and_then(racetrack_model::links::world_rank) {
-            self.rank_conn.entry(r).or_insert(i);
+        // A connection's rank, learnt from its first event that names a thread.
+        if !self.conn_known[i] {
+            if let Some(r) = ev.thread().and_then(racetrack_model::links::world_rank) {
+                self.rank_conn.insert(r, i);
+                self.conn_known[i] = true;
+            }
         }
         self.waiting[i].push_back((None, ev));
         self.held_back += 1;
