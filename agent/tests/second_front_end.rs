@@ -90,6 +90,7 @@ impl Debuggee for Toy {
                     .collect(),
                 more: q.len().saturating_sub(per_thread),
                 current: None,
+                pid: None,
             })
             .collect();
         cut(snaps);

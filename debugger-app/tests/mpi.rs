@@ -20,7 +20,7 @@
 mod support;
 
 use serde_json::{json, Value};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -503,7 +503,26 @@ fn free_run(imp: Impl) {
     );
     assert_eq!(last["result"], 60);
     check_ring_calls(&s.seen, 3);
+    check_one_program(&s.seen);
     assert!(s.errors().is_empty(), "{:?}", s.errors());
+}
+
+/// The job is one program whose ranks are its threads: one `hello` (rank 0's process),
+/// and a snapshot that gives each rank thread its own process.
+fn check_one_program(seen: &[Value]) {
+    let hellos: Vec<&Value> = seen.iter().filter(|e| e["event"] == "hello").collect();
+    assert_eq!(hellos.len(), 1, "one hello for the job: {hellos:?}");
+    let snapshot = seen
+        .iter()
+        .find(|e| e["event"] == "snapshot")
+        .expect("the job's snapshot");
+    let threads = snapshot["threads"].as_array().expect("threads");
+    let names: Vec<&str> = threads.iter().filter_map(|t| t["thread"].as_str()).collect();
+    let ranks: Vec<String> = (0..RANKS).map(|r| format!("rank[{r}]")).collect();
+    assert_eq!(names, ranks);
+    let pids: BTreeSet<u64> = threads.iter().filter_map(|t| t["pid"].as_u64()).collect();
+    assert_eq!(pids.len(), RANKS, "each rank its own process: {snapshot}");
+    assert_eq!(hellos[0]["pid"], threads[0]["pid"], "the hello is rank 0's");
 }
 
 on_both!(recvs_name_their_sends);

@@ -144,6 +144,10 @@ pub struct ThreadSnapshot {
     /// Running step, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub current: Option<CurrentStep>,
+    /// The process the thread runs in, when it is not the `hello`'s: each rank of an MPI
+    /// job, whose ranks are the threads of one session (absent: the `hello`'s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
 }
 
 fn is_zero(n: &usize) -> bool {

@@ -168,10 +168,26 @@ fn events() {
                     msg: "0.1".into(),
                     step: Step::Run,
                 }),
+                pid: None,
             }],
             held: vec![Event::Start(step(8, true))],
         },
         r#"{"event":"snapshot","next_event_id":9,"threads":[{"thread":"proc[1]","queue":[{"id":"0.2","type":"Chunk","from":"Split@main[0]","to":"Sort@proc[1]","op":"Sort","traced":false}],"current":{"op":"Sort","msg":"0.1","step":"run"}}],"held":[{"event":"start","event_id":8,"thread":"proc[1]","op":"Sort","msg":"0.3","instance":"0.3","step":"run","traced":false,"held":true,"reason":"break"}]}"#,
+    );
+    // An MPI job's snapshot: each rank, a thread of the session, names its process.
+    golden_event(
+        Event::Snapshot {
+            next_event_id: 2000000000000,
+            threads: vec![ThreadSnapshot {
+                thread: "rank[2]".into(),
+                queue: Vec::new(),
+                more: 0,
+                current: None,
+                pid: Some(4242),
+            }],
+            held: Vec::new(),
+        },
+        r#"{"event":"snapshot","next_event_id":2000000000000,"threads":[{"thread":"rank[2]","queue":[],"pid":4242}],"held":[]}"#,
     );
     golden_event(
         Event::Batch {

@@ -97,6 +97,8 @@ impl Debuggee for RankView {
             queue: Vec::new(),
             more: 0,
             current: None,
+            // The session's `hello` is one rank's: each rank says which process it is.
+            pid: Some(std::process::id()),
         }]);
     }
 }

@@ -70,6 +70,7 @@ impl Debuggee for Fake {
                     queue,
                     more,
                     current: None,
+                    pid: None,
                 }
             })
             .collect();

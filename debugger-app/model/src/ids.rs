@@ -50,7 +50,8 @@ macro_rules! index_type {
 }
 
 index_type!(
-    /// A debugged process, by order of connection (the single connection today is 0).
+    /// A debugged program, by order of connection: 0 is the session's (a runtime
+    /// program, or a whole MPI job; see [`crate::Process`]).
     ProcId
 );
 index_type!(
@@ -71,7 +72,8 @@ index_type!(
 );
 
 impl ProcId {
-    /// The process of the single connection a session has today.
+    /// The session's program (the only one until programs spread over several processes
+    /// are debugged).
     pub const FIRST: ProcId = ProcId(0);
 }
 

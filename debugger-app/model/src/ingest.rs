@@ -358,6 +358,9 @@ impl Model {
     fn on_snapshot(&mut self, p: ProcId, threads: &[ThreadSnapshot]) {
         for t in threads {
             let tk = self.thread_key_in(p, &t.thread);
+            if let Some(pid) = t.pid {
+                self.proc_mut(p).set_thread_pid(tk.thread, pid);
+            }
             self.control.set_queue(&mut self.changes, tk, &t.queue, t.more);
             if let Some(c) = &t.current {
                 let node = self.node_key_in(p, &c.op, &t.thread);

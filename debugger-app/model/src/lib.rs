@@ -1,8 +1,9 @@
 //! The debugger's session model: plain Rust on protocol types, no egui. It ingests the
 //! agents' events and keeps what the GUI and `ctl` show, keyed by indexes ([`ids`]):
 //!
-//! - [`Process`]es, one per connection (one today; the ranks of an MPI job next), each
-//!   with its structure and the numbering of its threads and operations;
+//! - [`Process`]es, one per debugged program (one today: a runtime program, or an MPI
+//!   job whose ranks are its threads `rank[N]`), each with its structure and the
+//!   numbering of its threads and operations;
 //! - [`Control`], what every front end needs: per-thread queues, held events, the policy
 //!   the user set, thread states, the log;
 //! - optional parts that front ends add by composition: the [`Unfolded`] flow graph
@@ -121,8 +122,8 @@ impl Model {
         &self.procs[0]
     }
 
-    /// A new process of the session (another connection), to ingest its events with
-    /// [`Model::ingest_in`].
+    /// Another program of the session (a runtime program spread over several processes,
+    /// each its own connection), to ingest its events with [`Model::ingest_in`].
     pub fn add_process(&mut self) -> ProcId {
         self.procs.push(Process::default());
         self.changes.structure = true;

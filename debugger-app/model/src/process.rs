@@ -1,15 +1,24 @@
-//! One debugged process: what its `hello` and `structure` said, and the numbering of its
+//! One debugged program: what its `hello` and `structure` said, and the numbering of its
 //! threads and operations.
+//!
+//! An MPI job is one such program: its ranks are the threads `rank[0]`, `rank[1]`, … of
+//! the collection `rank`, as every event, command, link and clock names them, and each
+//! rank's operating-system process is a property of its thread ([`Process::thread_pid`]).
+//! A rank reports from its `MPI_Init` thread only, so a rank is one line of execution:
+//! there is no level between the job and that line to show.
 
 use crate::ids::{Interner, OpId, ThreadId};
 use racetrack_protocol::{CollectionDesc, Decoder, Names, OperationDesc};
 
-/// A debugged process (a program on the runtime today; an MPI rank next).
+/// A debugged program: one on the runtime, or an MPI job.
 #[derive(Debug, Default)]
 pub struct Process {
     /// Program name from `hello`.
     pub program: Option<String>,
+    /// The process `hello` named (an MPI job's: its lowest rank's).
     pub pid: Option<u32>,
+    /// Threads that run in another process than `pid` (an MPI job's ranks), by thread.
+    thread_pids: Vec<Option<u32>>,
     pub operations: Vec<OperationDesc>,
     pub collections: Vec<CollectionDesc>,
     /// Flow-graph edges between operations.
@@ -44,6 +53,25 @@ impl Process {
     /// The name of thread `t`.
     pub fn thread_name(&self, t: ThreadId) -> &str {
         self.threads.name(t.0)
+    }
+
+    /// The operating-system process thread `t` runs in: its own (an MPI rank's) or the
+    /// program's.
+    pub fn thread_pid(&self, t: ThreadId) -> Option<u32> {
+        self.thread_pids.get(t.index()).copied().flatten().or(self.pid)
+    }
+
+    /// How many threads run in a process of their own (an MPI job's ranks).
+    pub fn separate_processes(&self) -> usize {
+        self.thread_pids.iter().flatten().count()
+    }
+
+    pub(crate) fn set_thread_pid(&mut self, t: ThreadId, pid: u32) {
+        let i = t.index();
+        if self.thread_pids.len() <= i {
+            self.thread_pids.resize(i + 1, None);
+        }
+        self.thread_pids[i] = Some(pid);
     }
 
     pub(crate) fn intern_op(&mut self, name: &str) -> OpId {

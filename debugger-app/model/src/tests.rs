@@ -349,3 +349,41 @@ fn a_program_killed_by_a_signal_says_which() {
     );
     assert_eq!(crate::signal_name(64), "signal 64");
 }
+
+#[test]
+fn an_mpi_job_is_one_program_whose_ranks_run_in_their_own_processes() {
+    let mut m = Model::new();
+    m.ingest(&Event::Hello {
+        program: "ring".into(),
+        pid: 100,
+        protocol: racetrack_protocol::PROTOCOL_VERSION,
+    });
+    let rank = |r: u32| racetrack_protocol::ThreadSnapshot {
+        thread: format!("rank[{r}]"),
+        queue: Vec::new(),
+        more: 0,
+        current: None,
+        pid: Some(100 + r),
+    };
+    m.ingest(&Event::Snapshot {
+        next_event_id: 0,
+        threads: (0..3).map(rank).collect(),
+        held: Vec::new(),
+    });
+    assert_eq!(m.processes().len(), 1, "one program");
+    let p = m.first();
+    assert_eq!(p.separate_processes(), 3);
+    let pid_of = |name: &str| p.thread_pid(p.thread_id(name).expect("a rank thread"));
+    assert_eq!(
+        ["rank[0]", "rank[1]", "rank[2]"].map(pid_of),
+        [Some(100), Some(101), Some(102)]
+    );
+    // A thread its snapshot gives no process of its own runs in the program's.
+    m.ingest(&Event::Snapshot {
+        next_event_id: 0,
+        threads: vec![racetrack_protocol::ThreadSnapshot { pid: None, ..rank(7) }],
+        held: Vec::new(),
+    });
+    let p = m.first();
+    assert_eq!(p.thread_pid(p.thread_id("rank[7]").expect("thread")), Some(100));
+}

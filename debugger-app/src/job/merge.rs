@@ -25,6 +25,7 @@ struct Rank {
     threads: Vec<String>,
     ops: Vec<OperationDesc>,
     collections: Vec<CollectionDesc>,
+    hello: Option<Event>,
     snapshot: Option<Event>,
     closed: bool,
 }
@@ -194,7 +195,11 @@ impl Merge {
                     "a rank's agent speaks protocol {protocol}; this debugger speaks {PROTOCOL_VERSION}"
                 ));
             }
-            Event::Hello { .. } => return self.send_out(ConnEvent::Event(ev)),
+            // The job is one program: one `hello` goes out, with the snapshot.
+            Event::Hello { .. } => {
+                self.ranks[i].hello = Some(ev);
+                return;
+            }
             Event::Structure {
                 operations,
                 collections,
@@ -310,6 +315,9 @@ impl Merge {
         threads.sort_by_key(|t: &racetrack_protocol::ThreadSnapshot| index_of(&t.thread));
         let next_event_id = if next == u64::MAX { 0 } else { next };
         self.snapshot_sent = true;
+        if let Some(hello) = self.job_hello() {
+            self.send_out(ConnEvent::Event(hello));
+        }
         self.send_structure();
         self.send_out(ConnEvent::Event(Event::Snapshot {
             next_event_id,
@@ -319,6 +327,15 @@ impl Merge {
         for ce in std::mem::take(&mut self.early) {
             self.send_out(ce);
         }
+    }
+
+    /// The job's `hello`: its lowest rank's (each rank's process is in its snapshot).
+    fn job_hello(&self) -> Option<Event> {
+        self.ranks
+            .iter()
+            .filter(|r| r.hello.is_some())
+            .min_by_key(|r| r.threads.first().map_or(usize::MAX, |t| index_of(t)))
+            .and_then(|r| r.hello.clone())
     }
 
     /// The merged structure, unless it is the one last sent.

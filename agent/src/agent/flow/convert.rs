@@ -141,6 +141,7 @@ pub(super) fn thread_snapshot(t: ThreadSnap) -> proto::ThreadSnapshot {
             step: step_of(c.step),
         }),
         thread: t.info.name.to_string(),
+        pid: None,
     }
 }
 

@@ -65,8 +65,15 @@ impl App {
         };
         let (op, thread) = self.model.node_names(key);
         let (op, thread) = (op.to_owned(), thread.to_owned());
+        let pid = self
+            .model
+            .process(key.proc)
+            .and_then(|p| p.thread_pid(key.thread));
         ui.horizontal(|ui| {
             ui.strong(format!("{op} @ {thread}"));
+            if let Some(pid) = pid {
+                ui.weak(format!("pid {pid}"));
+            }
             ui.separator();
             for (tab, name) in [
                 (Tab::ThreadQueue, "Thread Queue"),

@@ -19,11 +19,14 @@ impl App {
                 Some(s) => format!("program killed by {}", racetrack_model::signal_name(s)),
                 None => "program ended (detached)".to_owned(),
             },
-            (None, true) => format!(
-                "attached to {} (pid {})",
-                self.model.first().program.as_deref().unwrap_or("?"),
-                self.model.first().pid.unwrap_or_default()
-            ),
+            (None, true) => {
+                let p = self.model.first();
+                let program = p.program.as_deref().unwrap_or("?");
+                match p.separate_processes() {
+                    0 => format!("attached to {program} (pid {})", p.pid.unwrap_or_default()),
+                    n => format!("attached to {program} ({n} ranks)"),
+                }
+            }
             (None, false) => "connecting...".to_owned(),
         }
     }
