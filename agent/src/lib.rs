@@ -8,6 +8,10 @@
 //! no runtime, for another front end (an MPI interposition library), which drives it
 //! through [`agent::front`].
 //!
+//! Every place where a program's course depends on timing goes through one interface,
+//! [`choice::Chooser`]: the replay engine ([`choice::Script`]) and live control are its
+//! implementations today, and a new engine (exploration, fault injection) is another.
+//!
 //! ```
 //! use racetrack_agent::{ops, Route};
 //!
@@ -41,6 +45,7 @@
 #![warn(missing_docs)]
 
 pub mod agent;
+pub mod choice;
 #[cfg(feature = "runtime")]
 pub mod replay;
 

@@ -6,6 +6,7 @@
 
 use crate::call::{Call, Elem};
 use crate::{choices, core};
+use racetrack_agent::choice::{self, Pick};
 use std::ffi::{c_char, c_void, CStr};
 
 /// `RT_NONE`: a field that does not apply.
@@ -143,8 +144,8 @@ pub extern "C" fn rt_start(c: *mut RtCall) {
     with_call(c, |c| {
         // SAFETY: `name` is NULL or the wrapper's static string.
         let name = unsafe { text::<'static>(c.name) }.unwrap_or("MPI_(unknown)");
-        let (choice, replay) = choices::start(name, c.peer);
-        c.choice = choice;
+        let (token, replay) = choices::start(name, c.peer);
+        c.choice = token;
         (c.forced_source, c.forced_tag) = replay.matched.unwrap_or((RT_NONE, RT_NONE));
         c.forced_found = replay.found.map_or(RT_NONE, i32::from);
         (c.forced_indices, c.forced_count) = replay.indices.unwrap_or((std::ptr::null(), RT_NONE));
@@ -157,10 +158,18 @@ pub extern "C" fn rt_start(c: *mut RtCall) {
         let call = unsafe { read(c) };
         let out = core::start(call);
         c.core = out.token;
-        // The debugger's pick of a held wildcard's match wins over the log's.
-        if let Some((source, tag)) = out.forced {
+        // The choice point's precedence: the debugger's pick for the held call (live
+        // control) wins over the log's.
+        let logged = replay
+            .matched
+            .map_or(Pick::AsItComes, |(source, tag)| Pick::Match { source, tag });
+        let live = out.forced.map_or(Pick::AsItComes, |(source, tag)| Pick::Match {
+            source,
+            tag: tag.unwrap_or(RT_NONE),
+        });
+        if let Pick::Match { source, tag } = choice::first([live, logged]) {
             c.forced_source = source;
-            c.forced_tag = tag.unwrap_or(RT_NONE);
+            c.forced_tag = tag;
         }
         c.edited_buf = out.edited.map_or(std::ptr::null(), |b| b.cast());
     });

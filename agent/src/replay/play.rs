@@ -1,12 +1,14 @@
-//! Replaying (`RACETRACK_REPLAY=FILE`): each thread follows its runs in the log. The
-//! cursor of a thread is only touched by that thread, at its step starts; threads that
+//! Replaying (`RACETRACK_REPLAY=FILE`): each thread follows its runs in the log, as the
+//! agent core's replay engine ([`Script`]) picks them at each of its step starts (the
+//! runtime's choice point). A thread's step count is only touched by that thread; threads that
 //! wait for a message sleep on one condition variable that every event wakes while
 //! someone waits. A wait with the whole program stalled (no event anywhere, no step
 //! running) for the stall time means the run cannot follow its log.
 
 use super::{sender_code, EXIT_DIVERGED};
 use crate::agent::{Agent, ReplayError};
-use racetrack_protocol::replay_log::{EditKind, ReadLogError, ReplayLog, Run};
+use crate::choice::{Chooser, Pick, Point, Script};
+use racetrack_protocol::replay_log::{EditKind, ReadLogError, ReplayLog};
 use racetrack_protocol::{launch as env, Event};
 use racetrack_runtime::hook::{CollectionInfo, GraphInfo, QueuedMsg, Rest, SendEvent, StepEvent};
 use std::cell::Cell;
@@ -23,53 +25,19 @@ thread_local! {
     static CURRENT: Cell<Option<usize>> = const { Cell::new(None) };
 }
 
-/// Where a thread is in its runs.
-#[derive(Default)]
-struct Cursor {
-    run: usize,
-    /// Steps taken in the current run.
-    used: u64,
-    /// Steps taken in all.
-    steps: u64,
-}
-
-impl Cursor {
-    fn expected(&self, runs: &[Run]) -> Option<u64> {
-        runs.get(self.run).map(|r| r.sender)
-    }
-
-    fn advance(&mut self, runs: &[Run]) {
-        self.used += 1;
-        self.steps += 1;
-        if runs.get(self.run).is_some_and(|r| self.used >= r.count) {
-            self.run += 1;
-            self.used = 0;
-        }
-    }
-
-    fn retreat(&mut self, runs: &[Run]) {
-        if self.used == 0 {
-            let Some(prev) = self.run.checked_sub(1) else {
-                return;
-            };
-            self.run = prev;
-            self.used = runs[prev].count;
-        }
-        self.used -= 1;
-        self.steps -= 1;
-    }
-}
-
 pub(super) struct Replayer {
     log: ReplayLog,
+    /// The log's picks, by thread.
+    script: Script,
     /// Under a debugger: a divergence is reported to it and the program runs on free, and
     /// a wait is never taken for a stall (the user may hold anything for any time).
     debugged: bool,
     agent: OnceLock<Arc<Agent>>,
     stall: Duration,
     active: AtomicBool,
-    /// By global thread index (as many as the recorded run had).
-    cursors: Vec<Mutex<Cursor>>,
+    /// Steps on messages each thread took, by global thread index (as many as the
+    /// recorded run had).
+    steps: Vec<Mutex<u64>>,
     in_step: Vec<AtomicBool>,
     /// This run's thread names, by global index.
     names: Mutex<Vec<String>>,
@@ -100,22 +68,20 @@ impl Replayer {
             Some(e) if e.prefix => eprintln!("racetrack: note: a scenario saved mid-session: the replay follows it as far as it goes, then runs free"),
             Some(_) => {}
         }
-        let n = log
-            .end
-            .as_ref()
-            .map_or(0, |e| e.threads.len())
-            .max(log.threads.len());
+        let script = Script::of_threads(&log);
+        let n = (0..).take_while(|&g| script.has_line(g)).count();
         let stall = std::env::var(env::ENV_REPLAY_STALL_MS)
             .ok()
             .and_then(|v| v.parse().ok())
             .map_or(STALL, Duration::from_millis);
         Ok(Self {
             log,
+            script,
             debugged,
             agent: OnceLock::new(),
             stall,
             active: AtomicBool::new(true),
-            cursors: (0..n).map(|_| Mutex::default()).collect(),
+            steps: (0..n).map(|_| Mutex::default()).collect(),
             in_step: (0..n).map(|_| AtomicBool::new(false)).collect(),
             names: Mutex::new(Vec::new()),
             events: AtomicU64::new(0),
@@ -139,7 +105,7 @@ impl Replayer {
             return Err(ReplayError::Ended);
         }
         self.bump();
-        let done: u64 = self.cursors.iter().map(|c| lock(c).steps).sum();
+        let done: u64 = self.steps.iter().map(|c| *lock(c)).sum();
         Ok(format!(
             "taken over after {done} of the {} recorded steps: the program runs free from here",
             self.log.steps()
@@ -211,10 +177,6 @@ impl Replayer {
         }
     }
 
-    fn runs(&self, thread: usize) -> &[Run] {
-        self.log.threads.get(thread).map_or(&[], Vec::as_slice)
-    }
-
     fn name(&self, thread: usize) -> String {
         let recorded = || Some(self.log.end.as_ref()?.threads.get(thread)?.name.clone());
         lock(&self.names)
@@ -239,26 +201,28 @@ impl Replayer {
         let me = ev.thread.global;
         CURRENT.with(|c| c.set(Some(me)));
         self.bump();
-        let Some(cursor) = self.cursors.get(me) else {
+        let Some(steps) = self.steps.get(me) else {
             self.diverged(&format!(
                 "{} takes a message, and the recorded run had no such thread",
                 ev.thread.name
             ));
             return true;
         };
-        let runs = self.runs(me);
         let code = sender_code(ev.from);
-        let mut c = lock(cursor);
+        let mut c = lock(steps);
         loop {
             if !self.active() {
                 return true;
             }
-            let Some(expected) = c.expected(runs) else {
-                self.past_the_log(ev, &c, code);
-                return true;
+            let expected = match self.script.choose(me, Point::Message { step: *c }) {
+                Pick::Sender(s) => s,
+                past => {
+                    self.past_the_log(ev, *c, code, past == Pick::Done);
+                    return true;
+                }
             };
             if expected == code {
-                c.advance(runs);
+                *c += 1;
                 return true;
             }
             let seen = self.events.load(SeqCst);
@@ -283,21 +247,22 @@ impl Replayer {
                 }
             }
             if !self.wait(seen, me) {
-                self.stalled(ev, &c, (expected, code), runs, &pending);
+                self.stalled(ev, *c, (expected, code), &pending);
                 return true;
             }
         }
     }
 
-    /// `ev`'s thread took more steps than the log holds for it: a recorded prefix ends
-    /// here (the thread runs free), a complete log diverges.
-    fn past_the_log(&self, ev: &StepEvent<'_>, c: &Cursor, code: u64) {
-        if !self.log.complete() {
+    /// `ev`'s thread took more steps (`steps` before this one) than the log holds for it:
+    /// a recorded prefix ends here (`prefix`: the thread runs free), a complete log
+    /// diverges.
+    fn past_the_log(&self, ev: &StepEvent<'_>, steps: u64, code: u64, prefix: bool) {
+        if prefix {
             if !self.past_prefix.swap(true, Relaxed) {
                 eprintln!(
                     "racetrack: {} went past the end of the recorded prefix (its step {}); it runs free from here",
                     ev.thread.name,
-                    c.steps + 1
+                    steps + 1
                 );
             }
             return;
@@ -305,25 +270,19 @@ impl Replayer {
         self.diverged(&format!(
             "{}'s step {} takes message {} for {} from {}, and the recorded run made only {} steps there",
             ev.thread.name,
-            c.steps + 1,
+            steps + 1,
             ev.msg_id,
             ev.op.name,
             self.sender_name(code),
-            c.steps
+            steps
         ));
     }
 
     /// The message the log names for `ev`'s step never came: a divergence that says what
     /// the thread has instead. `senders`: the log's and the one at hand.
-    fn stalled(
-        &self,
-        ev: &StepEvent<'_>,
-        c: &Cursor,
-        senders: (u64, u64),
-        runs: &[Run],
-        pending: &[QueuedMsg],
-    ) {
+    fn stalled(&self, ev: &StepEvent<'_>, steps: u64, senders: (u64, u64), pending: &[QueuedMsg]) {
         let (expected, code) = senders;
+        let (run, runs) = self.script.place(ev.thread.global, steps);
         let listed: Vec<String> = pending
             .iter()
             .take(8)
@@ -337,10 +296,10 @@ impl Replayer {
         self.diverged(&format!(
             "{}'s step {} must take the next message from {} (the log's run {} of {} for it), and none came in {:.1} s with the program stalled; it has message {} for {} from {}{more}",
             ev.thread.name,
-            c.steps + 1,
+            steps + 1,
             self.sender_name(expected),
-            c.run + 1,
-            runs.len(),
+            run + 1,
+            runs,
             self.stall.as_secs_f64(),
             ev.msg_id,
             ev.op.name,
@@ -396,13 +355,15 @@ impl Replayer {
     }
 
     fn steps(&self, thread: usize) -> u64 {
-        self.cursors.get(thread).map_or(0, |c| lock(c).steps)
+        self.steps.get(thread).map_or(0, |c| *lock(c))
     }
 
-    /// A debugger put back the message whose start the log had counted.
+    /// A debugger put back the message whose start the log had counted: the thread asks
+    /// again at the same step.
     pub(super) fn unstart(&self, thread: usize) {
-        if let Some(c) = self.cursors.get(thread) {
-            lock(c).retreat(self.runs(thread));
+        if let Some(c) = self.steps.get(thread) {
+            let mut c = lock(c);
+            *c = c.saturating_sub(1);
         }
     }
 
@@ -465,7 +426,7 @@ impl Replayer {
             return;
         };
         for (g, t) in end.threads.iter().enumerate() {
-            let made = self.cursors.get(g).map_or(0, |c| lock(c).steps);
+            let made = self.steps(g);
             if made < t.steps {
                 self.diverged(&format!(
                     "the program ended with {} at its step {made}; the recorded run made {} steps there",

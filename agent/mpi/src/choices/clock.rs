@@ -2,6 +2,7 @@
 //! replaying, and told apart from the MPI library's own.
 
 use super::{lock, CHOICES, MAX_PENDING};
+use racetrack_agent::choice::{Chooser, Pick, Point};
 
 /// `rt_clock`: `MPI_Wtime` (or `time()`, `libc`) read `t`. Recording keeps it; a replay
 /// returns the recorded reading instead (the real one past the log's).
@@ -21,7 +22,7 @@ pub(crate) fn clock(t: f64, caller: usize, libc: bool) -> f64 {
     }
     let mut t = t;
     if let Some(rp) = st.replay.as_mut().filter(|r| r.active) {
-        if let Some(&bits) = rp.clocks.get(rp.clock_at) {
+        if let Pick::Reading(bits) = rp.script.choose(0, Point::Clock { n: rp.clock_at }) {
             rp.clock_at += 1;
             t = f64::from_bits(bits);
         }

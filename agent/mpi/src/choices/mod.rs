@@ -22,6 +22,7 @@
 //! buffered and a `racetrack-record` thread appends them to the rank's part file
 //! (`LOG.rank<R>`) every 50 ms; `racetrack mpirun --record` merges the parts into `LOG`.
 
+use racetrack_agent::choice::{Chooser, Pick, Point, Script};
 use racetrack_protocol::launch as env;
 use racetrack_protocol::replay_log::{self, Choice, Chose, LogHeader, MpiJob, ReplayLog};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -102,27 +103,23 @@ impl Recording {
     }
 }
 
-/// A replayed choice, its indices as the wrappers take them.
-struct Forced {
-    choice: Choice,
-    indices: Box<[i32]>,
-}
-
+/// A replay: the agent core's replay engine on this rank's part of the log (line 0). It
+/// covers the calls the recorded rank made up to `MPI_Finalize`, or a scenario's, or up
+/// to its last choice; when the log is complete, a call past those, or `MPI_Finalize`
+/// before, is a divergence (else the rank runs free from there).
 struct Replay {
-    choices: Vec<Forced>,
-    /// The first choice not behind the current call.
-    at: usize,
-    /// The calls the log covers for this rank: those the recorded rank made up to
-    /// `MPI_Finalize`, or a scenario's; else up to its last choice.
-    calls: u64,
-    /// The log covers the whole recorded run: a call past `calls`, or `MPI_Finalize`
-    /// before, is a divergence (else the rank runs free from there).
-    strict: bool,
+    script: Script,
     /// Still forcing (a divergence under a debugger, or taking over, ends it).
     active: bool,
-    /// The recorded `MPI_Wtime` readings (`f64::to_bits`), and the next one to return.
-    clocks: Vec<u64>,
-    clock_at: usize,
+    /// Clock readings returned so far.
+    clock_at: u64,
+}
+
+impl Replay {
+    /// The calls the log covers.
+    fn calls(&self) -> u64 {
+        self.script.covers(0)
+    }
 }
 
 struct State {
@@ -172,27 +169,9 @@ pub(crate) fn init(rank: i32, size: i32, implementation: &str) -> bool {
                 eprintln!("racetrack: {path} is the replay log of a program on Racetrack's runtime, not of an MPI job");
                 std::process::exit(2);
             }
-            let mine = log.ranks.get(rank).cloned().unwrap_or_default();
-            let strict = log.complete();
-            let last = mine.choices.last().map_or(0, |c| c.call + c.calls());
             Replay {
-                calls: mine.calls.unwrap_or(last),
-                strict: strict && mine.calls.is_some(),
-                choices: mine
-                    .choices
-                    .into_iter()
-                    .map(|c| {
-                        let indices: Box<[i32]> = match &c.what {
-                            Chose::Index(i) => Box::new([i32::try_from(*i).unwrap_or(-1)]),
-                            Chose::Indices(v) => v.iter().map(|&i| i32::try_from(i).unwrap_or(-1)).collect(),
-                            _ => Box::new([]),
-                        };
-                        Forced { choice: c, indices }
-                    })
-                    .collect(),
-                at: 0,
+                script: Script::of_rank(&log, rank),
                 active: true,
-                clocks: mine.clocks.clone(),
                 clock_at: 0,
             }
         }
@@ -371,61 +350,50 @@ pub(crate) fn start(name: &'static str, peer: i32) -> (u64, Forcing) {
     let Some(rp) = st.replay.as_mut().filter(|r| r.active) else {
         return (call + 1, forcing);
     };
-    while rp
-        .choices
-        .get(rp.at)
-        .is_some_and(|f| f.choice.call + f.choice.calls() <= call)
-    {
-        rp.at += 1;
-    }
-    if call >= rp.calls {
-        if rp.strict {
-            let what = format!(
-                "its call {} is {name}, and the recorded rank made only {} calls",
-                call + 1,
-                rp.calls
-            );
-            ch.diverged(rp, &what);
-        } else {
-            // A scenario, or a recording cut short: the log ends here.
-            rp.active = false;
-        }
-        return (call + 1, forcing);
-    }
-    let here = rp.choices.get(rp.at).filter(|f| f.choice.call <= call);
     let poll = matches!(
         kind,
         Kind::Poll | Kind::Pick { poll: true } | Kind::Wildcard { poll: true, .. }
     );
-    match here {
-        Some(f) => {
-            let op = op_of(name);
-            if f.choice.op != op {
-                let what = format!(
-                    "its call {} is {name}; the recorded rank's was {}",
-                    call + 1,
-                    op_name(f.choice.op)
-                );
-                ch.diverged(rp, &what);
-                return (call + 1, forcing);
-            }
-            match &f.choice.what {
-                Chose::Match { source, tag } => {
-                    forcing.matched = Some((*source, *tag));
-                    if poll {
-                        forcing.found = Some(true);
-                    }
-                }
-                Chose::Miss { .. } => forcing.found = Some(false),
-                Chose::Index(_) | Chose::Indices(_) => {
-                    forcing.found = Some(true);
-                    forcing.indices = Some((f.indices.as_ptr(), i32::try_from(f.indices.len()).unwrap_or(0)));
-                }
-            }
+    let op = op_of(name);
+    let diverged = match rp.script.choose(0, Point::Call { call, op, poll }) {
+        Pick::Match { source, tag } => {
+            forcing.matched = Some((source, tag));
+            forcing.found = poll.then_some(true);
+            None
         }
-        // A poll with no choice found something.
-        None if poll => forcing.found = Some(true),
-        None => {}
+        Pick::Miss => {
+            forcing.found = Some(false);
+            None
+        }
+        Pick::Found => {
+            forcing.found = Some(true);
+            None
+        }
+        Pick::Requests(r) => {
+            // Valid until the call's `rt_stop`: the script never changes.
+            forcing.found = Some(true);
+            forcing.indices = Some((r.as_ptr(), i32::try_from(r.len()).unwrap_or(0)));
+            None
+        }
+        Pick::Overrun => Some(format!(
+            "its call {} is {name}, and the recorded rank made only {} calls",
+            call + 1,
+            rp.calls()
+        )),
+        Pick::Mismatch { expected } => Some(format!(
+            "its call {} is {name}; the recorded rank's was {}",
+            call + 1,
+            op_name(expected)
+        )),
+        // A scenario, or a recording cut short: the log ends here.
+        Pick::Done => {
+            rp.active = false;
+            None
+        }
+        Pick::AsItComes | Pick::Sender(_) | Pick::Reading(_) => None,
+    };
+    if let Some(what) = diverged {
+        ch.diverged(rp, &what);
     }
     (call + 1, forcing)
 }

@@ -21,11 +21,11 @@ pub(crate) fn finalize() {
         // The MPI_Finalize call was numbered by its rt_start and ended by its rt_stop.
         let calls = st.next;
         let rank = ch.rank;
-        if let Some(rp) = st.replay.as_mut().filter(|r| r.active && r.strict) {
-            if !aborted && calls != rp.calls {
+        if let Some(rp) = st.replay.as_mut().filter(|r| r.active && r.script.strict(0)) {
+            if !aborted && calls != rp.calls() {
                 let what = format!(
                     "it reached MPI_Finalize after {calls} calls; the recorded rank {rank} after {}",
-                    rp.calls
+                    rp.calls()
                 );
                 ch.diverged(rp, &what);
             }
@@ -61,7 +61,7 @@ pub(crate) fn take_over() -> Option<(u64, u64)> {
     let next = st.next;
     let rp = st.replay.as_mut()?;
     rp.active = false;
-    Some((next, rp.calls))
+    Some((next, rp.calls()))
 }
 
 /// `save_scenario`: this rank's choices so far, up to the first call not over yet (the
