@@ -264,7 +264,9 @@ impl Choices {
     fn write(&self, all: bool) {
         let (bytes, file) = {
             let mut st = lock(&self.state);
-            let next = st.next;
+            // The first call whose outcome is not recorded yet: the one in progress (it
+            // may be another miss of the run before it), else the next.
+            let next = st.current.as_ref().map_or(st.next, |c| c.call);
             let Some(rec) = st.record.as_mut().filter(|r| !r.lost && r.file.is_some()) else {
                 return;
             };
@@ -272,7 +274,7 @@ impl Choices {
                 u64::MAX
             } else {
                 let open = rec.open.first().copied().unwrap_or(u64::MAX);
-                // A miss run ending at the last call may still grow.
+                // A miss run ending where the calls not yet recorded begin may still grow.
                 let growing = rec
                     .pending
                     .last_key_value()
@@ -390,7 +392,8 @@ pub(crate) fn start(name: &'static str, peer: i32) -> (u64, Forcing) {
             rp.active = false;
             None
         }
-        Pick::AsItComes | Pick::Sender(_) | Pick::Reading(_) => None,
+        // Runtime and clock picks mean nothing for a call.
+        Pick::AsItComes | Pick::Sender(_) | Pick::Order { .. } | Pick::Reading(_) => None,
     };
     if let Some(what) = diverged {
         ch.diverged(rp, &what);
