@@ -29,7 +29,7 @@ mod death;
 mod debuggee;
 mod decide;
 #[cfg(feature = "runtime")]
-mod flow;
+pub(crate) mod flow;
 pub mod front;
 mod held;
 mod phase;

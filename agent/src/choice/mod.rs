@@ -8,13 +8,16 @@
 //! thread by its global index, an MPI rank's reporting thread as line 0), and applies the
 //! [`Pick`] it gets back: a runtime thread takes the named sender's message first (or
 //! waits for it), an MPI wrapper passes the picked source to MPI in place of the wildcard.
-//! [`Pick::AsItComes`] leaves it to timing.
+//! [`Pick::AsItComes`] leaves it to timing. Each front end applies picks in one place: the
+//! runtime's `agent::flow::take` (a suspended thread's queue), the MPI wrappers' forced
+//! source, poll outcome and request indices (`rt_start`).
 //!
 //! Implementations:
 //! - the replay engine, [`Script`]: what a replay log recorded, for runtime threads and
 //!   MPI ranks alike (`racetrack replay`, scenarios);
-//! - live control: the debugger's pick for a held MPI call (`match`), which wins over the
-//!   log's ([`first`]);
+//! - live control: the debugger's picks for a held event: a runtime thread's new order
+//!   (`reorder`, `move`: [`Pick::Order`]), an MPI call's match (`match`), which wins over
+//!   the log's ([`first`]);
 //! - as it comes: no chooser at all (a free run).
 //!
 //! A new engine (exploration, fault injection) is another `Chooser`: it is given the same
@@ -22,20 +25,29 @@
 
 mod script;
 
+use racetrack_protocol::Rest;
 pub use script::Script;
 
-/// A moment where timing would decide, as a front end describes it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Point {
+/// A moment where timing would decide, as a front end describes it, with the
+/// alternatives enabled there.
+#[derive(Clone, Copy)]
+pub enum Point<'a> {
     /// A runtime thread is about to take the message of its step number `step` (counted
-    /// from 0 on that thread). Picks: [`Pick::Sender`].
+    /// from 0 on that thread): `next`, as it comes, or another of `pending`. Picks:
+    /// [`Pick::Sender`], [`Pick::Order`].
     Message {
         /// The thread's steps on messages so far.
         step: u64,
+        /// The sender of the message about to start (sender codes as in [`Pick::Sender`]).
+        next: u64,
+        /// The messages it could take instead.
+        pending: &'a dyn Pending,
     },
     /// An MPI call whose outcome timing decides, number `call` on its rank (counted from
     /// 0 at `MPI_Init`), `op` its index in the library's list of calls. Picks:
-    /// [`Pick::Match`], [`Pick::Miss`], [`Pick::Found`], [`Pick::Requests`].
+    /// [`Pick::Match`], [`Pick::Miss`], [`Pick::Found`], [`Pick::Requests`]. A rank sees
+    /// no other rank's sends: a wildcard's candidates are the debugger's to know, from
+    /// happens-before.
     Call {
         /// The call's number on its rank.
         call: u64,
@@ -51,6 +63,35 @@ pub enum Point {
     },
 }
 
+impl std::fmt::Debug for Point<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Point::Message { step, next, .. } => {
+                write!(f, "Message {{ step: {step}, next: {next} }}")
+            }
+            Point::Call { call, op, poll } => {
+                write!(f, "Call {{ call: {call}, op: {op}, poll: {poll} }}")
+            }
+            Point::Clock { n } => write!(f, "Clock {{ n: {n} }}"),
+        }
+    }
+}
+
+/// A runtime thread's pending messages, read only when a chooser asks (reading locks the
+/// thread's queue and copies it).
+pub trait Pending {
+    /// The senders of the pending messages, in queue order (sender codes as in
+    /// [`Pick::Sender`]).
+    fn senders(&self) -> Vec<u64>;
+}
+
+/// No pending message.
+impl Pending for () {
+    fn senders(&self) -> Vec<u64> {
+        Vec::new()
+    }
+}
+
 /// What a chooser wants at a [`Point`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Pick<'a> {
@@ -60,6 +101,16 @@ pub enum Pick<'a> {
     /// code of the replay log: 0 for a schedule's input, else the sending thread's global
     /// index plus one), waiting for one if none is pending.
     Sender(u64),
+    /// Runtime: the thread's pending messages (the one about to start among them) in this
+    /// order, by `id@op`; `rest` places those the order does not name (`None`: it names
+    /// every one). The debugger's `reorder` and `move`; a replay's [`Pick::Sender`]
+    /// becomes one once the sender's message is found.
+    Order {
+        /// The messages, as `id@op`.
+        order: &'a [String],
+        /// Where the others go.
+        rest: Option<Rest>,
+    },
     /// MPI: the receive or probe matches this source and tag (a poll finds it).
     Match {
         /// The source rank, in the call's communicator.
@@ -93,7 +144,7 @@ pub enum Pick<'a> {
 /// holding that thread is the point (it is the program's time).
 pub trait Chooser {
     /// What to do at `at` on line `line`.
-    fn choose(&self, line: usize, at: Point) -> Pick<'_>;
+    fn choose(&self, line: usize, at: Point<'_>) -> Pick<'_>;
 }
 
 /// The first preference among `picks`, in order: the first that is not

@@ -166,12 +166,12 @@ impl Line {
 }
 
 impl Chooser for Script {
-    fn choose(&self, line: usize, at: Point) -> Pick<'_> {
+    fn choose(&self, line: usize, at: Point<'_>) -> Pick<'_> {
         let Some(l) = self.lines.get(line) else {
             return Pick::Overrun;
         };
         match at {
-            Point::Message { step } => match l.at(step) {
+            Point::Message { step, .. } => match l.at(step) {
                 Some(Entry {
                     what: Stored::Sender(s),
                     ..

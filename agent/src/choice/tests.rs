@@ -1,6 +1,15 @@
 use super::*;
 use racetrack_protocol::replay_log::{Choice, Chose, LogEnd, LogThread, RankLog, ReplayLog, Run};
 
+/// A step start with nothing else pending.
+fn msg(step: u64) -> Point<'static> {
+    Point::Message {
+        step,
+        next: 0,
+        pending: &(),
+    }
+}
+
 fn run(sender: u64, count: u64) -> Run {
     Run { sender, count }
 }
@@ -26,26 +35,26 @@ fn runtime_log(complete: bool) -> ReplayLog {
 #[test]
 fn a_thread_takes_each_run_s_sender_for_the_run_s_steps() {
     let s = Script::of_threads(&runtime_log(true));
-    let picks: Vec<Pick> = (0..3).map(|step| s.choose(0, Point::Message { step })).collect();
+    let picks: Vec<Pick> = (0..3).map(|step| s.choose(0, msg(step))).collect();
     assert_eq!(picks, [Pick::Sender(0), Pick::Sender(0), Pick::Sender(2)]);
-    assert_eq!(s.choose(1, Point::Message { step: 2 }), Pick::Sender(1));
+    assert_eq!(s.choose(1, msg(2)), Pick::Sender(1));
     // Asked again at an earlier step (the debugger put a started message back).
-    assert_eq!(s.choose(0, Point::Message { step: 1 }), Pick::Sender(0));
+    assert_eq!(s.choose(0, msg(1)), Pick::Sender(0));
     assert_eq!(s.total(), 6);
 }
 
 #[test]
 fn past_the_log_a_complete_run_diverges_and_a_prefix_runs_free() {
     let complete = Script::of_threads(&runtime_log(true));
-    assert_eq!(complete.choose(0, Point::Message { step: 3 }), Pick::Overrun);
+    assert_eq!(complete.choose(0, msg(3)), Pick::Overrun);
     // A thread of the recorded run that took no step: any step is one too many.
     assert!(complete.has_line(2));
-    assert_eq!(complete.choose(2, Point::Message { step: 0 }), Pick::Overrun);
+    assert_eq!(complete.choose(2, msg(0)), Pick::Overrun);
     // A thread the recorded run did not have.
     assert!(!complete.has_line(3));
     let prefix = Script::of_threads(&runtime_log(false));
-    assert_eq!(prefix.choose(0, Point::Message { step: 3 }), Pick::Done);
-    assert_eq!(prefix.choose(1, Point::Message { step: 9 }), Pick::Done);
+    assert_eq!(prefix.choose(0, msg(3)), Pick::Done);
+    assert_eq!(prefix.choose(1, msg(9)), Pick::Done);
 }
 
 /// Rank 1 of a job: call 2 a wildcard receive that matched rank 3 with tag 7, calls 4–6

@@ -313,6 +313,9 @@ impl Hook for Choices {
     }
 }
 
+#[cfg(test)]
+mod tests;
+
 /// The sender code of a message from `from` (a global thread index; `None`: a schedule's
 /// input), as the log writes it.
 fn sender_code(from: Option<usize>) -> u64 {

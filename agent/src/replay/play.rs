@@ -6,11 +6,12 @@
 //! running) for the stall time means the run cannot follow its log.
 
 use super::{sender_code, EXIT_DIVERGED};
+use crate::agent::flow::take;
 use crate::agent::{Agent, ReplayError};
-use crate::choice::{Chooser, Pick, Point, Script};
+use crate::choice::{Chooser, Pending, Pick, Point, Script};
 use racetrack_protocol::replay_log::{EditKind, ReadLogError, ReplayLog};
-use racetrack_protocol::{launch as env, Event};
-use racetrack_runtime::hook::{CollectionInfo, GraphInfo, QueuedMsg, Rest, SendEvent, StepEvent};
+use racetrack_protocol::{launch as env, Event, Rest};
+use racetrack_runtime::hook::{CollectionInfo, GraphInfo, QueuedMsg, SendEvent, StepEvent, ThreadAccess};
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed, Ordering::SeqCst};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
@@ -214,7 +215,12 @@ impl Replayer {
             if !self.active() {
                 return true;
             }
-            let expected = match self.script.choose(me, Point::Message { step: *c }) {
+            let at = Point::Message {
+                step: *c,
+                next: code,
+                pending: &Queue(&ev.access),
+            };
+            let expected = match self.script.choose(me, at) {
                 Pick::Sender(s) => s,
                 past => {
                     self.past_the_log(ev, *c, code, past == Pick::Done);
@@ -235,8 +241,12 @@ impl Replayer {
                     format!("{}@{}", m.id, m.op.name),
                     format!("{}@{}", ev.msg_id, ev.op.name),
                 ];
-                match ev.access.reorder_with(&order, Rest::After) {
-                    Ok(()) => return false,
+                let pick = Pick::Order {
+                    order: &order,
+                    rest: Some(Rest::After),
+                };
+                match take(&mut ev.access, pick) {
+                    Ok(_) => return false,
                     Err(e) => {
                         self.diverged(&format!(
                             "{}: cannot take {} first: {e}",
@@ -456,6 +466,16 @@ impl Replayer {
             return;
         }
         std::process::exit(EXIT_DIVERGED);
+    }
+}
+
+/// A suspended thread's queue, as a choice point's alternatives.
+pub(super) struct Queue<'a, 'b>(pub(super) &'a ThreadAccess<'b>);
+
+impl Pending for Queue<'_, '_> {
+    fn senders(&self) -> Vec<u64> {
+        let from = |m: &QueuedMsg| sender_code(m.from.as_ref().map(|(_, t)| t.global));
+        self.0.pending().iter().map(from).collect()
     }
 }
 

@@ -14,6 +14,8 @@
 
 mod convert;
 mod site;
+
+pub(crate) use site::take;
 mod view;
 
 use super::decide::{Decision, Point};

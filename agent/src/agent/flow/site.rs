@@ -4,8 +4,10 @@
 
 use super::super::front::{Site, SiteError};
 use super::convert::entry;
+use crate::choice::Pick;
 use racetrack_protocol::{QueueEntry, Rest};
 use racetrack_runtime::hook::{self, SendEvent, StepEvent, ThreadAccess};
+use racetrack_runtime::ReorderError;
 use serde_json::Value;
 
 /// The protocol's rest of a reorder as the runtime takes it.
@@ -26,14 +28,25 @@ fn queue_of(access: &ThreadAccess<'_>, thread: &str, max: usize) -> (Vec<QueueEn
     (listed, more)
 }
 
+/// Apply a runtime [`Pick`] to the thread `access` suspends: where a thread's next message
+/// changes, for the replay and for live control alike. `Ok(true)`: the message about to
+/// start was put back (the thread starts the new head instead). Other picks change nothing.
+pub(crate) fn take(access: &mut ThreadAccess<'_>, pick: Pick<'_>) -> Result<bool, ReorderError> {
+    match pick {
+        Pick::Order { order, rest } => {
+            access.reorder_with(order, rest_of(rest))?;
+            Ok(access.put_back())
+        }
+        _ => Ok(false),
+    }
+}
+
 // The runtime's typed errors are the `SiteError`'s own.
 impl Site for SendEvent<'_> {
     fn reorder(&mut self, order: &[String], rest: Option<Rest>) -> Result<bool, SiteError> {
         match &mut self.access {
-            Some(a) => a
-                .reorder_with(order, rest_of(rest))
-                .map(|()| false)
-                .map_err(|e| SiteError::Order(e.into())),
+            // Mid-step: nothing is about to start, nothing is put back.
+            Some(a) => take(a, Pick::Order { order, rest }).map_err(|e| SiteError::Order(e.into())),
             None => Err(SiteError::NotApplicable(
                 "the schedule caller has no queue".to_owned(),
             )),
@@ -68,10 +81,7 @@ impl Site for SendEvent<'_> {
 
 impl Site for StepEvent<'_> {
     fn reorder(&mut self, order: &[String], rest: Option<Rest>) -> Result<bool, SiteError> {
-        self.access
-            .reorder_with(order, rest_of(rest))
-            .map_err(|e| SiteError::Order(e.into()))?;
-        Ok(self.access.put_back())
+        take(&mut self.access, Pick::Order { order, rest }).map_err(|e| SiteError::Order(e.into()))
     }
     fn edit(&mut self, _content: Value) -> Result<(), SiteError> {
         Err(SiteError::NotApplicable(
