@@ -1,14 +1,23 @@
 #![allow(missing_docs)] // criterion_group! generates undocumented functions
 //! Criterion micro-benchmark of the debugger model's ingest (what the GUI and `ctl` do with
-//! every event): a send / recv / start / stop cycle over 100 threads × 20 operations, into
-//! the GUI's model (the unfolded graph), `ctl`'s (happens-before clocks) and the bare one.
+//! every event):
+//! - `model_ingest`: a send / recv / start / stop cycle over 100 threads × 20 operations,
+//!   into the GUI's model (the unfolded graph), `ctl`'s (happens-before clocks) and the
+//!   bare one;
+//! - `mpi_ingest`: an MPI job's events as its connection receives them (binary event
+//!   frames of a 4-rank ring, every call with its parameters and site, every `recv` linked
+//!   to its `send`), decoded and ingested into `ctl`'s model and the GUI's, and decoded
+//!   only: what each MPI event costs the debugger from the wire to the model.
 //!
 //! `cargo bench -p racetrack --bench ingest`
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use racetrack::model::Model;
 use racetrack::synthetic;
-use racetrack_protocol::Event;
+use racetrack_protocol::{
+    CallInfo, CollectionDesc, Decoded, Decoder, Event, EventWriter, Link, Matched, OperationDesc, Peer,
+    RecvEv, SendEv, Step, StepEv, Tag,
+};
 
 fn events(n: u64) -> Vec<Event> {
     let mut v = vec![synthetic::structure(20, 100)];
@@ -43,5 +52,171 @@ fn bench(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench);
+const RANKS: u64 = 4;
+
+/// The job's merged structure: the ring's two calls on the collection `rank`.
+fn mpi_structure() -> Event {
+    let threads: Vec<String> = (0..RANKS).map(|r| format!("rank[{r}]")).collect();
+    Event::Structure {
+        operations: ["MPI_Send", "MPI_Recv"]
+            .map(|name| OperationDesc {
+                name: name.into(),
+                kind: "call".into(),
+                collection: "rank".into(),
+                threads: threads.clone(),
+            })
+            .to_vec(),
+        collections: vec![CollectionDesc {
+            name: "rank".into(),
+            threads,
+        }],
+        edges: Vec::new(),
+    }
+}
+
+/// An `MPI_Send` or `MPI_Recv` of one int with `peer`, as the wrappers describe it.
+fn ring_call(peer: i32, recv: bool) -> Box<CallInfo> {
+    Box::new(CallInfo {
+        comm: Some("MPI_COMM_WORLD".into()),
+        peer: Some(Peer::Rank(peer)),
+        tag: Some(Tag::Tag(7)),
+        count: Some(1),
+        datatype: Some("MPI_INT".into()),
+        bytes: Some(4),
+        site: Some(format!("ring.c:{} (main)", if recv { 52 } else { 47 })),
+        matched: recv.then_some(Matched {
+            source: peer,
+            tag: 7,
+            bytes: 4,
+        }),
+        ..CallInfo::default()
+    })
+}
+
+fn step(event_id: u64, thread: &str, op: &str, msg: &str, call: &CallInfo) -> StepEv {
+    StepEv {
+        event_id,
+        thread: thread.into(),
+        op: op.into(),
+        msg: msg.into(),
+        instance: msg.into(),
+        step: Step::Run,
+        traced: false,
+        held: false,
+        reason: None,
+        call: Some(Box::new(call.clone())),
+    }
+}
+
+/// `rounds` rounds of a ring: each rank sends to the next and receives from the previous,
+/// every receive after its send, as the job's merge lets them out.
+fn mpi_events(rounds: u64) -> Vec<Event> {
+    let mut out = Vec::new();
+    let mut next = [0u64; RANKS as usize];
+    let mut id = |r: u64| {
+        next[r as usize] += 1;
+        r * 1_000_000_000_000 + next[r as usize]
+    };
+    for k in 0..rounds {
+        let mut sends = Vec::new();
+        for r in 0..RANKS {
+            let (thread, to) = (format!("rank[{r}]"), (r + 1) % RANKS);
+            let call = ring_call(i32::try_from(to).unwrap_or(0), false);
+            let msg = format!("{r}.{}", 2 * k);
+            out.push(Event::Start(step(id(r), &thread, "MPI_Send", &msg, &call)));
+            let send = id(r);
+            sends.push(send);
+            out.push(Event::Send(SendEv {
+                event_id: send,
+                thread: Some(thread.clone()),
+                op: Some("MPI_Send".into()),
+                msg: msg.clone(),
+                to_op: None,
+                to_thread: Some(format!("rank[{to}]")),
+                type_name: "MPI_INT".into(),
+                traced: false,
+                held: false,
+                reason: None,
+                content: None,
+                call: Some(call.clone()),
+            }));
+            out.push(Event::Stop(step(id(r), &thread, "MPI_Send", &msg, &call)));
+        }
+        for r in 0..RANKS {
+            let (thread, from) = (format!("rank[{r}]"), (r + RANKS - 1) % RANKS);
+            let call = ring_call(i32::try_from(from).unwrap_or(0), true);
+            let msg = format!("{r}.{}", 2 * k + 1);
+            out.push(Event::Start(step(id(r), &thread, "MPI_Recv", &msg, &call)));
+            out.push(Event::Recv(RecvEv {
+                event_id: id(r),
+                thread: thread.clone(),
+                op: "MPI_Recv".into(),
+                msg: msg.clone(),
+                position: 0,
+                traced: false,
+                from: Some(Link {
+                    thread: format!("rank[{from}]").into(),
+                    event_id: sends[from as usize],
+                }),
+                call: Some(call.clone()),
+            }));
+            out.push(Event::Stop(step(id(r), &thread, "MPI_Recv", &msg, &call)));
+        }
+    }
+    out
+}
+
+/// `evs` as binary event frames of 1,024 events, as an agent writes them.
+fn frames(evs: &[Event]) -> Vec<Vec<u8>> {
+    evs.chunks(1024)
+        .map(|chunk| {
+            let mut w = EventWriter::with_capacity(160 * chunk.len());
+            for e in chunk {
+                assert!(w.push(e), "a streamed MPI event fits a binary event frame");
+            }
+            w.finish()
+        })
+        .collect()
+}
+
+fn bench_mpi(c: &mut Criterion) {
+    // 4,167 rounds × 4 ranks × 6 events: 100,008 events.
+    let evs = mpi_events(4_167);
+    let bytes = frames(&evs);
+    let mut g = c.benchmark_group("mpi_ingest");
+    g.throughput(Throughput::Elements(evs.len() as u64));
+    g.sample_size(10);
+    type NewModel = fn() -> Option<Model>;
+    let models: [(&str, NewModel); 3] = [
+        ("100k MPI events, decoded into ctl's model", || Some(Model::new().with_clocks())),
+        ("100k MPI events, decoded into the GUI's model", || Some(Model::new().with_unfolded())),
+        ("100k MPI events, decoded only", || None),
+    ];
+    for (name, model) in models {
+        g.bench_function(name, |b| {
+            b.iter(|| {
+                let mut m = model();
+                if let Some(m) = &mut m {
+                    m.ingest(&mpi_structure());
+                }
+                let mut decoder = Decoder::default();
+                let mut n = 0;
+                for f in &bytes {
+                    let Ok(Decoded::Events(evs)) = decoder.decode_binary(f) else {
+                        panic!("a binary event frame");
+                    };
+                    n += evs.len();
+                    if let Some(m) = &mut m {
+                        evs.iter().for_each(|e| m.ingest(e));
+                    }
+                }
+                assert_eq!(n, evs.len());
+                m.map_or(0, |m| m.control.event_count)
+            })
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, bench, bench_mpi);
 criterion_main!(benches);
