@@ -188,8 +188,12 @@ fn bench_mpi(c: &mut Criterion) {
     g.sample_size(10);
     type NewModel = fn() -> Option<Model>;
     let models: [(&str, NewModel); 3] = [
-        ("100k MPI events, decoded into ctl's model", || Some(Model::new().with_clocks())),
-        ("100k MPI events, decoded into the GUI's model", || Some(Model::new().with_unfolded())),
+        ("100k MPI events, decoded into ctl's model", || {
+            Some(Model::new().with_clocks())
+        }),
+        ("100k MPI events, decoded into the GUI's model", || {
+            Some(Model::new().with_unfolded())
+        }),
         ("100k MPI events, decoded only", || None),
     ];
     for (name, model) in models {

@@ -1,8 +1,9 @@
 #![allow(missing_docs)] // criterion_group! generates undocumented functions
-//! Criterion micro-benchmarks of what a debugger does with every streamed event: reading a
-//! packed frame of 1,024 farm-like events (send, recv, start, stop over four workers) in
-//! its binary and its JSON text form, and printing those events as `racetrack ctl` does;
-//! and of what the agent does: writing that binary frame.
+//! Criterion micro-benchmarks of what a debugger does with every streamed event: reading
+//! 1,024 farm-like events (send, recv, start, stop over four workers) from a binary packed
+//! frame, and from the `batch` frame of full events a text client gets instead, and
+//! printing them as `racetrack ctl` does; and of what the agent does: writing that binary
+//! frame.
 //!
 //! `cargo bench -p racetrack-protocol --bench frames`
 
@@ -90,9 +91,10 @@ fn write_binary(evs: &[Fields]) -> Vec<u8> {
     w.finish()
 }
 
-/// The same 1,024 events as a binary frame and as a JSON text frame.
+/// The same 1,024 events as a binary frame and as a text client's `batch` frame.
 fn frames(evs: &[Fields]) -> (Vec<u8>, String) {
-    let text = evs
+    let names = racetrack_protocol::Names::of(&structure()).expect("names");
+    let events = evs
         .iter()
         .map(|&(kind, id, thread, op, msg, a, b, txt)| {
             let msg_text = format!("{}.{}", msg[0], msg[1]);
@@ -108,8 +110,9 @@ fn frames(evs: &[Fields]) -> (Vec<u8>, String) {
                 txt.into(),
             ))
         })
+        .map(|p| names.expand(p).expect("named"))
         .collect();
-    (write_binary(evs), Event::Packed { events: text }.to_json())
+    (write_binary(evs), Event::Batch { events }.to_json())
 }
 
 fn bench(c: &mut Criterion) {

@@ -3,14 +3,13 @@
 //! `structure`. One type, [`Compact`], in two forms:
 //!
 //! - [`Record`], what an agent writes: message ids as components ([`MsgPath`]), texts as a
-//!   [`RecordText`] that allocates nothing for the common cases. Its writers are
-//!   [`Record::append_packed`] (text `packed` frames, beside their parser in `packed.rs`)
-//!   and [`crate::BinaryWriter::push`] (binary frames, beside their parser in
-//!   `binary.rs`).
-//! - [`PackedEv`], what a debugger decodes either frame into: ids and texts as strings,
-//!   which is what the model keys and prints by.
+//!   [`RecordText`] that allocates nothing for the common cases. Its writer is
+//!   [`crate::BinaryWriter::push`] (binary packed frames, beside their parser in
+//!   `binary.rs`); a client that asked for text gets the expanded events instead
+//!   ([`Record::to_packed`], [`crate::Names::expand`]).
+//! - [`PackedEv`], what a debugger decodes a binary packed frame into: ids and texts as
+//!   strings, which is what the model keys and prints by.
 
-use serde::{Deserialize, Serialize};
 use smol_str::SmolStr;
 
 /// The kind of a compact event: the four notifications (`docs/GUIDE.md`, "Concepts"). On the
@@ -67,21 +66,7 @@ impl Kind {
     }
 }
 
-impl Serialize for Kind {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_u8(self.code())
-    }
-}
-
-impl<'de> Deserialize<'de> for Kind {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Kind, D::Error> {
-        let code = u64::deserialize(d)?;
-        Kind::from_code(code).ok_or_else(|| serde::de::Error::custom(format!("unknown kind {code}")))
-    }
-}
-
-/// One streamed event in compact form; on the wire a JSON array
-/// `[kind, event_id, thread, op, msg, a, b, traced, text]` (or its binary layout, see
+/// One streamed event in compact form (on the wire: a binary packed frame's event, see
 /// [`crate::binary`]):
 ///
 /// | kind | event | `thread`, `op` | `a` | `b` | `text` |
@@ -129,7 +114,8 @@ impl PackedEv {
     }
 }
 
-/// The elements of a packed event's wire array, in order.
+/// A packed event's fields, in order: `(kind, event_id, thread, op, msg, a, b, traced,
+/// text)`.
 pub type PackedTuple = (Kind, u64, i64, i64, SmolStr, i64, i64, bool, SmolStr);
 
 impl From<PackedTuple> for PackedEv {
@@ -148,22 +134,6 @@ impl From<PackedTuple> for PackedEv {
     }
 }
 
-impl Serialize for PackedEv {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let p = self;
-        (
-            p.kind, p.event_id, p.thread, p.op, &p.msg, p.a, p.b, p.traced, &p.text,
-        )
-            .serialize(s)
-    }
-}
-
-impl<'de> Deserialize<'de> for PackedEv {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<PackedEv, D::Error> {
-        PackedTuple::deserialize(d).map(PackedEv::from)
-    }
-}
-
 /// The text of a [`Record`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RecordText {
@@ -179,6 +149,27 @@ pub enum RecordText {
 }
 
 impl Record {
+    /// The event as a debugger decodes it.
+    pub fn to_packed(&self) -> PackedEv {
+        let id = |parts: &[u64]| SmolStr::new(MsgPath::from_slice(parts).to_string());
+        Compact {
+            kind: self.kind,
+            event_id: self.event_id,
+            thread: self.thread,
+            op: self.op,
+            msg: id(self.msg.components()),
+            a: self.a,
+            b: self.b,
+            traced: self.traced,
+            text: match &self.text {
+                RecordText::None => SmolStr::default(),
+                RecordText::Type(t) => SmolStr::new(t),
+                RecordText::Parent => id(self.parent()),
+                RecordText::Instance(i) => id(i.components()),
+            },
+        }
+    }
+
     /// The message id's parent's components (the instance of [`RecordText::Parent`]).
     pub fn parent(&self) -> &[u64] {
         let c = self.msg.components();

@@ -283,13 +283,6 @@ pub enum Event {
     },
     /// Several streamed events in order.
     Batch { events: Vec<Event> },
-    /// Several streamed `send` / `recv` / `start` / `stop` events in compact form (names
-    /// as indexes into the latest `structure`); [`Decoder`] expands them. The agent packs
-    /// the events that are not held and carry no content.
-    Packed {
-        /// The events, in order.
-        events: Vec<PackedEv>,
-    },
     /// A message is sent (before delivery).
     Send(SendEv),
     /// A message is enqueued.

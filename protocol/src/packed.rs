@@ -1,16 +1,14 @@
-//! `packed` frames: the common streamed events (`send`, `recv`, `start`, `stop` that are not
-//! held and carry no content) in compact form, and the [`Decoder`] that expands them with
-//! the names of the latest `structure`.
+//! Packed events (the common streamed `send`, `recv`, `start`, `stop`: not held, no
+//! content, names as indexes into the latest `structure`) and the [`Decoder`] of every
+//! frame an agent sends, which expands them with those names.
 //!
-//! A consumer that only prints or counts events can stay compact: [`Decoder::decode_frame`]
-//! hands over a packed frame as [`Decoded::Packed`], [`PackedEv::write_json`] prints one
-//! event exactly as the expanded [`Event`] serializes, without building it.
+//! A consumer that only prints or counts events can stay compact: [`Decoder::decode_binary`]
+//! hands over a binary packed frame as [`Decoded::Packed`], [`PackedEv::write_json`] prints
+//! one event exactly as the expanded [`Event`] serializes, without building it.
 
-use crate::compact::{Compact, Kind, PackedEv, Record, RecordText};
+use crate::compact::{Compact, Kind, PackedEv};
 use crate::error::DecodeError;
 use crate::{Event, RecvEv, SendEv, Step, StepEv};
-use serde::Deserialize;
-use smol_str::SmolStr;
 use std::io::{self, Write};
 use std::sync::Arc;
 
@@ -290,50 +288,6 @@ impl PackedEv {
     }
 }
 
-impl Record {
-    /// Append the event as a `packed` frame's array element (what [`parse_packed`] reads
-    /// back). Written by hand: an agent does this for every streamed event.
-    pub fn append_packed(&self, out: &mut Vec<u8>) {
-        let mut digits = itoa::Buffer::new();
-        out.push(b'[');
-        out.extend_from_slice(digits.format(self.kind.code()).as_bytes());
-        out.push(b',');
-        out.extend_from_slice(digits.format(self.event_id).as_bytes());
-        for n in [self.thread, self.op] {
-            out.push(b',');
-            out.extend_from_slice(digits.format(n).as_bytes());
-        }
-        out.push(b',');
-        push_id(out, self.msg.components());
-        for n in [self.a, self.b] {
-            out.push(b',');
-            out.extend_from_slice(digits.format(n).as_bytes());
-        }
-        out.extend_from_slice(if self.traced { b",true," } else { b",false," });
-        match &self.text {
-            RecordText::None => out.extend_from_slice(b"\"\""),
-            RecordText::Type(t) => push_str(out, t),
-            RecordText::Parent => push_id(out, self.parent()),
-            RecordText::Instance(i) => push_id(out, i.components()),
-        }
-        out.push(b']');
-    }
-}
-
-/// Append a message id (its components) as a JSON string (digits and dots: nothing to
-/// escape).
-fn push_id(out: &mut Vec<u8>, id: &[u64]) {
-    let mut digits = itoa::Buffer::new();
-    out.push(b'"');
-    for (i, c) in id.iter().enumerate() {
-        if i > 0 {
-            out.push(b'.');
-        }
-        out.extend_from_slice(digits.format(*c).as_bytes());
-    }
-    out.push(b'"');
-}
-
 /// Append `s` as a JSON string: as it is between quotes when nothing in it needs escaping
 /// (message ids and type names, nearly always), else as serde_json escapes it.
 fn push_str(out: &mut Vec<u8>, s: &str) {
@@ -362,29 +316,9 @@ pub struct Decoder {
     names: Arc<Names>,
 }
 
-#[derive(Debug, Deserialize)]
-struct PackedFrame {
-    events: Vec<PackedEv>,
-}
-
 impl Decoder {
-    /// Decode one text frame. A packed frame is parsed as plain arrays, without buffering
-    /// the whole frame first as an internally tagged enum would; every event in it is
-    /// checked against the names (an unknown index is an error for the whole frame).
+    /// Decode one text frame: JSON events (a `batch`'s in order).
     pub fn decode_frame(&mut self, text: &str) -> Result<Decoded, DecodeError> {
-        if text.starts_with(r#"{"event":"packed","#) {
-            let events = match parse_packed(text) {
-                Some(evs) => evs,
-                None => {
-                    let frame: PackedFrame = serde_json::from_str(text)?;
-                    frame.events
-                }
-            };
-            for p in &events {
-                self.names.check(p)?;
-            }
-            return Ok(Decoded::Packed(self.names.clone(), events));
-        }
         let ev = crate::full::event(text)?;
         let mut out = Vec::new();
         self.flatten(ev, &mut out)?;
@@ -392,7 +326,7 @@ impl Decoder {
     }
 
     /// Decode one binary frame: a binary packed frame (see [`crate::binary`]), every event
-    /// in it checked against the names, as in a text packed frame; or a binary event frame
+    /// in it checked against the names (an unknown index fails the frame); or a binary event frame
     /// (see [`crate::binary_events`]).
     pub fn decode_binary(&mut self, bytes: &[u8]) -> Result<Decoded, DecodeError> {
         if bytes.first() == Some(&crate::binary_events::BINARY_EVENTS) {
@@ -420,11 +354,6 @@ impl Decoder {
                     self.flatten(e, out)?;
                 }
             }
-            Event::Packed { events } => {
-                for p in events {
-                    out.push(self.names.expand(p)?);
-                }
-            }
             other => {
                 self.observe(&other);
                 out.push(other);
@@ -449,109 +378,6 @@ impl Decoder {
     /// Expand one packed event with the current names.
     pub fn expand(&self, p: PackedEv) -> Result<Event, DecodeError> {
         self.names.expand(p)
-    }
-}
-
-/// Parse a packed frame laid out exactly as the agent writes it (no spaces, no escapes)
-/// without serde's general machinery: this runs for every streamed event. `None` for any
-/// other layout, which [`Decoder::decode_frame`] then hands to serde (valid JSON is still
-/// read, and errors are serde's).
-fn parse_packed(text: &str) -> Option<Vec<PackedEv>> {
-    let body = text.strip_prefix(r#"{"event":"packed","events":["#)?;
-    let mut c = Cursor { s: body, i: 0 };
-    let mut out = Vec::with_capacity(body.len() / 40);
-    if !c.eat(b']') {
-        loop {
-            c.expect(b'[')?;
-            let kind = Kind::from_code(c.uint()?)?;
-            let event_id = c.next(Cursor::uint)?;
-            let (thread, op) = (c.next(Cursor::int)?, c.next(Cursor::int)?);
-            let msg = c.next(Cursor::string)?;
-            let (a, b) = (c.next(Cursor::int)?, c.next(Cursor::int)?);
-            let traced = c.next(Cursor::boolean)?;
-            let text = c.next(Cursor::string)?;
-            c.expect(b']')?;
-            out.push(Compact {
-                kind,
-                event_id,
-                thread,
-                op,
-                msg,
-                a,
-                b,
-                traced,
-                text,
-            });
-            if !c.eat(b',') {
-                c.expect(b']')?;
-                break;
-            }
-        }
-    }
-    c.expect(b'}')?;
-    (c.i == c.s.len()).then_some(out)
-}
-
-struct Cursor<'a> {
-    s: &'a str,
-    i: usize,
-}
-
-impl Cursor<'_> {
-    fn peek(&self) -> Option<u8> {
-        self.s.as_bytes().get(self.i).copied()
-    }
-    fn eat(&mut self, b: u8) -> bool {
-        let hit = self.peek() == Some(b);
-        self.i += usize::from(hit);
-        hit
-    }
-    fn expect(&mut self, b: u8) -> Option<()> {
-        self.eat(b).then_some(())
-    }
-    /// The next array element: a comma, then what `f` reads.
-    fn next<T>(&mut self, f: impl FnOnce(&mut Self) -> Option<T>) -> Option<T> {
-        self.expect(b',')?;
-        f(self)
-    }
-    fn uint(&mut self) -> Option<u64> {
-        let start = self.i;
-        let mut n: u64 = 0;
-        while let Some(d @ b'0'..=b'9') = self.peek() {
-            n = n.checked_mul(10)?.checked_add(u64::from(d - b'0'))?;
-            self.i += 1;
-        }
-        (self.i > start).then_some(n)
-    }
-    fn int(&mut self) -> Option<i64> {
-        if self.eat(b'-') {
-            i64::try_from(self.uint()?).ok().map(|n| -n)
-        } else {
-            i64::try_from(self.uint()?).ok()
-        }
-    }
-    fn boolean(&mut self) -> Option<bool> {
-        let rest = &self.s[self.i..];
-        if rest.starts_with("true") {
-            self.i += 4;
-            Some(true)
-        } else if rest.starts_with("false") {
-            self.i += 5;
-            Some(false)
-        } else {
-            None
-        }
-    }
-    /// A string without escapes (anything else: `None`).
-    fn string(&mut self) -> Option<SmolStr> {
-        self.expect(b'"')?;
-        let rest = &self.s[self.i..];
-        let end = rest.find(['"', '\\'])?;
-        if rest.as_bytes()[end] != b'"' || rest[..end].bytes().any(|b| b < 0x20) {
-            return None;
-        }
-        self.i += end + 1;
-        Some(SmolStr::new(&rest[..end]))
     }
 }
 

@@ -196,25 +196,6 @@ fn events() {
         r#"{"event":"batch","events":[{"event":"stop","event_id":18,"thread":"proc[1]","op":"Sort","msg":"0.3","instance":"0.3","step":"run","traced":false,"held":false}]}"#,
     );
     golden_event(
-        Event::Packed {
-            events: vec![
-                PackedEv::from((Kind::Send, 12, 0, 0, "0.5".into(), 1, 3, false, "Task".into())),
-                PackedEv::from((
-                    Kind::Recv,
-                    13,
-                    3,
-                    1,
-                    "0.5".into(),
-                    0,
-                    0,
-                    false,
-                    Default::default(),
-                )),
-            ],
-        },
-        r#"{"event":"packed","events":[[0,12,0,0,"0.5",1,3,false,"Task"],[1,13,3,1,"0.5",0,0,false,""]]}"#,
-    );
-    golden_event(
         Event::Released {
             event_id: 17,
             thread: "proc[1]".into(),
@@ -623,4 +604,33 @@ fn bad_commands_say_what_is_wrong() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("unknown field `bogus`"), "{e}");
+}
+
+/// A binary packed frame, byte for byte: the layout byte, the count, then per event its
+/// head, id difference, thread, op, message id, `a`, `b` and text (docs/PROTOCOL.md).
+#[test]
+fn binary_packed_frame() {
+    let rec = |kind, event_id, thread, op, a, b, text| Record {
+        kind,
+        event_id,
+        thread,
+        op,
+        msg: MsgPath::from_slice(&[0, 5]),
+        a,
+        b,
+        traced: false,
+        text,
+    };
+    let mut w = BinaryWriter::with_capacity(64);
+    w.push(&rec(Kind::Send, 12, 0, 0, 1, 3, RecordText::Type("Task")));
+    w.push(&rec(Kind::Recv, 13, 3, 1, 0, 0, RecordText::None));
+    #[rustfmt::skip]
+    let expected = [
+        1, 2, 0, 0, 0,
+        // send: head 8 (a string text), id 12, thread 0, op 0, "0.5", a 1, b 3, "Task"
+        8, 12, 0, 0, 2, 0, 5, 2, 6, 4, b'T', b'a', b's', b'k',
+        // recv: head 1, id +1, thread 3, op 1, "0.5", position 0, 0, no text
+        1, 1, 6, 2, 2, 0, 5, 0, 0,
+    ];
+    assert_eq!(w.finish(), expected);
 }

@@ -3,10 +3,11 @@
 //! The common streamed events (a `send`, `recv`, `start` or `stop` that is not held and
 //! carries no content) are recorded as compact [`Record`]s: indexes, inline message ids
 //! and static type names, so recording one allocates nothing on the program's thread. The
-//! agent's thread turns runs of them into `packed` frames with the protocol's writers;
+//! agent's thread turns runs of them into binary packed frames with the protocol's writer
+//! (for a client that asked for text: the events they stand for, in `batch` frames);
 //! every other event is buffered as the protocol [`Event`] it is.
 
-use racetrack_protocol::{BinaryWriter, Event, EventWriter, Record, SharedEv};
+use racetrack_protocol::{BinaryWriter, Event, EventWriter, Names, Record, SharedEv};
 use std::borrow::Cow;
 use std::time::Instant;
 
@@ -143,45 +144,51 @@ impl Frame {
     }
 }
 
-/// How the network thread writes packed events.
+/// How the network thread writes streamed events: what the client asked for in its
+/// handshake.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Packing {
-    /// `packed` JSON text frames.
+    /// JSON text: every event as itself, in `batch` frames.
     Text,
-    /// Binary packed frames (the debugger asked for them).
+    /// Binary packed frames and binary event frames where they fit.
     Binary,
 }
 
-/// A packed frame being written.
-enum Packer {
-    Text(Vec<u8>),
-    Binary(BinaryWriter),
-}
-
-/// Frames for drained records, in order, with the number of events in each: runs of fast
-/// records become packed frames (text or binary); with binary packing, runs of the full
-/// notifications a binary event frame takes (not held, no content: the MPI library's
-/// events) become those; runs of the others `batch` frames; each of at most `max` events.
+/// Frames for drained records, in order, with the number of events in each, each of at
+/// most `max` events. Binary (`text` is `None`): runs of fast records become binary packed
+/// frames, runs of the full notifications a binary event frame takes (not held, no
+/// content: the MPI library's events) become those, runs of the others `batch` frames.
+/// Text: every event in `batch` frames, fast records expanded with the names `text` gives.
 /// Records are read in place: moving each record out of its chunk would copy every event
 /// once more on the agent's thread.
 pub(crate) fn frames<'a>(
     recs: impl IntoIterator<Item = &'a Rec>,
     max: usize,
-    packing: Packing,
+    text: Option<&Names>,
 ) -> Vec<(Frame, usize)> {
-    let mut f = Framer::new(max, packing);
+    let mut f = Framer::new(max);
     for r in recs {
-        match r {
-            Rec::Fast(fast) => f.fast(fast),
-            Rec::Shared(ev) if packing == Packing::Binary => f.binary(|w| w.push_shared(ev)),
-            Rec::Shared(ev) => f.full(Cow::Owned(ev.to_event())),
-            Rec::Full(ev) if packing == Packing::Binary && EventWriter::fits(ev) => f.binary(|w| {
+        match (r, text) {
+            (Rec::Fast(fast), None) => f.fast(fast),
+            (Rec::Fast(fast), Some(names)) => f.full(Cow::Owned(expand(fast, names))),
+            (Rec::Shared(ev), None) => f.binary(|w| w.push_shared(ev)),
+            (Rec::Shared(ev), Some(_)) => f.full(Cow::Owned(ev.to_event())),
+            (Rec::Full(ev), None) if EventWriter::fits(ev) => f.binary(|w| {
                 w.push(ev);
             }),
-            Rec::Full(ev) => f.full(Cow::Borrowed(&**ev)),
+            (Rec::Full(ev), _) => f.full(Cow::Borrowed(&**ev)),
         }
     }
     f.finish()
+}
+
+/// A fast record as the event it stands for. The structure only grows, so the latest
+/// names cover every record; one they do not (a bug) becomes an `error` in its place.
+fn expand(r: &Record, names: &Names) -> Event {
+    names.expand(r.to_packed()).unwrap_or_else(|e| Event::Error {
+        message: format!("event {} could not be written as text: {e}", r.event_id),
+        req: None,
+    })
 }
 
 /// The frames [`frames`] is writing: a run of one kind goes on until another kind comes
@@ -189,44 +196,33 @@ pub(crate) fn frames<'a>(
 struct Framer<'a> {
     out: Vec<(Frame, usize)>,
     max: usize,
-    packing: Packing,
-    packer: Packer,
+    packer: BinaryWriter,
     n_packed: usize,
     events: Option<EventWriter>,
     full: Vec<Cow<'a, Event>>,
 }
 
 impl<'a> Framer<'a> {
-    fn new(max: usize, packing: Packing) -> Self {
+    fn new(max: usize) -> Self {
         Framer {
             out: Vec::new(),
             max,
-            packing,
-            packer: Self::packer(packing, max),
+            packer: Self::packer(max),
             n_packed: 0,
             events: None,
             full: Vec::new(),
         }
     }
 
-    /// Text: about 40 bytes an event; binary: about 12.
-    fn packer(packing: Packing, max: usize) -> Packer {
-        match packing {
-            Packing::Text => Packer::Text(Vec::with_capacity(48 * max)),
-            Packing::Binary => Packer::Binary(BinaryWriter::with_capacity(16 * max)),
-        }
+    /// About 12 bytes an event.
+    fn packer(max: usize) -> BinaryWriter {
+        BinaryWriter::with_capacity(16 * max)
     }
 
     fn fast(&mut self, f: &Record) {
         self.flush_full();
         self.flush_events();
-        match &mut self.packer {
-            Packer::Text(text) => {
-                text.extend_from_slice(if self.n_packed == 0 { PACKED_HEAD } else { b"," });
-                f.append_packed(text);
-            }
-            Packer::Binary(w) => w.push(f),
-        }
+        self.packer.push(f);
         self.n_packed += 1;
         if self.n_packed >= self.max {
             self.flush_packed();
@@ -261,15 +257,9 @@ impl<'a> Framer<'a> {
         if self.n_packed == 0 {
             return;
         }
-        let frame = match std::mem::replace(&mut self.packer, Self::packer(self.packing, self.max)) {
-            Packer::Text(mut text) => {
-                text.extend_from_slice(b"]}");
-                // Written from ASCII and serde_json's UTF-8.
-                Frame::Text(String::from_utf8(text).unwrap_or_default())
-            }
-            Packer::Binary(w) => Frame::Binary(w.finish()),
-        };
-        self.out.push((frame, std::mem::take(&mut self.n_packed)));
+        let w = std::mem::replace(&mut self.packer, Self::packer(self.max));
+        self.out
+            .push((Frame::Binary(w.finish()), std::mem::take(&mut self.n_packed)));
     }
 
     fn flush_events(&mut self) {
@@ -334,9 +324,6 @@ fn flush_full(full: &mut Vec<Cow<'_, Event>>, out: &mut Vec<(Frame, usize)>) {
     }
 }
 
-/// How a `packed` frame begins (what [`racetrack_protocol::Decoder`] recognizes).
-const PACKED_HEAD: &[u8] = br#"{"event":"packed","events":["#;
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -369,7 +356,7 @@ mod tests {
         let frames = frames(
             &[big(max / 2), big(max / 2), big(max + 1), big(10)],
             1024,
-            Packing::Text,
+            Some(&proto::Names::default()),
         );
         assert!(frames.iter().all(|(t, _)| t.len() <= max));
         let evs: Vec<Event> = frames
@@ -436,31 +423,56 @@ mod tests {
                 Rec::Fast(_) => None,
             })
             .collect();
-        for packing in [Packing::Binary, Packing::Text] {
-            let frames = frames(&recs, 1024, packing);
+        let names = proto::Names::default();
+        for text in [None, Some(&names)] {
+            let frames = frames(&recs, 1024, text);
             let kinds: Vec<(bool, usize)> = (frames.iter())
                 .map(|(f, n)| (matches!(f, Frame::Binary(_)), *n))
                 .collect();
-            let want: &[(bool, usize)] = match packing {
-                Packing::Binary => &[(true, 2), (false, 1), (true, 2)],
-                Packing::Text => &[(false, 5)],
+            let want: &[(bool, usize)] = match text {
+                None => &[(true, 2), (false, 1), (true, 2)],
+                Some(_) => &[(false, 5)],
             };
-            assert_eq!(kinds, want, "{packing:?}");
+            assert_eq!(kinds, want, "text: {}", text.is_some());
             let mut d = Decoder::default();
             let evs: Vec<Event> = frames.iter().flat_map(|(f, _)| decode(&mut d, f)).collect();
-            assert_eq!(evs, expected, "{packing:?}");
+            assert_eq!(evs, expected, "text: {}", text.is_some());
         }
     }
 
     #[test]
-    fn packed_frames_decode_to_the_events_they_record() {
-        let text = packed_frames_decode(Packing::Text);
-        let binary = packed_frames_decode(Packing::Binary);
-        assert_eq!(text, binary, "binary frames carry what text frames do");
+    fn a_record_the_names_do_not_cover_is_an_error_for_a_text_client() {
+        let rec = Rec::Fast(Record {
+            kind: Kind::Recv,
+            event_id: 9,
+            thread: 4,
+            op: 0,
+            msg: MsgPath::from_slice(&[1]),
+            a: 0,
+            b: 0,
+            traced: false,
+            text: RecordText::None,
+        });
+        let frames = frames([&rec], 8, Some(&proto::Names::default()));
+        let evs = decode(&mut Decoder::default(), &frames[0].0);
+        assert!(
+            matches!(&evs[..], [Event::Error { message, .. }] if message.contains("event 9") && message.contains("thread #4")),
+            "{evs:?}"
+        );
     }
 
-    /// Check the events of a few records, written with `packing`; returns them.
-    fn packed_frames_decode(packing: Packing) -> Vec<Event> {
+    #[test]
+    fn packed_frames_decode_to_the_events_they_record() {
+        let text = packed_frames_decode(true);
+        let binary = packed_frames_decode(false);
+        assert_eq!(
+            text, binary,
+            "a text client gets the events binary frames stand for"
+        );
+    }
+
+    /// Check the events of a few records, written as text or binary; returns them.
+    fn packed_frames_decode(text: bool) -> Vec<Event> {
         let path = |msg: &str| {
             let parts: Vec<u64> = msg.split('.').map(|c| c.parse().expect("id")).collect();
             MsgPath::from_slice(&parts)
@@ -493,12 +505,7 @@ mod tests {
             fast(Kind::Recv, "0", 2, RecordText::None),
             fast(Kind::Start, "0.3.2", 1, RecordText::Parent),
         ];
-        let frames = frames(&recs, 1, packing);
-        assert_eq!(frames.iter().map(|f| f.1).collect::<Vec<_>>(), [1, 1, 1, 1, 1]);
-        let binary = frames.iter().filter(|f| matches!(f.0, Frame::Binary(_))).count();
-        assert_eq!(binary, if packing == Packing::Binary { 4 } else { 0 });
-        let mut d = Decoder::default();
-        d.observe(&Event::Structure {
+        let structure = Event::Structure {
             operations: vec![proto::OperationDesc {
                 name: "Work".into(),
                 kind: "leaf".into(),
@@ -510,7 +517,14 @@ mod tests {
                 threads: vec!["proc[0]".into(), "proc[1]".into()],
             }],
             edges: vec![],
-        });
+        };
+        let names = proto::Names::of(&structure).expect("names");
+        let frames = frames(&recs, 1, text.then_some(&names));
+        assert_eq!(frames.iter().map(|f| f.1).collect::<Vec<_>>(), [1, 1, 1, 1, 1]);
+        let binary = frames.iter().filter(|f| matches!(f.0, Frame::Binary(_))).count();
+        assert_eq!(binary, if text { 0 } else { 4 });
+        let mut d = Decoder::default();
+        d.observe(&structure);
         let evs: Vec<Event> = frames.iter().flat_map(|(f, _)| decode(&mut d, f)).collect();
         let Event::Send(s) = &evs[0] else {
             panic!("{:?}", evs[0])
@@ -546,8 +560,6 @@ mod tests {
             ("0.3.2", "0.3", proto::Step::Absorb)
         );
         // A packed event naming a thread the structure lacks is an error, not a panic.
-        let bad = r#"{"event":"packed","events":[[1,1,9,0,"0",0,0,false,""]]}"#;
-        assert!(d.decode(bad).unwrap_err().to_string().contains("thread #9"));
         let mut w = BinaryWriter::with_capacity(16);
         w.push(&Record {
             kind: Kind::Recv,

@@ -8,7 +8,7 @@ use super::phase::Phase;
 use super::record::{self, Frame, Packing};
 use super::Agent;
 use futures_util::{SinkExt, StreamExt};
-use racetrack_protocol::{Command, Event, Request as CmdRequest, BINARY_HEADER, MAX_FRAME_BYTES};
+use racetrack_protocol::{Command, Event, Names, Request as CmdRequest, BINARY_HEADER, MAX_FRAME_BYTES};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Duration;
@@ -253,7 +253,12 @@ where
         d.tick();
     }
     let chunks = agent.drain();
-    let frames = record::frames(chunks.iter().flatten(), BATCH_MAX, packing);
+    // A text client gets the events themselves, named as the structure names them now.
+    let names = match packing {
+        Packing::Text => Names::of(&agent.structure_event()),
+        Packing::Binary => None,
+    };
+    let frames = record::frames(chunks.iter().flatten(), BATCH_MAX, names.as_ref());
     if !chunks.is_empty() {
         agent.recycle(chunks);
     }

@@ -5,7 +5,7 @@
 //! time (`racetrack_protocol::trace`). The program never waits on the disk beyond the
 //! buffer's backpressure; `Agent::finish` waits for the last records to be written.
 
-use super::record::{self, Packing};
+use super::record;
 use super::server::{BATCH_MAX, TICK};
 use super::{lock, Agent};
 use racetrack_protocol::trace::{header, TraceWriter};
@@ -101,7 +101,7 @@ async fn write_loop(agent: &Agent, mut out: BufWriter<File>, mut writer: TraceWr
             _ = tick.tick() => {}
         }
         let (chunks, times) = agent.drain_timed();
-        let frames = record::frames(chunks.iter().flatten(), BATCH_MAX, Packing::Binary);
+        let frames = record::frames(chunks.iter().flatten(), BATCH_MAX, None);
         if !chunks.is_empty() {
             agent.recycle(chunks);
         }

@@ -61,9 +61,7 @@ impl Model {
                 collections,
                 edges,
             } => {
-                let pr = self.proc_mut(p);
-                pr.decoder.observe(ev);
-                pr.on_structure(operations, collections, edges);
+                self.proc_mut(p).on_structure(operations, collections, edges);
                 self.changes.structure = true;
             }
             Event::Snapshot { threads, held, .. } => {
@@ -71,14 +69,6 @@ impl Model {
                 held.iter().for_each(|h| self.ingest_in(p, h));
             }
             Event::Batch { events } => events.iter().for_each(|e| self.ingest_in(p, e)),
-            Event::Packed { events } => {
-                for pe in events {
-                    match self.proc_mut(p).decoder.expand(pe.clone()) {
-                        Ok(e) => self.ingest_in(p, &e),
-                        Err(e) => self.control.log(&mut self.changes, "error", e.to_string()),
-                    }
-                }
-            }
             Event::Send(_) | Event::Recv(_) | Event::Start(_) | Event::Stop(_) => {
                 if let Some(c) = &mut self.clocks {
                     c.observe(ev);

@@ -8,7 +8,7 @@
 //! there is no level between the job and that line to show.
 
 use crate::ids::{Interner, OpId, ThreadId};
-use racetrack_protocol::{CollectionDesc, Decoder, Names, OperationDesc};
+use racetrack_protocol::{CollectionDesc, Names, OperationDesc};
 
 /// A debugged program: one on the runtime, or an MPI job.
 #[derive(Debug, Default)]
@@ -29,9 +29,6 @@ pub struct Process {
     /// a packed event is then ingested without hashing a name.
     packed_ops: Vec<OpId>,
     packed_threads: Vec<ThreadId>,
-    /// Expands `packed` events that reach the model unexpanded (normally the connection
-    /// hands them over with their names).
-    pub(crate) decoder: Decoder,
 }
 
 impl Process {
