@@ -182,10 +182,10 @@ impl Rank {
             Decision::Hold { reason: r, .. } => {
                 let ev = Event::Start(proto::StepEv {
                     event_id: 0,
-                    thread: self.name.to_string(),
+                    thread: self.name.to_string().into(),
                     op: OPS[op].into(),
-                    msg: format!("{}.{}", msg[0], msg[1]),
-                    instance: format!("{}.{}", msg[0], msg[1]),
+                    msg: format!("{}.{}", msg[0], msg[1]).into(),
+                    instance: format!("{}.{}", msg[0], msg[1]).into(),
                     step: proto::Step::Run,
                     traced: false,
                     held: true,
@@ -223,9 +223,9 @@ impl Rank {
             };
             let ev = Event::Send(proto::SendEv {
                 event_id: 0,
-                thread: Some(self.name.to_string()),
+                thread: Some(self.name.to_string().into()),
                 op: Some(OPS[SEND].into()),
-                msg: format!("{}.{}", msg[0], msg[1]),
+                msg: format!("{}.{}", msg[0], msg[1]).into(),
                 to_op: Some(OPS[RECV].into()),
                 to_thread: Some(RANKS[to].into()),
                 type_name: "i32".into(),
@@ -416,10 +416,10 @@ impl Client {
 /// (event, thread, op) of a stream event.
 fn key(ev: &Event) -> Option<(&'static str, String, String)> {
     match ev {
-        Event::Send(s) => Some(("send", s.thread.clone()?, s.op.clone()?)),
-        Event::Recv(r) => Some(("recv", r.thread.clone(), r.op.clone())),
-        Event::Start(s) => Some(("start", s.thread.clone(), s.op.clone())),
-        Event::Stop(s) => Some(("stop", s.thread.clone(), s.op.clone())),
+        Event::Send(s) => Some(("send", s.thread.clone()?.to_string(), s.op.clone()?.to_string())),
+        Event::Recv(r) => Some(("recv", r.thread.to_string(), r.op.to_string())),
+        Event::Start(s) => Some(("start", s.thread.to_string(), s.op.to_string())),
+        Event::Stop(s) => Some(("stop", s.thread.to_string(), s.op.to_string())),
         _ => None,
     }
 }

@@ -128,11 +128,11 @@ fn mpi_events(rounds: u64) -> Vec<Event> {
             sends.push(send);
             out.push(Event::Send(SendEv {
                 event_id: send,
-                thread: Some(thread.clone()),
+                thread: Some(thread.clone().into()),
                 op: Some("MPI_Send".into()),
-                msg: msg.clone(),
+                msg: msg.clone().into(),
                 to_op: None,
-                to_thread: Some(format!("rank[{to}]")),
+                to_thread: Some(format!("rank[{to}]").into()),
                 type_name: "MPI_INT".into(),
                 traced: false,
                 held: false,
@@ -149,9 +149,9 @@ fn mpi_events(rounds: u64) -> Vec<Event> {
             out.push(Event::Start(step(id(r), &thread, "MPI_Recv", &msg, &call)));
             out.push(Event::Recv(RecvEv {
                 event_id: id(r),
-                thread: thread.clone(),
+                thread: thread.clone().into(),
                 op: "MPI_Recv".into(),
-                msg: msg.clone(),
+                msg: msg.clone().into(),
                 position: 0,
                 traced: false,
                 from: Some(Link {

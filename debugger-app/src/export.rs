@@ -125,7 +125,7 @@ impl Builder {
                 tid
             }
         };
-        self.sends.insert(s.msg, (tid, ns));
+        self.sends.insert(s.msg.to_string(), (tid, ns));
     }
 
     /// The flow of the message a step consumes (final steps consume none), from its send.
@@ -133,7 +133,7 @@ impl Builder {
         if s.step == Step::Final {
             return;
         }
-        let Some((from, sent)) = self.sends.remove(&s.msg) else {
+        let Some((from, sent)) = self.sends.remove(s.msg.as_str()) else {
             return;
         };
         self.summary.flows += 1;

@@ -49,7 +49,7 @@ fn step_orders(trace: &Path) -> Orders {
     for ev in reader.by_ref() {
         if let Event::Start(s) = ev.unwrap().event {
             let step = serde_json::to_value(s.step).unwrap();
-            orders.entry(s.thread).or_default().push(format!(
+            orders.entry(s.thread.to_string()).or_default().push(format!(
                 "{} {} {}",
                 s.op,
                 s.msg,

@@ -23,7 +23,7 @@
 use crate::call::{AnyTag, CallInfo, Peer, SpecialPeer, Tag};
 use crate::compact::Kind;
 use crate::varint::{put_i, put_u, zigzag};
-use crate::{Event, RecvEv, SendEv, Step, StepEv};
+use crate::{Event, RecvEv, SendEv, SmolStr, Step, StepEv};
 use std::sync::Arc;
 
 /// The first byte of a binary event frame: the version of this layout.
@@ -192,9 +192,9 @@ impl SharedEv {
 
     /// The event it stands for.
     pub fn to_event(&self) -> Event {
-        let msg = self.msg_text();
+        let msg = SmolStr::from(self.msg_text());
         let call = self.call.as_ref().map(|c| Box::new(CallInfo::clone(c)));
-        let (thread, op) = (self.thread.to_string(), self.op.to_string());
+        let (thread, op) = (SmolStr::new(&*self.thread), SmolStr::new(&*self.op));
         match self.kind {
             Kind::Send => Event::Send(SendEv {
                 event_id: self.event_id,
@@ -202,8 +202,8 @@ impl SharedEv {
                 op: Some(op),
                 msg,
                 to_op: None,
-                to_thread: self.to_thread.as_deref().map(str::to_owned),
-                type_name: self.type_name.to_string(),
+                to_thread: self.to_thread.as_deref().map(SmolStr::new),
+                type_name: SmolStr::new(&*self.type_name),
                 traced: false,
                 held: false,
                 reason: None,

@@ -161,21 +161,21 @@ pub struct SendEv {
     pub event_id: u64,
     /// Sending thread (absent: the schedule caller injects an input).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub thread: Option<String>,
+    pub thread: Option<SmolStr>,
     /// The operation that posted the message (absent with `thread`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub op: Option<String>,
+    pub op: Option<SmolStr>,
     /// The message's id (deterministic: dotted, as `0.3.1`).
-    pub msg: String,
+    pub msg: SmolStr,
     /// Destination operation (absent: the result returns to the schedule caller).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub to_op: Option<String>,
+    pub to_op: Option<SmolStr>,
     /// Destination thread as routed before any edit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub to_thread: Option<String>,
+    pub to_thread: Option<SmolStr>,
     /// Rust type name.
     #[serde(rename = "type")]
-    pub type_name: String,
+    pub type_name: SmolStr,
     /// Whether the message is traced.
     pub traced: bool,
     /// Whether the sending thread waits for an acknowledgment.
@@ -197,11 +197,11 @@ pub struct RecvEv {
     /// The event's number in the stream.
     pub event_id: u64,
     /// The thread whose queue the message joined.
-    pub thread: String,
+    pub thread: SmolStr,
     /// Operation the message is for.
-    pub op: String,
+    pub op: SmolStr,
     /// The id of the message enqueued.
-    pub msg: String,
+    pub msg: SmolStr,
     /// Position in the queue (0 = head).
     pub position: usize,
     /// Whether it is traced.
@@ -229,13 +229,13 @@ pub struct Link {
 pub struct StepEv {
     /// The event's number (what `continue` and acknowledgments refer to).
     pub event_id: u64,
-    pub thread: String,
+    pub thread: SmolStr,
     /// The operation whose step it is.
-    pub op: String,
+    pub op: SmolStr,
     /// Message id (final steps: the output id).
-    pub msg: String,
+    pub msg: SmolStr,
     /// Operation instance (message id; merges and streams: their output id).
-    pub instance: String,
+    pub instance: SmolStr,
     /// Run, absorb or final.
     pub step: Step,
     /// Start: whether the consumed message is traced. Stop: whether outputs were traced.

@@ -8,7 +8,7 @@
 
 use crate::compact::{Compact, Kind, PackedEv};
 use crate::error::DecodeError;
-use crate::{Event, RecvEv, SendEv, Step, StepEv};
+use crate::{Event, RecvEv, SendEv, SmolStr, Step, StepEv};
 use std::io::{self, Write};
 use std::sync::Arc;
 
@@ -141,8 +141,7 @@ impl Names {
             traced,
             text,
         } = p;
-        let (msg, text) = (String::from(msg), String::from(text));
-        let owned = |n: Result<Option<&str>, DecodeError>| n.ok().flatten().map(str::to_owned);
+        let owned = |n: Result<Option<&str>, DecodeError>| n.ok().flatten().map(SmolStr::new);
         let thread = owned(self.thread(thread));
         let op = owned(self.op(op));
         Ok(match kind {

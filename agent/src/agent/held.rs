@@ -388,7 +388,7 @@ mod tests {
             event_id: id,
             thread: Some("proc[0]".into()),
             op: Some("Work".into()),
-            msg: format!("0.{id}"),
+            msg: format!("0.{id}").into(),
             to_op: None,
             to_thread: None,
             type_name: "u32".into(),

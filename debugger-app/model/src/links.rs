@@ -297,9 +297,9 @@ mod tests {
     fn send(id: u64, from: i32, comm: &str, to: i32, tag: i32) -> Event {
         Event::Send(SendEv {
             event_id: id,
-            thread: Some(format!("rank[{from}]")),
+            thread: Some(format!("rank[{from}]").into()),
             op: Some("MPI_Send".into()),
-            msg: format!("{from}.{id}"),
+            msg: format!("{from}.{id}").into(),
             to_op: None,
             to_thread: None,
             type_name: "MPI_INT".into(),
@@ -319,9 +319,9 @@ mod tests {
     fn recv(at: i32, comm: &str, source: i32, tag: i32) -> RecvEv {
         RecvEv {
             event_id: 99,
-            thread: format!("rank[{at}]"),
+            thread: format!("rank[{at}]").into(),
             op: "MPI_Recv".into(),
-            msg: format!("{at}.9"),
+            msg: format!("{at}.9").into(),
             position: 0,
             traced: false,
             from: None,
@@ -342,7 +342,7 @@ mod tests {
     fn created(at: i32, comm: &str, rank: i32, leader: i32) -> Event {
         Event::Stop(StepEv {
             event_id: 1,
-            thread: format!("rank[{at}]"),
+            thread: format!("rank[{at}]").into(),
             op: "MPI_Comm_split".into(),
             msg: "0.1".into(),
             instance: "0.1".into(),

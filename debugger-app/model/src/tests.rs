@@ -324,7 +324,7 @@ fn an_mpi_receive_does_not_wait_in_the_queue() {
             event_id: 3 * i + 1,
             thread: "rank[1]".into(),
             op: "MPI_Recv".into(),
-            msg: msg.clone(),
+            msg: msg.clone().into(),
             position: 0,
             traced: false,
             from: None,

@@ -220,7 +220,7 @@ impl MoveCmd {
         let mut rows: Vec<(String, String)> = Vec::new();
         match model.held_of_named(thread).map(|(_, h)| &h.event) {
             Some(Event::Start(s)) if s.step != racetrack_protocol::Step::Final => {
-                rows.push((s.msg.clone(), s.op.clone()));
+                rows.push((s.msg.to_string(), s.op.to_string()));
             }
             Some(_) => {}
             None if self.msg.is_some() && self.op.is_none() && !self.optional => {}

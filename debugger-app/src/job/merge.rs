@@ -229,11 +229,11 @@ impl Merge {
                 return self.verdict(i, *n, ev);
             }
             Event::Start(s) | Event::Stop(s) if s.held => {
-                self.held.insert(s.event_id, (i, s.thread.clone()));
+                self.held.insert(s.event_id, (i, s.thread.to_string()));
             }
             Event::Send(s) if s.held => {
                 self.held
-                    .insert(s.event_id, (i, s.thread.clone().unwrap_or_default()));
+                    .insert(s.event_id, (i, s.thread.clone().unwrap_or_default().to_string()));
             }
             Event::Released { event_id, .. } => {
                 self.held.remove(event_id);

@@ -4,7 +4,7 @@ use super::HEADER;
 use crate::call::{AnyTag, CallInfo, Collective, Created, Forced, Matched, Peer, SpecialPeer, Tag};
 use crate::error::{BinaryFrame, DecodeError};
 use crate::varint::{get_u, unzigzag, Bad};
-use crate::{Event, Link, RecvEv, SendEv, Step, StepEv};
+use crate::{Event, Link, RecvEv, SendEv, SmolStr, Step, StepEv};
 
 const FRAME: BinaryFrame = BinaryFrame::Events;
 
@@ -56,7 +56,7 @@ struct Reader<'a> {
 impl Reader<'_> {
     /// A `send` whose head byte is `head`: bits 4–7 say which optional names follow.
     fn send_ev(&mut self, head: u8, event_id: u64) -> Result<SendEv, DecodeError> {
-        let opt = |bit: u8, r: &mut Self| -> Result<Option<String>, DecodeError> {
+        let opt = |bit: u8, r: &mut Self| -> Result<Option<SmolStr>, DecodeError> {
             if head & (1 << bit) != 0 {
                 r.string().map(Some)
             } else {
@@ -95,7 +95,7 @@ impl Reader<'_> {
         let position = usize::try_from(self.u()?).map_err(|_| self.truncated())?;
         let from = if head & 16 != 0 {
             Some(Link {
-                thread: self.string()?.into(),
+                thread: self.string()?,
                 event_id: self.u()?,
             })
         } else {
@@ -123,7 +123,7 @@ impl Reader<'_> {
             2 => Step::Final,
             _ => return Err(self.bad_head(head, at)),
         };
-        let (thread, op, msg) = (self.string()?, self.string()?, self.string()?);
+        let (thread, op, msg): (SmolStr, SmolStr, SmolStr) = (self.string()?, self.string()?, self.string()?);
         let instance = if head & 16 != 0 {
             self.string()?
         } else {
@@ -186,7 +186,9 @@ impl Reader<'_> {
         i32::try_from(self.i64()?).map_err(|_| out_of_range(at))
     }
 
-    fn string(&mut self) -> Result<String, DecodeError> {
+    /// A string, as the field takes it: names as [`SmolStr`](crate::SmolStr) (inline up
+    /// to 23 bytes: no allocation for a thread, an operation or a message id).
+    fn string<T: for<'s> From<&'s str>>(&mut self) -> Result<T, DecodeError> {
         let n = usize::try_from(self.u()?).map_err(|_| self.truncated())?;
         let s = self
             .b
@@ -195,7 +197,7 @@ impl Reader<'_> {
         let at = self.i;
         self.i += n;
         std::str::from_utf8(s)
-            .map(str::to_owned)
+            .map(T::from)
             .map_err(|source| DecodeError::TextNotUtf8 {
                 at: at + HEADER,
                 source,
@@ -275,7 +277,7 @@ impl Reader<'_> {
         }
         if has(15) {
             c.saw = Some(Link {
-                thread: self.string()?.into(),
+                thread: self.string()?,
                 event_id: self.u()?,
             });
         }

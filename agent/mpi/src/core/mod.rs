@@ -7,7 +7,9 @@ use crate::call::Call;
 use crate::site::{RankSite, RankView};
 use racetrack_agent::agent::front::{Collection, Decision, HoldReason, Operation, Point, Thread};
 use racetrack_agent::agent::{self, Agent, ReplayError};
-use racetrack_protocol::{CallInfo, Created, Event, Forced, Kind, Matched, SendEv, SharedEv, Step, StepEv};
+use racetrack_protocol::{
+    CallInfo, Created, Event, Forced, Kind, Matched, SendEv, SharedEv, SmolStr, Step, StepEv,
+};
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
@@ -289,10 +291,10 @@ impl Core {
     fn step(&self, fl: &InFlight, info: CallInfo, reason: Option<HoldReason>) -> StepEv {
         StepEv {
             event_id: 0,
-            thread: self.thread.to_string(),
-            op: fl.op_name.to_string(),
-            msg: self.msg(fl.seq),
-            instance: self.msg(fl.seq),
+            thread: SmolStr::new(&*self.thread),
+            op: SmolStr::new(&*fl.op_name),
+            msg: self.msg(fl.seq).into(),
+            instance: self.msg(fl.seq).into(),
             step: Step::Run,
             traced: false,
             held: reason.is_some(),
@@ -366,12 +368,12 @@ impl Core {
         }
         let ev = Event::Send(SendEv {
             event_id: 0,
-            thread: Some(self.thread.to_string()),
-            op: Some(fl.op_name.to_string()),
-            msg: self.msg(fl.seq),
+            thread: Some(SmolStr::new(&*self.thread)),
+            op: Some(SmolStr::new(&*fl.op_name)),
+            msg: self.msg(fl.seq).into(),
             to_op: None,
-            to_thread: fl.call.peer_world.map(|p| format!("rank[{p}]")),
-            type_name: type_name.to_owned(),
+            to_thread: fl.call.peer_world.map(|p| format!("rank[{p}]").into()),
+            type_name: type_name.into(),
             traced: false,
             held: reason.is_some(),
             reason,

@@ -24,10 +24,10 @@ pub(super) fn step_of(k: StepKind) -> proto::Step {
 pub(super) fn step_ev(ev: &StepEvent<'_>, traced: bool, reason: Option<HoldReason>) -> proto::StepEv {
     proto::StepEv {
         event_id: 0,
-        thread: ev.thread.name.to_string(),
-        op: ev.op.name.to_string(),
-        msg: ev.msg_id.to_string(),
-        instance: ev.instance.to_string(),
+        thread: ev.thread.name.as_ref().into(),
+        op: ev.op.name.as_ref().into(),
+        msg: ev.msg_id.to_string().into(),
+        instance: ev.instance.to_string().into(),
         step: step_of(ev.step),
         traced,
         held: reason.is_some(),

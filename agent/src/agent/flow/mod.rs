@@ -112,12 +112,12 @@ impl Hook for Agent {
         );
         let sev = Event::Send(proto::SendEv {
             event_id: 0,
-            thread: thread.as_ref().map(|t| t.name.to_string()),
-            op: ev.from_op.map(|o| o.name.to_string()),
-            msg: ev.msg_id.to_string(),
-            to_op: ev.to_op.map(|o| o.name.to_string()),
-            to_thread: ev.to_thread.map(|t| t.name.to_string()),
-            type_name: ev.type_name().to_owned(),
+            thread: thread.as_ref().map(|t| t.name.as_ref().into()),
+            op: ev.from_op.map(|o| o.name.as_ref().into()),
+            msg: ev.msg_id.to_string().into(),
+            to_op: ev.to_op.map(|o| o.name.as_ref().into()),
+            to_thread: ev.to_thread.map(|t| t.name.as_ref().into()),
+            type_name: ev.type_name().into(),
             traced: ev.traced,
             held: reason.is_some(),
             reason,
