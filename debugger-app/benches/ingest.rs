@@ -83,7 +83,7 @@ fn ring_call(peer: i32, recv: bool) -> Box<CallInfo> {
         count: Some(1),
         datatype: Some("MPI_INT".into()),
         bytes: Some(4),
-        site: Some(format!("ring.c:{} (main)", if recv { 52 } else { 47 })),
+        site: Some(format!("ring.c:{} (main)", if recv { 52 } else { 47 }).into()),
         matched: recv.then_some(Matched {
             source: peer,
             tag: 7,

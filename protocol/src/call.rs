@@ -4,6 +4,7 @@
 //! carries those that apply to it.
 
 use serde::{Deserialize, Serialize};
+use smol_str::SmolStr;
 
 /// A rank as a call names it: a number (in the call's communicator), or one of MPI's
 /// special values by name.
@@ -102,7 +103,7 @@ pub struct Collective {
 pub struct CallInfo {
     /// The communicator (`MPI_COMM_WORLD`, `comm 3`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub comm: Option<String>,
+    pub comm: Option<SmolStr>,
     /// Destination (sends) or source (receives, probes), in `comm`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub peer: Option<Peer>,
@@ -114,7 +115,7 @@ pub struct CallInfo {
     pub count: Option<i32>,
     /// The datatype (`MPI_DOUBLE`, `datatype 12` for a derived one).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub datatype: Option<String>,
+    pub datatype: Option<SmolStr>,
     /// `count` times the datatype's size.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bytes: Option<i64>,
@@ -125,7 +126,7 @@ pub struct CallInfo {
     /// `function+0xOFF (module)`, else `module+0xOFF`, else the address (see
     /// docs/PROTOCOL.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub site: Option<String>,
+    pub site: Option<SmolStr>,
     /// What a receive or probe matched (its `stop`, and the `recv`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub matched: Option<Matched>,
@@ -138,7 +139,7 @@ pub struct CallInfo {
     pub created: Option<Created>,
     /// `MPI_Pcontrol`'s level and label.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub label: Option<String>,
+    pub label: Option<SmolStr>,
     /// The call's return code when it is not `MPI_SUCCESS` (its `stop`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rc: Option<i32>,
@@ -203,8 +204,7 @@ impl When {
         let Some(c) = call else {
             return self.is_empty();
         };
-        let eq =
-            |want: Option<&str>, have: Option<&String>| want.is_none_or(|w| have.is_some_and(|h| h == w));
+        let eq = |want: Option<&str>, have: Option<&str>| want.is_none_or(|w| have.is_some_and(|h| h == w));
         let bytes_ok = |bound: Option<i64>, ok: fn(i64, i64) -> bool| {
             bound.is_none_or(|b| c.bytes.is_some_and(|have| ok(have, b)))
         };
@@ -215,7 +215,7 @@ impl When {
                     .as_deref()
                     .is_some_and(|h| datatype_name(h) == datatype_name(w))
             })
-            && eq(self.comm.as_deref(), c.comm.as_ref())
+            && eq(self.comm.as_deref(), c.comm.as_deref())
             && bytes_ok(self.bytes, |have, b| have == b)
             && bytes_ok(self.min_bytes, |have, b| have >= b)
             && bytes_ok(self.max_bytes, |have, b| have <= b)

@@ -1,7 +1,7 @@
 //! An MPI call as the wrappers described it, and the content of a send: decoded from the
 //! program's buffer into JSON numbers for the debugger, and encoded back from an edit.
 
-use racetrack_protocol::{AnyTag, CallInfo, Peer, SpecialPeer, Tag};
+use racetrack_protocol::{AnyTag, CallInfo, Peer, SmolStr, SpecialPeer, Tag};
 use serde_json::Value;
 
 /// The wrappers' normalised wildcards and special ranks (`racetrack_mpi.h`).
@@ -23,9 +23,9 @@ pub struct Call {
     pub root: Option<i32>,
     pub bytes: Option<i64>,
     /// Until [`Call::info`] takes it.
-    pub datatype: Option<String>,
+    pub datatype: Option<SmolStr>,
     /// Until [`Call::info`] takes it.
-    pub comm: Option<String>,
+    pub comm: Option<SmolStr>,
     /// The send's element type, when basic.
     pub elem: Option<Elem>,
     /// The send's bytes, when its type is basic (read only while the call is made).
@@ -91,7 +91,7 @@ impl Call {
     /// The call's parameters as the protocol carries them (`site` resolved by the
     /// caller). The communicator's and datatype's names move there: they are read from
     /// the result from then on.
-    pub fn info(&mut self, site: Option<String>) -> CallInfo {
+    pub fn info(&mut self, site: Option<SmolStr>) -> CallInfo {
         CallInfo {
             comm: self.comm.take(),
             peer: self.peer.map(peer),

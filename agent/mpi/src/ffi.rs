@@ -7,6 +7,7 @@
 use crate::call::{Call, Elem};
 use crate::{choices, core};
 use racetrack_agent::choice::{self, Pick};
+use racetrack_protocol::SmolStr;
 use std::ffi::{c_char, c_void, CStr};
 
 /// `RT_NONE`: a field that does not apply.
@@ -104,8 +105,8 @@ unsafe fn read(c: &RtCall) -> Call {
         count: opt(c.count),
         root: opt(c.root),
         bytes: (c.bytes >= 0).then_some(c.bytes),
-        datatype: datatype.map(str::to_owned),
-        comm: comm.map(str::to_owned),
+        datatype: datatype.map(SmolStr::new),
+        comm: comm.map(SmolStr::new),
         elem,
         content,
         caller: c.caller as usize,

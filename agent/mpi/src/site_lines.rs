@@ -22,6 +22,7 @@ use addr2line::Context;
 use gimli::{EndianArcSlice, RunTimeEndian, SectionId};
 use object::read::ReadCache;
 use object::{Object, ObjectSection, ObjectSymbol, SymbolKind};
+use racetrack_protocol::SmolStr;
 use std::collections::HashMap;
 use std::fs::File;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -32,7 +33,7 @@ type Reader = EndianArcSlice<RunTimeEndian>;
 /// The call sites resolved so far, and the objects read to resolve them.
 #[derive(Default)]
 pub(crate) struct Sites {
-    by_caller: HashMap<usize, Option<String>, IdHash>,
+    by_caller: HashMap<usize, Option<SmolStr>, IdHash>,
     /// By file (`None`: the executable); `None` when the file could not be read.
     modules: HashMap<Option<String>, Option<Module>>,
 }
@@ -49,11 +50,13 @@ struct Module {
 impl Sites {
     /// Where the program called from, for the return address `caller` (see the module
     /// doc); `None` without an address.
-    pub(crate) fn site(&mut self, caller: usize) -> Option<String> {
+    /// The site of the call that returns to `caller` (resolved once; a clone is a
+    /// reference count, not a copy).
+    pub(crate) fn site(&mut self, caller: usize) -> Option<SmolStr> {
         if let Some(site) = self.by_caller.get(&caller) {
             return site.clone();
         }
-        let site = self.resolve(caller);
+        let site = self.resolve(caller).map(SmolStr::from);
         self.by_caller.insert(caller, site.clone());
         site
     }
@@ -230,7 +233,7 @@ mod tests {
     fn no_object_no_address() {
         let mut sites = Sites::default();
         assert_eq!(sites.site(0), None);
-        assert_eq!(sites.site(1), Some("0x1".to_owned()));
+        assert_eq!(sites.site(1), Some("0x1".into()));
         assert_eq!(ffi::module_at(0), None);
     }
 }

@@ -212,7 +212,7 @@ impl Linker {
                     .entry((s.thread.as_str().into(), key))
                     .or_default();
                 let k = Collective {
-                    comm: c.comm.clone().unwrap_or_default(),
+                    comm: c.comm.clone().unwrap_or_default().to_string(),
                     leader: self.comms.leader(key),
                     n: *count,
                 };

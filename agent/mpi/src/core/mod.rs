@@ -280,7 +280,7 @@ impl Core {
             .clone()
     }
 
-    fn site(&self, caller: usize) -> Option<String> {
+    fn site(&self, caller: usize) -> Option<SmolStr> {
         lock(&self.sites).site(caller)
     }
 
