@@ -138,11 +138,6 @@ impl Script {
             (i, l.entries.len())
         })
     }
-
-    /// Positions covered on every line.
-    pub fn total(&self) -> u64 {
-        self.lines.iter().map(|l| l.covers).sum()
-    }
 }
 
 /// A request index as MPI takes it (an index no request has: out of `i32`'s range).
