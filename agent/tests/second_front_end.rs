@@ -152,6 +152,7 @@ impl Rank {
             b: 0,
             traced: false,
             text: RecordText::None,
+            call: None,
         };
         let _ = self.agent.record(rec, true);
     }
@@ -280,6 +281,7 @@ impl Rank {
                 b: 0,
                 traced: false,
                 text: RecordText::None,
+                call: None,
             };
             let _ = self.agent.record(rec, false);
         }

@@ -4,10 +4,11 @@
 //! - `model_ingest`: a send / recv / start / stop cycle over 100 threads × 20 operations,
 //!   into the GUI's model (the unfolded graph), `ctl`'s (happens-before clocks) and the
 //!   bare one;
-//! - `mpi_ingest`: an MPI job's events as its connection receives them (binary event
-//!   frames of a 4-rank ring, every call with its parameters and site, every `recv` linked
-//!   to its `send`), decoded and ingested into `ctl`'s model and the GUI's, and decoded
-//!   only: what each MPI event costs the debugger from the wire to the model.
+//! - `mpi_ingest`: an MPI job's events as its connection receives them (binary packed
+//!   frames of a 4-rank ring, every call with its parameters and site), decoded and named
+//!   as the job's merge does (every `recv` then linked to its `send`), and ingested into
+//!   `ctl`'s model and the GUI's, or decoded only: what each MPI event costs the debugger
+//!   from the wire to the model.
 //!
 //! `cargo bench -p racetrack --bench ingest`
 
@@ -15,9 +16,10 @@ use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use racetrack::model::Model;
 use racetrack::synthetic;
 use racetrack_protocol::{
-    CallInfo, CollectionDesc, Decoded, Decoder, Event, EventWriter, Link, Matched, OperationDesc, Peer,
-    RecvEv, SendEv, Step, StepEv, Tag,
+    BinaryWriter, CallInfo, CollectionDesc, Decoded, Decoder, Event, Kind, Link, Matched, MsgPath,
+    OperationDesc, Peer, Record, RecordText, RecvEv, SendEv, Step, StepEv, Tag,
 };
+use std::sync::Arc;
 
 fn events(n: u64) -> Vec<Event> {
     let mut v = vec![synthetic::structure(20, 100)];
@@ -166,15 +168,102 @@ fn mpi_events(rounds: u64) -> Vec<Event> {
     out
 }
 
-/// `evs` as binary event frames of 1,024 events, as an agent writes them.
+/// `rank[R]`'s index R, an operation's index in [`mpi_structure`].
+fn index(name: &str) -> i64 {
+    match name {
+        "MPI_Send" => 0,
+        "MPI_Recv" => 1,
+        t => t
+            .trim_start_matches("rank[")
+            .trim_end_matches(']')
+            .parse()
+            .expect("a rank"),
+    }
+}
+
+/// `ev` as a rank's agent records it.
+fn record(ev: &Event) -> Record {
+    let msg = |m: &str| {
+        MsgPath::from_slice(
+            &m.split('.')
+                .map(|c| c.parse().expect("a component"))
+                .collect::<Vec<u64>>(),
+        )
+    };
+    let call = |c: &Option<Box<CallInfo>>| c.as_deref().cloned().map(Arc::new);
+    let (kind, event_id, thread, op, m, b, text, c) = match ev {
+        Event::Send(s) => (
+            Kind::Send,
+            s.event_id,
+            s.thread.as_deref().unwrap_or_default(),
+            s.op.as_deref().unwrap_or_default(),
+            &s.msg,
+            s.to_thread.as_deref().map_or(-1, index),
+            RecordText::Type(s.type_name.clone()),
+            call(&s.call),
+        ),
+        Event::Recv(r) => (
+            Kind::Recv,
+            r.event_id,
+            &*r.thread,
+            &*r.op,
+            &r.msg,
+            0,
+            RecordText::None,
+            call(&r.call),
+        ),
+        Event::Start(s) | Event::Stop(s) => {
+            let kind = if matches!(ev, Event::Start(_)) {
+                Kind::Start
+            } else {
+                Kind::Stop
+            };
+            (
+                kind,
+                s.event_id,
+                &*s.thread,
+                &*s.op,
+                &s.msg,
+                0,
+                RecordText::None,
+                call(&s.call),
+            )
+        }
+        _ => unreachable!("only notifications"),
+    };
+    Record {
+        kind,
+        event_id,
+        thread: index(thread),
+        op: index(op),
+        msg: msg(m),
+        a: if kind == Kind::Send { -1 } else { 0 },
+        b,
+        traced: false,
+        text,
+        call: c,
+    }
+}
+
+/// `evs` as binary packed frames of 1,024 events, as an agent writes them.
 fn frames(evs: &[Event]) -> Vec<Vec<u8>> {
     evs.chunks(1024)
         .map(|chunk| {
-            let mut w = EventWriter::with_capacity(160 * chunk.len());
+            let mut w = BinaryWriter::with_capacity(160 * chunk.len());
             for e in chunk {
-                assert!(w.push(e), "a streamed MPI event fits a binary event frame");
+                w.push(&record(e));
             }
             w.finish()
+        })
+        .collect()
+}
+
+/// Each `recv`'s link (what the job's merge adds), in order.
+fn links(evs: &[Event]) -> Vec<Option<Link>> {
+    evs.iter()
+        .map(|e| match e {
+            Event::Recv(r) => r.from.clone(),
+            _ => None,
         })
         .collect()
 }
@@ -183,6 +272,7 @@ fn bench_mpi(c: &mut Criterion) {
     // 4,167 rounds × 4 ranks × 6 events: 100,008 events.
     let evs = mpi_events(4_167);
     let bytes = frames(&evs);
+    let links = links(&evs);
     let mut g = c.benchmark_group("mpi_ingest");
     g.throughput(Throughput::Elements(evs.len() as u64));
     g.sample_size(10);
@@ -204,14 +294,21 @@ fn bench_mpi(c: &mut Criterion) {
                     m.ingest(&mpi_structure());
                 }
                 let mut decoder = Decoder::default();
+                decoder.observe(&mpi_structure());
                 let mut n = 0;
                 for f in &bytes {
-                    let Ok(Decoded::Events(evs)) = decoder.decode_binary(f) else {
-                        panic!("a binary event frame");
+                    let Ok(Decoded::Packed(names, ps)) = decoder.decode_binary(f) else {
+                        panic!("a binary packed frame");
                     };
-                    n += evs.len();
-                    if let Some(m) = &mut m {
-                        evs.iter().for_each(|e| m.ingest(e));
+                    for p in ps {
+                        let mut e = names.expand(p).expect("named");
+                        if let Event::Recv(r) = &mut e {
+                            r.from.clone_from(&links[n]);
+                        }
+                        n += 1;
+                        if let Some(m) = &mut m {
+                            m.ingest(&e);
+                        }
                     }
                 }
                 assert_eq!(n, evs.len());

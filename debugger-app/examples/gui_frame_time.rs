@@ -56,7 +56,7 @@ fn unfolded(threads: usize) -> (Model, u64, u64) {
     model.ingest(&Event::Hello {
         program: "synthetic".into(),
         pid: 1,
-        protocol: 1,
+        protocol: racetrack_protocol::PROTOCOL_VERSION,
     });
     model.ingest(&structure(threads));
     let (mut id, mut n) = (0, 0u64);

@@ -82,10 +82,11 @@ fn write_binary(evs: &[Fields]) -> Vec<u8> {
             b,
             traced: false,
             text: if kind == Kind::Send {
-                RecordText::Type(txt)
+                RecordText::Type(racetrack_protocol::SmolStr::new_static(txt))
             } else {
                 RecordText::None
             },
+            call: None,
         });
     }
     w.finish()

@@ -1,9 +1,11 @@
-//! Binary `packed` frames: the same events as a text `packed` frame ([`PackedEv`]), in a
-//! WebSocket binary frame, for a debugger that asks for them in its handshake (request
-//! header [`BINARY_HEADER`]`: binary`). The agent formats no decimal numbers and the
-//! debugger parses none (it formats message ids once, for the text it keeps), and they
-//! are about a third of the text's size: per event, this is what a debugger attached to a
-//! busy program costs both sides most.
+//! Binary packed frames: the one binary encoding of the streamed notifications (`send`,
+//! `recv`, `start`, `stop` that are not held and carry no content: [`Compact`]), the
+//! runtime's and the MPI library's alike, for a debugger that asks for them in its
+//! handshake (request header [`BINARY_HEADER`]`: binary`). The agent formats no decimal
+//! numbers and the debugger parses none (it formats message ids once, for the text it
+//! keeps), nothing is escaped, and names are the `structure`'s indexes: per event, this is
+//! what a debugger attached to a busy program costs both sides most. A client that asks
+//! for text gets the same events as JSON instead ([`crate::Names::expand`]).
 //!
 //! Layout: the byte [`BINARY_PACKED`], the number of events (4 bytes, little-endian: the
 //! reader sizes its vector once), then the events one after the other until the end.
@@ -12,17 +14,19 @@
 //!
 //! | field | encoding |
 //! |---|---|
-//! | head | one byte: kind in bits 0–1, `traced` in bit 2, text form in bits 3–4 (0: `""`, 1: a string, 2: a message id); bits 5–7 are 0 |
+//! | head | one byte: kind in bits 0–1, `traced` in bit 2, text form in bits 3–4 (0: `""`, 1: a string, 2: a message id), a `call` in bit 5; bits 6–7 are 0 |
 //! | `event_id` | varint: the difference to the previous event's id in the frame (the first: to 0), modulo 2⁶⁴ |
 //! | `thread`, `op` | signed varints |
 //! | `msg` | varint count of components, then each component as a varint (`"3.0.17"`: 3, 3, 0, 17) |
 //! | `a`, `b` | signed varints |
 //! | text | form 1: varint byte length, then UTF-8; form 2: a message id as `msg` |
+//! | `call` | when bit 5 says so: an MPI call's parameters ([`crate::CallInfo`]), as the `call` module below lays them out |
 
 use crate::compact::{Compact, Kind, PackedEv, Record, RecordText};
 use crate::error::{BinaryFrame, DecodeError};
 use crate::varint::{get_u, put_i, put_u, unzigzag, Bad};
 use smol_str::SmolStr;
+use std::sync::Arc;
 
 /// The first byte of a binary packed frame: the version of this layout.
 pub const BINARY_PACKED: u8 = 1;
@@ -63,6 +67,11 @@ impl BinaryWriter {
         self.len == 0
     }
 
+    /// Bytes written so far.
+    pub fn bytes(&self) -> usize {
+        self.out.len()
+    }
+
     /// Append one event.
     pub fn push(&mut self, ev: &Record) {
         let form = match ev.text {
@@ -71,7 +80,9 @@ impl BinaryWriter {
             RecordText::Parent | RecordText::Instance(_) => 2,
         };
         let out = &mut self.out;
-        out.push(ev.kind.code() | (u8::from(ev.traced) << 2) | (form << 3));
+        out.push(
+            ev.kind.code() | (u8::from(ev.traced) << 2) | (form << 3) | (u8::from(ev.call.is_some()) << 5),
+        );
         put_u(out, ev.event_id.wrapping_sub(self.prev_id));
         self.prev_id = ev.event_id;
         put_i(out, ev.thread);
@@ -87,6 +98,9 @@ impl BinaryWriter {
             }
             RecordText::Parent => put_id(out, ev.parent()),
             RecordText::Instance(id) => put_id(out, id.components()),
+        }
+        if let Some(c) = &ev.call {
+            call::put_call(out, c);
         }
         self.len += 1;
     }
@@ -138,7 +152,7 @@ pub(crate) fn parse_binary(bytes: &[u8]) -> Result<Vec<PackedEv>, DecodeError> {
     while r.i < r.b.len() {
         let at = r.i;
         let head = r.byte()?;
-        if head >> 5 != 0 || (head >> 3) & 3 == 3 {
+        if head >> 6 != 0 || (head >> 3) & 3 == 3 {
             return Err(DecodeError::BadHead {
                 frame: FRAME,
                 head,
@@ -155,6 +169,11 @@ pub(crate) fn parse_binary(bytes: &[u8]) -> Result<Vec<PackedEv>, DecodeError> {
             1 => r.string(event_id, &mut last_text)?,
             _ => r.id()?,
         };
+        let call = if head & (1 << 5) != 0 {
+            Some(Arc::new(r.call()?))
+        } else {
+            None
+        };
         out.push(Compact {
             kind: Kind::from_bits(head),
             event_id,
@@ -165,6 +184,7 @@ pub(crate) fn parse_binary(bytes: &[u8]) -> Result<Vec<PackedEv>, DecodeError> {
             b,
             traced: head & 4 != 0,
             text,
+            call,
         });
     }
     if out.len() != count {
@@ -331,195 +351,7 @@ fn write_digits(out: &mut [u8], mut n: u64) {
     }
 }
 
+mod call;
+
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::MsgPath;
-
-    fn id(parts: &[u64]) -> RecordText {
-        RecordText::Instance(Box::new(MsgPath::from_slice(parts)))
-    }
-
-    fn ev(kind: Kind, event_id: u64, msg: &[u64], text: RecordText) -> Record {
-        Record {
-            kind,
-            event_id,
-            thread: if kind == Kind::Send { -1 } else { 3 },
-            op: 2,
-            msg: MsgPath::from_slice(msg),
-            a: -1,
-            b: 1 << 40,
-            traced: kind == Kind::Start,
-            text,
-        }
-    }
-
-    #[test]
-    fn events_read_back_as_written() {
-        let mut w = BinaryWriter::with_capacity(64);
-        let events = [
-            ev(Kind::Send, 12, &[0, 5], RecordText::Type("Task<é>")),
-            ev(Kind::Recv, 13, &[0, 5], RecordText::None),
-            ev(Kind::Start, 14, &[u64::MAX, 0, 127, 128], id(&[7])),
-            ev(Kind::Stop, 3, &[], RecordText::None),
-        ];
-        for e in &events {
-            w.push(e);
-        }
-        assert_eq!(w.len(), 4);
-        let read = parse_binary(&w.finish()).unwrap();
-        let want = vec![
-            PackedEv::from((
-                Kind::Send,
-                12,
-                -1,
-                2,
-                "0.5".into(),
-                -1,
-                1 << 40,
-                false,
-                "Task<é>".into(),
-            )),
-            PackedEv::from((Kind::Recv, 13, 3, 2, "0.5".into(), -1, 1 << 40, false, "".into())),
-            PackedEv::from((
-                Kind::Start,
-                14,
-                3,
-                2,
-                "18446744073709551615.0.127.128".into(),
-                -1,
-                1 << 40,
-                true,
-                "7".into(),
-            )),
-            // Ids need not increase: differences wrap.
-            PackedEv::from((Kind::Stop, 3, 3, 2, "".into(), -1, 1 << 40, false, "".into())),
-        ];
-        assert_eq!(read, want);
-    }
-
-    #[test]
-    fn signed_numbers_survive_the_zigzag() {
-        for n in [0, 1, -1, 63, -64, 64, i64::MAX, i64::MIN] {
-            let mut out = Vec::new();
-            put_i(&mut out, n);
-            let mut r = Reader {
-                b: &out,
-                i: 0,
-                scratch: Vec::new(),
-            };
-            assert_eq!(r.i().unwrap(), n);
-            assert_eq!(r.i, out.len());
-        }
-    }
-
-    #[test]
-    fn random_damage_never_panics() {
-        let mut w = BinaryWriter::with_capacity(256);
-        for (i, e) in [
-            ev(Kind::Send, 7, &[0, 300], RecordText::Type("Task")),
-            ev(Kind::Recv, 8, &[0, 300], RecordText::None),
-            ev(Kind::Start, 9, &[1, 2, 3, 4, 5, 6, 7, 8], id(&[u64::MAX; 3])),
-            ev(Kind::Stop, 10, &[0], RecordText::None),
-        ]
-        .iter()
-        .enumerate()
-        {
-            assert_eq!(w.len(), i);
-            w.push(e);
-        }
-        let good = w.finish();
-        assert_eq!(parse_binary(&good).unwrap().len(), 4);
-        // A small linear congruential generator: the same cases every run.
-        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
-        let mut next = move || {
-            x = x
-                .wrapping_mul(6_364_136_223_846_793_005)
-                .wrapping_add(1_442_695_040_888_963_407);
-            (x >> 33) as usize
-        };
-        let mut errors = 0;
-        for _ in 0..20_000 {
-            let mut bad = good.clone();
-            for _ in 0..=next() % 4 {
-                let at = next() % bad.len();
-                bad[at] = next() as u8;
-            }
-            bad.truncate(next() % (bad.len() + 1));
-            // Either outcome is fine; a panic fails the test.
-            errors += usize::from(parse_binary(&bad).is_err());
-        }
-        assert!(
-            errors > 10_000,
-            "most damaged frames are refused: {errors} of 20000"
-        );
-    }
-
-    #[test]
-    fn damaged_frames_are_errors_not_panics() {
-        let mut w = BinaryWriter::with_capacity(64);
-        w.push(&ev(Kind::Send, 1, &[1, 2, 3], RecordText::Type("T")));
-        let good = w.finish();
-        // Any cut: no layout, no count, or fewer events than counted.
-        for cut in 0..good.len() {
-            let r = parse_binary(&good[..cut]);
-            assert!(r.is_err(), "a frame cut to {cut} bytes read as {r:?}");
-        }
-        let mut bad = good.clone();
-        bad[0] = 9;
-        let e = parse_binary(&bad).unwrap_err();
-        assert!(matches!(e, DecodeError::UnknownLayout { found: 9 }), "{e}");
-        assert!(e.to_string().contains("unknown layout 9"), "{e}");
-        let mut bad = good.clone();
-        bad[5] = 0xff;
-        let e = parse_binary(&bad).unwrap_err();
-        assert!(matches!(e, DecodeError::BadHead { head: 0xff, .. }), "{e}");
-        assert!(e.to_string().contains("bad event head"), "{e}");
-        // Counts that disagree with the events.
-        let mut bad = good.clone();
-        bad[1] = 9;
-        let e = parse_binary(&bad).unwrap_err();
-        assert!(matches!(e, DecodeError::CountTooLarge { count: 9, .. }), "{e}");
-        assert!(e.to_string().contains("cannot fit"), "{e}");
-        let mut bad = good.clone();
-        bad.extend_from_slice(&good[5..]);
-        let e = parse_binary(&bad).unwrap_err();
-        assert!(
-            matches!(
-                e,
-                DecodeError::CountMismatch {
-                    found: 2,
-                    count: 1,
-                    ..
-                }
-            ),
-            "{e}"
-        );
-        assert!(e.to_string().contains("2 events where its header says 1"), "{e}");
-        // A varint longer than 64 bits.
-        let mut bad = vec![BINARY_PACKED, 1, 0, 0, 0, 0];
-        bad.extend([0xff; 10]);
-        bad.push(0);
-        let e = parse_binary(&bad).unwrap_err();
-        assert!(matches!(e, DecodeError::NumberTooLarge { .. }), "{e}");
-        assert!(e.to_string().contains("too large"), "{e}");
-        // A huge component count.
-        let bad = [
-            BINARY_PACKED,
-            1,
-            0,
-            0,
-            0,
-            0,
-            1,
-            0,
-            0,
-            0xff,
-            0xff,
-            0xff,
-            0xff,
-            0x0f,
-        ];
-        assert!(parse_binary(&bad).is_err());
-    }
-}
+mod tests;

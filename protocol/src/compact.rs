@@ -10,7 +10,9 @@
 //! - [`PackedEv`], what a debugger decodes a binary packed frame into: ids and texts as
 //!   strings, which is what the model keys and prints by.
 
+use crate::call::CallInfo;
 use smol_str::SmolStr;
+use std::sync::Arc;
 
 /// The kind of a compact event: the four notifications (`docs/GUIDE.md`, "Concepts"). On the
 /// wire it is a number (0–3), the first element of a packed event and the low two bits of
@@ -71,7 +73,7 @@ impl Kind {
 ///
 /// | kind | event | `thread`, `op` | `a` | `b` | `text` |
 /// |---|---|---|---|---|---|
-/// | 0 | `send` | sending thread and operation (-1: none) | destination op (-1: none) | destination thread (-1: none) | Rust type name |
+/// | 0 | `send` | sending thread and operation (-1: none) | destination op (-1: none) | destination thread (-1: none) | type name (Rust's, or the MPI datatype) |
 /// | 1 | `recv` | receiving thread, operation | queue position | 0 | `""` |
 /// | 2, 3 | `start`, `stop` | thread, operation | step: 0 run, 1 absorb, 2 final | 0 | instance (`""`: same as `msg`) |
 ///
@@ -97,6 +99,9 @@ pub struct Compact<Id, Text> {
     pub traced: bool,
     /// Kind-specific text (see the table).
     pub text: Text,
+    /// An MPI call's parameters (the MPI library's events; `None` for the runtime's).
+    /// Shared: a call's `start`, `send`, `recv` and `stop` carry the same one.
+    pub call: Option<Arc<CallInfo>>,
 }
 
 /// A compact event as a debugger decodes it: message id and text as strings (inline up to
@@ -115,7 +120,7 @@ impl PackedEv {
 }
 
 /// A packed event's fields, in order: `(kind, event_id, thread, op, msg, a, b, traced,
-/// text)`.
+/// text)`, with no call.
 pub type PackedTuple = (Kind, u64, i64, i64, SmolStr, i64, i64, bool, SmolStr);
 
 impl From<PackedTuple> for PackedEv {
@@ -130,6 +135,7 @@ impl From<PackedTuple> for PackedEv {
             b,
             traced,
             text,
+            call: None,
         }
     }
 }
@@ -139,8 +145,9 @@ impl From<PackedTuple> for PackedEv {
 pub enum RecordText {
     /// `""`.
     None,
-    /// A `send`'s type name (static: the program's types are known at compile time).
-    Type(&'static str),
+    /// A `send`'s type name: a Rust type's (static, `SmolStr::new_static`: nothing to
+    /// copy) or an MPI datatype's (inline).
+    Type(SmolStr),
     /// A `start` / `stop` whose instance is the message id's parent (an absorb step's,
     /// always): nothing to copy.
     Parent,
@@ -161,9 +168,10 @@ impl Record {
             a: self.a,
             b: self.b,
             traced: self.traced,
+            call: self.call.clone(),
             text: match &self.text {
                 RecordText::None => SmolStr::default(),
-                RecordText::Type(t) => SmolStr::new(t),
+                RecordText::Type(t) => t.clone(),
                 RecordText::Parent => id(self.parent()),
                 RecordText::Instance(i) => id(i.components()),
             },
@@ -269,6 +277,7 @@ mod tests {
             b: 0,
             traced: false,
             text: RecordText::Parent,
+            call: None,
         };
         assert_eq!(r.parent(), &[4]);
     }

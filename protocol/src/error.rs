@@ -8,15 +8,12 @@ use std::fmt;
 pub enum BinaryFrame {
     /// A binary packed frame ([`crate::binary`]).
     Packed,
-    /// A binary event frame ([`crate::binary_events`]).
-    Events,
 }
 
 impl fmt::Display for BinaryFrame {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             BinaryFrame::Packed => "binary packed frame",
-            BinaryFrame::Events => "binary event frame",
         })
     }
 }
@@ -29,11 +26,13 @@ pub enum DecodeError {
     /// A text frame that is not a valid event.
     #[error("{0}")]
     Json(#[from] serde_json::Error),
-    /// A binary frame of neither known layout.
+    /// A binary frame of another layout than [`crate::binary::BINARY_PACKED`]. Layout 2,
+    /// the MPI library's binary event frames of protocol 1, is one: its events are binary
+    /// packed frames now.
     #[error(
-        "binary frame of unknown layout {found} (this debugger reads {} and {})",
+        "binary frame of unknown layout {found} (this debugger reads layout {}{})",
         crate::binary::BINARY_PACKED,
-        crate::binary_events::BINARY_EVENTS
+        if *found == 2 { "; layout 2 is the MPI event frame of protocol 1, written by an older agent" } else { "" }
     )]
     UnknownLayout {
         /// The frame's first byte.
@@ -110,8 +109,8 @@ pub enum DecodeError {
         /// Where the bytes went wrong.
         source: std::str::Utf8Error,
     },
-    /// A string in a binary event frame that is not UTF-8.
-    #[error("binary event frame: text at byte {at} is not UTF-8: {source}")]
+    /// A call's string in a binary packed frame that is not UTF-8.
+    #[error("binary packed frame: text at byte {at} is not UTF-8: {source}")]
     TextNotUtf8 {
         /// Where the string starts.
         at: usize,
@@ -119,7 +118,7 @@ pub enum DecodeError {
         source: std::str::Utf8Error,
     },
     /// A call carrying fields this debugger does not know.
-    #[error("binary event frame: unknown call fields {mask:#x} at byte {at}")]
+    #[error("binary packed frame: unknown call fields {mask:#x} at byte {at}")]
     UnknownCallFields {
         /// The call's field mask.
         mask: u64,

@@ -12,7 +12,6 @@
 //! Field names are part of the contract; golden tests (`tests/golden.rs`) pin them.
 
 pub mod binary;
-pub mod binary_events;
 mod call;
 mod command;
 mod compact;
@@ -26,7 +25,6 @@ pub mod trace;
 mod varint;
 
 pub use binary::{BinaryWriter, BINARY_HEADER};
-pub use binary_events::{EventWriter, SharedEv};
 pub use call::{
     AnyTag, CallInfo, Collective, ConditionError, Created, Forced, Matched, Peer, SpecialPeer, Tag, When,
 };
@@ -40,7 +38,7 @@ use serde_json::Value;
 pub use smol_str::SmolStr;
 
 /// Version of the wire protocol, sent in `hello`. A debugger refuses other versions.
-pub const PROTOCOL_VERSION: u32 = 1;
+pub const PROTOCOL_VERSION: u32 = 2;
 
 /// Largest frame either side accepts (bytes). Larger frames close that connection.
 pub const MAX_FRAME_BYTES: usize = 16 * 1024 * 1024;

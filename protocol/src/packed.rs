@@ -8,7 +8,7 @@
 
 use crate::compact::{Compact, Kind, PackedEv};
 use crate::error::DecodeError;
-use crate::{Event, RecvEv, SendEv, SmolStr, Step, StepEv};
+use crate::{CallInfo, Event, RecvEv, SendEv, SmolStr, Step, StepEv};
 use std::io::{self, Write};
 use std::sync::Arc;
 
@@ -140,7 +140,9 @@ impl Names {
             b,
             traced,
             text,
+            call,
         } = p;
+        let call = call.map(|c| Box::new(Arc::try_unwrap(c).unwrap_or_else(|c| CallInfo::clone(&c))));
         let owned = |n: Result<Option<&str>, DecodeError>| n.ok().flatten().map(SmolStr::new);
         let thread = owned(self.thread(thread));
         let op = owned(self.op(op));
@@ -157,7 +159,7 @@ impl Names {
                 held: false,
                 reason: None,
                 content: None,
-                call: None,
+                call,
             }),
             Kind::Recv => Event::Recv(RecvEv {
                 event_id,
@@ -167,7 +169,7 @@ impl Names {
                 position: usize::try_from(a).unwrap_or_default(),
                 traced,
                 from: None,
-                call: None,
+                call,
             }),
             Kind::Start | Kind::Stop => {
                 let ev = StepEv {
@@ -180,7 +182,7 @@ impl Names {
                     traced,
                     held: false,
                     reason: None,
-                    call: None,
+                    call,
                 };
                 if kind == Kind::Start {
                     Event::Start(ev)
@@ -213,6 +215,19 @@ impl PackedEv {
     /// [`PackedEv::write_json`] into a buffer: this runs for every event `racetrack ctl`
     /// prints, so it appends bytes directly (no writer calls, no error paths per field).
     pub fn append_json(&self, names: &Names, out: &mut Vec<u8>) {
+        self.append_fields(names, out);
+        if let Some(call) = &self.call {
+            // `call` is every notification's last field: it goes before the closing brace.
+            out.pop();
+            out.extend_from_slice(br#","call":"#);
+            // Writing into a vector cannot fail.
+            let _ = serde_json::to_writer(&mut *out, &**call);
+            out.push(b'}');
+        }
+    }
+
+    /// The event's JSON without its `call`.
+    fn append_fields(&self, names: &Names, out: &mut Vec<u8>) {
         let Compact {
             kind,
             event_id,
@@ -223,6 +238,7 @@ impl PackedEv {
             b,
             traced,
             text,
+            call: _,
         } = self;
         // Room for the common event at once; the pieces below are whole fields.
         out.reserve(160);
@@ -325,12 +341,8 @@ impl Decoder {
     }
 
     /// Decode one binary frame: a binary packed frame (see [`crate::binary`]), every event
-    /// in it checked against the names (an unknown index fails the frame); or a binary event frame
-    /// (see [`crate::binary_events`]).
+    /// in it checked against the names (an unknown index fails the frame).
     pub fn decode_binary(&mut self, bytes: &[u8]) -> Result<Decoded, DecodeError> {
-        if bytes.first() == Some(&crate::binary_events::BINARY_EVENTS) {
-            return crate::binary_events::parse_events(bytes).map(Decoded::Events);
-        }
         let events = crate::binary::parse_binary(bytes)?;
         for p in &events {
             self.names.check(p)?;

@@ -117,8 +117,8 @@ pub enum TraceProblem {
         /// [`TRACE_FORMAT`].
         expected: u16,
     },
-    /// Written by an agent of another protocol version.
-    #[error("written with protocol {found}; this reader reads protocol {expected}")]
+    /// Written by an agent of a protocol version this reader does not read.
+    #[error("written with protocol {found}; this reader reads protocols 1 to {expected}")]
     Protocol {
         /// The file's.
         found: u32,
@@ -234,7 +234,9 @@ impl<R: Read> TraceReader<R> {
             });
         }
         let protocol = u32::from_le_bytes([h[12], h[13], h[14], h[15]]);
-        if protocol != PROTOCOL_VERSION {
+        // Protocol 1's files read on: its frames are this protocol's, but for the MPI
+        // library's binary event frames, which are refused by name as they come.
+        if !(1..=PROTOCOL_VERSION).contains(&protocol) {
             return Err(TraceError {
                 offset: 12,
                 problem: TraceProblem::Protocol {

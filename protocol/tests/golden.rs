@@ -40,9 +40,9 @@ fn events() {
         Event::Hello {
             program: "farm".into(),
             pid: 42,
-            protocol: 1,
+            protocol: 2,
         },
-        r#"{"event":"hello","program":"farm","pid":42,"protocol":1}"#,
+        r#"{"event":"hello","program":"farm","pid":42,"protocol":2}"#,
     );
     golden_event(
         Event::Structure {
@@ -607,7 +607,8 @@ fn bad_commands_say_what_is_wrong() {
 }
 
 /// A binary packed frame, byte for byte: the layout byte, the count, then per event its
-/// head, id difference, thread, op, message id, `a`, `b` and text (docs/PROTOCOL.md).
+/// head, id difference, thread, op, message id, `a`, `b`, text and call
+/// (docs/PROTOCOL.md).
 #[test]
 fn binary_packed_frame() {
     let rec = |kind, event_id, thread, op, a, b, text| Record {
@@ -620,17 +621,46 @@ fn binary_packed_frame() {
         b,
         traced: false,
         text,
+        call: None,
     };
     let mut w = BinaryWriter::with_capacity(64);
-    w.push(&rec(Kind::Send, 12, 0, 0, 1, 3, RecordText::Type("Task")));
+    w.push(&rec(Kind::Send, 12, 0, 0, 1, 3, RecordText::Type("Task".into())));
     w.push(&rec(Kind::Recv, 13, 3, 1, 0, 0, RecordText::None));
+    let mut start = rec(Kind::Start, 14, 3, 1, 0, 0, RecordText::None);
+    start.call = Some(std::sync::Arc::new(CallInfo {
+        comm: Some("W".into()),
+        peer: Some(Peer::Rank(2)),
+        tag: Some(Tag::Tag(7)),
+        ..CallInfo::default()
+    }));
+    w.push(&start);
     #[rustfmt::skip]
     let expected = [
-        1, 2, 0, 0, 0,
+        1, 3, 0, 0, 0,
         // send: head 8 (a string text), id 12, thread 0, op 0, "0.5", a 1, b 3, "Task"
         8, 12, 0, 0, 2, 0, 5, 2, 6, 4, b'T', b'a', b's', b'k',
         // recv: head 1, id +1, thread 3, op 1, "0.5", position 0, 0, no text
         1, 1, 6, 2, 2, 0, 5, 0, 0,
+        // start: head 34 (a call), id +1, thread 3, op 1, "0.5", run, 0, no text; the
+        // call: mask 7 (comm, peer, tag), "W", peer 3 + zigzag(2), tag 1 + zigzag(7)
+        34, 1, 6, 2, 2, 0, 5, 0, 0, 7, 1, b'W', 7, 15,
     ];
-    assert_eq!(w.finish(), expected);
+    let frame = w.finish();
+    assert_eq!(frame, expected);
+    // The JSON a text client gets for the start: the call last, as `Event` writes it.
+    let names = Names::new(
+        vec!["Sum".into(), "MPI_Send".into()],
+        vec![
+            "rank[0]".into(),
+            "rank[1]".into(),
+            "rank[2]".into(),
+            "rank[3]".into(),
+        ],
+    );
+    let mut json = Vec::new();
+    start.to_packed().append_json(&names, &mut json);
+    let expected = r#"{"event":"start","event_id":14,"thread":"rank[3]","op":"MPI_Send","msg":"0.5","instance":"0.5","step":"run","traced":false,"held":false,"call":{"comm":"W","peer":2,"tag":7}}"#;
+    assert_eq!(String::from_utf8(json).unwrap(), expected);
+    let ev = names.expand(start.to_packed()).unwrap();
+    assert_eq!(ev.to_json(), expected);
 }

@@ -76,7 +76,12 @@ impl RankView {
 
 impl Debuggee for RankView {
     fn threads(&self) -> Vec<Thread> {
-        vec![Thread::new(0, 0, self.thread.clone())]
+        // `rank[R]` is thread R of the job (see `core`).
+        vec![Thread::new(
+            usize::try_from(self.rank).unwrap_or_default(),
+            0,
+            self.thread.clone(),
+        )]
     }
 
     fn tick(&self) {

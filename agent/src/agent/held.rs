@@ -488,7 +488,7 @@ mod tests {
                     Event::Send(s) => Some((s.event_id, s.held)),
                     _ => None,
                 },
-                Rec::Fast(_) | Rec::Shared(_) => None,
+                Rec::Fast(_) => None,
             })
             .collect();
         assert_eq!(streamed.len(), 1, "{streamed:?}");
@@ -564,7 +564,7 @@ mod tests {
                     Event::Send(s) => Some(s.held),
                     _ => None,
                 },
-                Rec::Fast(_) | Rec::Shared(_) => None,
+                Rec::Fast(_) => None,
             })
             .collect();
         assert_eq!(held, [false]);

@@ -1,13 +1,14 @@
 //! What the agent buffers between the program's threads and its network thread.
 //!
 //! The common streamed events (a `send`, `recv`, `start` or `stop` that is not held and
-//! carries no content) are recorded as compact [`Record`]s: indexes, inline message ids
-//! and static type names, so recording one allocates nothing on the program's thread. The
-//! agent's thread turns runs of them into binary packed frames with the protocol's writer
-//! (for a client that asked for text: the events they stand for, in `batch` frames);
-//! every other event is buffered as the protocol [`Event`] it is.
+//! carries no content) are recorded as compact [`Record`]s: indexes, inline message ids,
+//! static or inline type names and a shared MPI call, so recording one allocates nothing
+//! on the program's thread. The agent's thread turns runs of them into binary packed
+//! frames with the protocol's writer (for a client that asked for text: the events they
+//! stand for, in `batch` frames); every other event is buffered as the protocol [`Event`]
+//! it is.
 
-use racetrack_protocol::{BinaryWriter, Event, EventWriter, Names, Record, SharedEv};
+use racetrack_protocol::{BinaryWriter, Event, Names, Record};
 use std::borrow::Cow;
 use std::time::Instant;
 
@@ -17,14 +18,12 @@ pub(crate) enum Rec {
     Fast(Record),
     /// Anything else (boxed: these are rare, and the records stay small).
     Full(Box<Event>),
-    /// A streamed notification with shared names (the MPI library's).
-    Shared(SharedEv),
 }
 
 // Records are moved on every event (into the buffer, out of it): up to 128 bytes, a move
 // is a few vector instructions, past that a call to `memcpy` on the program's thread for
 // every event.
-const _: () = assert!(std::mem::size_of::<Rec>() <= 112, "a record grew");
+const _: () = assert!(std::mem::size_of::<Rec>() <= 128, "a record grew");
 
 /// The agent's buffer: records in fixed-size chunks, so that appending never moves what
 /// is already there (a growing vector would copy every record, on the program's threads
@@ -113,7 +112,7 @@ impl Rec {
     /// Whether the record takes an event number.
     pub(crate) fn is_numbered(&self) -> bool {
         match self {
-            Rec::Fast(_) | Rec::Shared(_) => true,
+            Rec::Fast(_) => true,
             Rec::Full(ev) => ev.event_id().is_some(),
         }
     }
@@ -121,7 +120,6 @@ impl Rec {
     pub(crate) fn set_event_id(&mut self, id: u64) {
         match self {
             Rec::Fast(f) => f.event_id = id,
-            Rec::Shared(e) => e.event_id = id,
             Rec::Full(ev) => super::stream::set_event_id(ev, id),
         }
     }
@@ -150,14 +148,13 @@ impl Frame {
 pub(crate) enum Packing {
     /// JSON text: every event as itself, in `batch` frames.
     Text,
-    /// Binary packed frames and binary event frames where they fit.
+    /// Binary packed frames for compact records, JSON for the rest.
     Binary,
 }
 
 /// Frames for drained records, in order, with the number of events in each, each of at
 /// most `max` events. Binary (`text` is `None`): runs of fast records become binary packed
-/// frames, runs of the full notifications a binary event frame takes (not held, no
-/// content: the MPI library's events) become those, runs of the others `batch` frames.
+/// frames, runs of full events `batch` frames.
 /// Text: every event in `batch` frames, fast records expanded with the names `text` gives.
 /// Records are read in place: moving each record out of its chunk would copy every event
 /// once more on the agent's thread.
@@ -171,11 +168,6 @@ pub(crate) fn frames<'a>(
         match (r, text) {
             (Rec::Fast(fast), None) => f.fast(fast),
             (Rec::Fast(fast), Some(names)) => f.full(Cow::Owned(expand(fast, names))),
-            (Rec::Shared(ev), None) => f.binary(|w| w.push_shared(ev)),
-            (Rec::Shared(ev), Some(_)) => f.full(Cow::Owned(ev.to_event())),
-            (Rec::Full(ev), None) if EventWriter::fits(ev) => f.binary(|w| {
-                w.push(ev);
-            }),
             (Rec::Full(ev), _) => f.full(Cow::Borrowed(&**ev)),
         }
     }
@@ -198,7 +190,6 @@ struct Framer<'a> {
     max: usize,
     packer: BinaryWriter,
     n_packed: usize,
-    events: Option<EventWriter>,
     full: Vec<Cow<'a, Event>>,
 }
 
@@ -209,44 +200,26 @@ impl<'a> Framer<'a> {
             max,
             packer: Self::packer(max),
             n_packed: 0,
-            events: None,
             full: Vec::new(),
         }
     }
 
-    /// About 12 bytes an event.
+    /// About 12 bytes an event (an MPI call's adds some tens).
     fn packer(max: usize) -> BinaryWriter {
         BinaryWriter::with_capacity(16 * max)
     }
 
     fn fast(&mut self, f: &Record) {
         self.flush_full();
-        self.flush_events();
         self.packer.push(f);
         self.n_packed += 1;
-        if self.n_packed >= self.max {
+        if self.n_packed >= self.max || self.packer.bytes() >= PACKED_FRAME_BYTES {
             self.flush_packed();
-        }
-    }
-
-    /// One event into a binary event frame. A frame stays far below the limit (an MPI
-    /// event is a few hundred bytes).
-    fn binary(&mut self, push: impl FnOnce(&mut EventWriter)) {
-        self.flush_packed();
-        self.flush_full();
-        let max = self.max;
-        let w = self
-            .events
-            .get_or_insert_with(|| EventWriter::with_capacity(160 * max));
-        push(w);
-        if w.len() >= max || w.bytes() >= EVENTS_FRAME_BYTES {
-            self.flush_events();
         }
     }
 
     fn full(&mut self, ev: Cow<'a, Event>) {
         self.flush_packed();
-        self.flush_events();
         self.full.push(ev);
         if self.full.len() >= self.max {
             self.flush_full();
@@ -262,28 +235,20 @@ impl<'a> Framer<'a> {
             .push((Frame::Binary(w.finish()), std::mem::take(&mut self.n_packed)));
     }
 
-    fn flush_events(&mut self) {
-        if let Some(w) = self.events.take() {
-            let n = w.len();
-            self.out.push((Frame::Binary(w.finish()), n));
-        }
-    }
-
     fn flush_full(&mut self) {
         flush_full(&mut self.full, &mut self.out);
     }
 
     fn finish(mut self) -> Vec<(Frame, usize)> {
         self.flush_packed();
-        self.flush_events();
         self.flush_full();
         self.out
     }
 }
 
-/// A binary event frame is cut once this long: far below the frame limit even after
-/// the largest event (whose strings are a call's names and site).
-const EVENTS_FRAME_BYTES: usize = 1 << 20;
+/// A binary packed frame is cut once this long: far below the frame limit even after the
+/// largest event (whose strings are an MPI call's names and site).
+const PACKED_FRAME_BYTES: usize = 1 << 20;
 
 /// `batch` frames for a run of full events (emptied), each within the frame limit.
 fn flush_full(full: &mut Vec<Cow<'_, Event>>, out: &mut Vec<(Frame, usize)>) {
@@ -374,56 +339,53 @@ mod tests {
         );
     }
 
-    /// The MPI library's notifications (full or shared) go in binary event frames when
-    /// the debugger reads binary, cut where an event that does not fit (held) comes, in
-    /// order; in JSON otherwise.
+    /// The MPI library's notifications: compact records with their call go in binary
+    /// packed frames when the debugger reads binary, cut where a held one (a full event)
+    /// comes, in order; all in JSON for a text client.
     #[test]
-    fn full_notifications_go_in_binary_event_frames() {
-        let step = |id: u64, held: bool| {
-            Rec::Full(Box::new(Event::Start(proto::StepEv {
+    fn mpi_records_go_in_binary_packed_frames_with_their_calls() {
+        let call = std::sync::Arc::new(proto::CallInfo {
+            comm: Some("MPI_COMM_WORLD".into()),
+            peer: Some(proto::Peer::Rank(2)),
+            site: Some("ring.c:46 (pass_token)".into()),
+            ..proto::CallInfo::default()
+        });
+        let fast = |id: u64| {
+            Rec::Fast(Record {
+                kind: Kind::Start,
                 event_id: id,
-                thread: "rank[1]".into(),
-                op: "MPI_Send".into(),
-                msg: format!("1.{id}").into(),
-                instance: format!("1.{id}").into(),
-                step: proto::Step::Run,
+                thread: 1,
+                op: 0,
+                msg: MsgPath::from_slice(&[1, id]),
+                a: 0,
+                b: 0,
                 traced: false,
-                held,
-                reason: held.then_some(proto::HoldReason::Break),
-                call: Some(Box::new(proto::CallInfo {
-                    comm: Some("MPI_COMM_WORLD".into()),
-                    peer: Some(proto::Peer::Rank(2)),
-                    site: Some("ring.c:46 (pass_token)".into()),
-                    ..proto::CallInfo::default()
-                })),
-            })))
+                text: RecordText::None,
+                call: Some(call.clone()),
+            })
         };
-        let shared = Rec::Shared(proto::SharedEv {
-            kind: Kind::Stop,
-            event_id: 5,
+        let held = Rec::Full(Box::new(Event::Start(proto::StepEv {
+            event_id: 3,
             thread: "rank[1]".into(),
             op: "MPI_Send".into(),
-            msg: [1, 4],
-            to_thread: None,
-            type_name: "".into(),
-            call: None,
-        });
-        let recs = vec![
-            step(1, false),
-            step(2, false),
-            step(3, true),
-            step(4, false),
-            shared,
-        ];
+            msg: "1.3".into(),
+            instance: "1.3".into(),
+            step: proto::Step::Run,
+            traced: false,
+            held: true,
+            reason: Some(proto::HoldReason::Break),
+            call: Some(Box::new(proto::CallInfo::clone(&call))),
+        })));
+        let recs = vec![fast(1), fast(2), held, fast(4), fast(5)];
+        let names = proto::Names::new(vec!["MPI_Send".into()], vec!["rank[0]".into(), "rank[1]".into()]);
         let expected: Vec<Event> = recs
             .iter()
-            .filter_map(|r| match r {
-                Rec::Full(ev) => Some((**ev).clone()),
-                Rec::Shared(ev) => Some(ev.to_event()),
-                Rec::Fast(_) => None,
+            .map(|r| match r {
+                Rec::Full(ev) => (**ev).clone(),
+                Rec::Fast(f) => expand(f, &names),
             })
             .collect();
-        let names = proto::Names::default();
+        assert!(matches!(&expected[0], Event::Start(s) if s.call.as_deref() == Some(&*call)));
         for text in [None, Some(&names)] {
             let frames = frames(&recs, 1024, text);
             let kinds: Vec<(bool, usize)> = (frames.iter())
@@ -435,6 +397,19 @@ mod tests {
             };
             assert_eq!(kinds, want, "text: {}", text.is_some());
             let mut d = Decoder::default();
+            d.observe(&Event::Structure {
+                operations: vec![proto::OperationDesc {
+                    name: "MPI_Send".into(),
+                    kind: "call".into(),
+                    collection: "rank".into(),
+                    threads: names.threads.clone(),
+                }],
+                collections: vec![proto::CollectionDesc {
+                    name: "rank".into(),
+                    threads: names.threads.clone(),
+                }],
+                edges: Vec::new(),
+            });
             let evs: Vec<Event> = frames.iter().flat_map(|(f, _)| decode(&mut d, f)).collect();
             assert_eq!(evs, expected, "text: {}", text.is_some());
         }
@@ -452,6 +427,7 @@ mod tests {
             b: 0,
             traced: false,
             text: RecordText::None,
+            call: None,
         });
         let frames = frames([&rec], 8, Some(&proto::Names::default()));
         let evs = decode(&mut Decoder::default(), &frames[0].0);
@@ -488,10 +464,11 @@ mod tests {
                 b: -1,
                 traced: true,
                 text,
+                call: None,
             })
         };
         let recs = vec![
-            fast(Kind::Send, "0.3", -1, RecordText::Type("Task")),
+            fast(Kind::Send, "0.3", -1, RecordText::Type("Task".into())),
             Rec::Full(Box::new(Event::Error {
                 message: "x".into(),
                 req: None,
@@ -571,6 +548,7 @@ mod tests {
             b: 0,
             traced: false,
             text: RecordText::None,
+            call: None,
         });
         assert!(d
             .decode_binary(&w.finish())

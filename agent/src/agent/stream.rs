@@ -7,7 +7,7 @@
 use super::held::Held;
 use super::record::{self, Rec};
 use super::{lock, Agent};
-use racetrack_protocol::{Event, Record, SharedEv};
+use racetrack_protocol::{Event, Record};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Condvar, Mutex};
@@ -66,14 +66,6 @@ impl Agent {
     #[inline]
     pub fn record(&self, rec: Record, backpressure: bool) -> Option<u64> {
         self.push_all(std::iter::once(Rec::Fast(rec)), backpressure)
-    }
-
-    /// Append a notification whose names and call are shared ([`SharedEv`]: a front end
-    /// that reports many calls, such as the MPI library), numbered; it allocates nothing.
-    /// Returns as [`record`](Self::record) does.
-    #[inline]
-    pub fn record_shared(&self, ev: SharedEv, backpressure: bool) -> Option<u64> {
-        self.push_all(std::iter::once(Rec::Shared(ev)), backpressure)
     }
 
     /// Append compact records under one lock of the buffer, numbered in turn (see

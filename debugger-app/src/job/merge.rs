@@ -21,8 +21,10 @@ const INTERNAL_REQ: u64 = 1 << 62;
 #[derive(Default)]
 struct Rank {
     decoder: Decoder,
-    /// Its last structure's threads and operations.
+    /// The threads it runs (its snapshot's: its own rank's), which commands naming a
+    /// thread go to. Its structure names every rank's.
     threads: Vec<String>,
+    /// Its last structure's operations and collections.
     ops: Vec<OperationDesc>,
     collections: Vec<CollectionDesc>,
     hello: Option<Event>,
@@ -174,18 +176,36 @@ impl Merge {
             _ => return,
         };
         match decoded {
-            Ok(Decoded::Packed(names, ps)) => self.forward(ConnEvent::Packed(names, ps)),
+            Ok(Decoded::Packed(names, ps)) => {
+                // Linked here, and named by the job's structure: as the events they are.
+                for p in ps {
+                    match names.expand(p) {
+                        Ok(ev) => self.event(i, ev),
+                        Err(e) => self.unreadable(i, &e),
+                    }
+                }
+                self.frame_done(i);
+            }
             Ok(Decoded::Events(evs)) => {
                 evs.into_iter().for_each(|ev| self.event(i, ev));
-                let mut links = std::mem::take(&mut self.links);
-                links.frame(i, &mut |e| self.forward(ConnEvent::Event(e)));
-                self.links = links;
+                self.frame_done(i);
             }
-            Err(e) => self.forward(ConnEvent::Event(Event::Error {
-                message: format!("unreadable frame from rank connection {i}: {e}"),
-                req: None,
-            })),
+            Err(e) => self.unreadable(i, &e),
         }
+    }
+
+    /// Rank `i`'s frame is in: the links it completed go out.
+    fn frame_done(&mut self, i: usize) {
+        let mut links = std::mem::take(&mut self.links);
+        links.frame(i, &mut |e| self.forward(ConnEvent::Event(e)));
+        self.links = links;
+    }
+
+    fn unreadable(&mut self, i: usize, e: &dyn std::fmt::Display) {
+        self.forward(ConnEvent::Event(Event::Error {
+            message: format!("unreadable frame from rank connection {i}: {e}"),
+            req: None,
+        }));
     }
 
     fn event(&mut self, i: usize, ev: Event) {
@@ -208,10 +228,6 @@ impl Merge {
                 let r = &mut self.ranks[i];
                 r.ops = operations.clone();
                 r.collections = collections.clone();
-                r.threads = collections
-                    .iter()
-                    .flat_map(|c| c.threads.iter().cloned())
-                    .collect();
                 // Before the job's snapshot, the merged structure goes out once with it;
                 // after, only when it changed.
                 if self.snapshot_sent {
@@ -219,7 +235,8 @@ impl Merge {
                 }
                 return;
             }
-            Event::Snapshot { .. } => {
+            Event::Snapshot { threads, .. } => {
+                self.ranks[i].threads = threads.iter().map(|t| t.thread.clone()).collect();
                 self.ranks[i].snapshot = Some(ev);
                 return self.flush_snapshot(false);
             }

@@ -92,9 +92,10 @@ fn records_read_back_from_binary_frames_as_to_packed_says() {
         b: -1,
         traced: kind == Kind::Start,
         text,
+        call: None,
     };
     let recs = [
-        rec(Kind::Send, &[0, 3], RecordText::Type("Wei\"rd")),
+        rec(Kind::Send, &[0, 3], RecordText::Type("Wei\"rd".into())),
         rec(Kind::Recv, &[0, 3], RecordText::None),
         rec(Kind::Stop, &[0, 3, 1], RecordText::Parent),
         rec(
@@ -188,6 +189,7 @@ fn bad_indexes_are_errors() {
         b: 0,
         traced: false,
         text: RecordText::None,
+        call: None,
     });
     let e = Decoder::default().decode_binary(&binary.finish()).unwrap_err();
     assert!(

@@ -49,6 +49,7 @@ fn trace(n: u64) -> (Vec<u8>, usize) {
             b: 0,
             traced: false,
             text: RecordText::None,
+            call: None,
         });
     }
     let times: Vec<u64> = (0..n).map(|i| 1_000 + 300 * i).collect();
@@ -182,4 +183,28 @@ fn no_flipped_byte_panics() {
             let _ = read_all(&b);
         }
     }
+}
+
+/// A trace written under protocol 1 still reads: its packed frames are this protocol's.
+/// An MPI rank's binary event frame of protocol 1 (layout 2) is refused, by layout.
+#[test]
+fn a_protocol_1_trace_reads_but_for_its_old_mpi_frames() {
+    let (mut bytes, _) = trace(2);
+    bytes[12..16].copy_from_slice(&1u32.to_le_bytes());
+    let (evs, err, _) = read_all(&bytes);
+    assert!(err.is_none(), "{err:?}");
+    assert_eq!(evs.len(), 4);
+    // A layout-2 frame (byte 2, one event) after the packed one.
+    let mut w = TraceWriter::default();
+    w.write_frame(&mut bytes, true, &[2, 1, 0, 0, 0, 2, 0], &[9_000])
+        .unwrap();
+    let (evs, err, _) = read_all(&bytes);
+    assert_eq!(evs.len(), 4, "the events before it");
+    let err = err.expect("the old frame refused").to_string();
+    assert!(err.contains("unknown layout 2"), "{err}");
+    assert!(err.contains("MPI event frame of protocol 1"), "{err}");
+    // Protocol 3 is from the future.
+    bytes[12..16].copy_from_slice(&3u32.to_le_bytes());
+    let e = TraceReader::new(&bytes[..]).err().expect("refused");
+    assert!(e.to_string().contains("written with protocol 3"), "{e}");
 }

@@ -1,14 +1,18 @@
 //! The rank's side of a debugging session: one agent per rank (the agent core, driven
-//! through its front-end API), the rank as the single thread `rank[R]` of the collection
-//! `rank`, each MPI call a step of the operation named after it. The C wrappers call in
-//! here through `ffi` on the thread that called `MPI_Init`; nothing else reports.
+//! through its front-end API), the rank as thread `rank[R]` of the collection `rank`,
+//! each MPI call a step of the operation named after it. The collection names every rank
+//! of the job, thread R being `rank[R]`, so that every rank's events name threads (their
+//! own, a send's destination) by the same indexes; a rank's agent runs only its own. The
+//! C wrappers call in here through `ffi` on the thread that called `MPI_Init`; nothing
+//! else reports.
 
 use crate::call::Call;
 use crate::site::{RankSite, RankView};
 use racetrack_agent::agent::front::{Collection, Decision, HoldReason, Operation, Point, Thread};
 use racetrack_agent::agent::{self, Agent, ReplayError};
 use racetrack_protocol::{
-    CallInfo, Created, Event, Forced, Kind, Matched, SendEv, SharedEv, SmolStr, Step, StepEv,
+    CallInfo, Created, Event, Forced, Kind, Matched, MsgPath, Record, RecordText, SendEv, SmolStr, Step,
+    StepEv,
 };
 use std::cell::Cell;
 use std::collections::HashMap;
@@ -26,14 +30,10 @@ pub use calls::CALLS;
 pub(crate) use polls::tick;
 use polls::PollRun;
 
-/// A rank's sends and stops as the policy sees them: the rank is thread 0 of its agent.
-const RANK_SEND: Point<'static> = Point::Send { thread: Some(0) };
-const RANK_STOP: Point<'static> = Point::Stop { thread: 0 };
-
-/// The start of call `op` with `info`, as the policy sees it.
-fn start_point(op: usize, info: &CallInfo) -> Point<'_> {
+/// The start of call `op` with `info` on thread `thread`, as the policy sees it.
+fn start_point(thread: usize, op: usize, info: &CallInfo) -> Point<'_> {
     Point::Start {
-        thread: 0,
+        thread,
         op,
         traced: false,
         call: Some(info),
@@ -58,10 +58,6 @@ pub(crate) struct Core {
     pub(crate) rank: i32,
     pub(crate) thread: Arc<str>,
     ops: Mutex<Ops>,
-    /// `rank[P]` by world rank P, as sends name their destination (made once each).
-    peers: Mutex<HashMap<i32, Arc<str>>>,
-    /// `""`: the type name of events other than sends.
-    no_type: Arc<str>,
     /// Calls reported so far (numbers them: `R.N` is the call's message id).
     seq: AtomicU64,
     /// Calls between their `rt_start` and `rt_stop`, by token.
@@ -125,7 +121,7 @@ struct Ops {
 /// A nonblocking call's request, to report its completion.
 struct Pending {
     seq: u64,
-    name: Arc<str>,
+    op: usize,
     receives: bool,
     info: Arc<CallInfo>,
 }
@@ -141,6 +137,21 @@ pub struct Started {
     pub edited: Option<*const u8>,
 }
 
+/// The threads of the collection `rank`: every rank of the job, `rank[R]` as thread R
+/// (`own` is this rank's name, made once).
+fn job_threads(rank: i32, size: i32, own: &Arc<str>) -> Vec<Thread> {
+    (0..size.max(rank + 1))
+        .map(|r| {
+            let name = if r == rank {
+                own.clone()
+            } else {
+                format!("rank[{r}]").into()
+            };
+            Thread::new(usize::try_from(r).unwrap_or_default(), 0, name)
+        })
+        .collect()
+}
+
 /// Start the agent for this rank as the environment says (`RACETRACK_CONNECT` from
 /// `racetrack mpirun`); without one, the rank runs with no reporting at all.
 pub fn init(rank: i32, size: i32, implementation: &str) {
@@ -150,7 +161,7 @@ pub fn init(rank: i32, size: i32, implementation: &str) {
     // Registered before the agent dials: the job's snapshot then has this rank.
     let setup = |agent: &Agent| {
         agent.set_debuggee(Box::new(view.clone()));
-        agent.add_collection(Collection::new("rank", vec![Thread::new(0, 0, thread.clone())]));
+        agent.add_collection(Collection::new("rank", job_threads(rank, size, &thread)));
         agent.add_operations(CALLS.iter().map(|c| Operation::new(*c, "call", 0)), &[]);
     };
     let replaying = crate::choices::init(rank, size, implementation);
@@ -173,8 +184,6 @@ pub fn init(rank: i32, size: i32, implementation: &str) {
             names: CALLS.iter().map(|c| Arc::from(*c)).collect(),
             by_address: HashMap::default(),
         }),
-        peers: Mutex::default(),
-        no_type: "".into(),
         seq: AtomicU64::new(0),
         in_flight: Mutex::default(),
         requests: Mutex::default(),
@@ -258,26 +267,42 @@ impl Core {
         (i, ops.names[i].clone())
     }
 
-    /// A notification of call `seq` that nothing holds, with shared names.
-    fn shared(&self, kind: Kind, seq: u64, op: &Arc<str>, info: Arc<CallInfo>) -> SharedEv {
-        SharedEv {
-            kind,
-            event_id: 0,
-            thread: self.thread.clone(),
-            op: op.clone(),
-            msg: [u64::try_from(self.rank).unwrap_or_default(), seq],
-            to_thread: None,
-            type_name: self.no_type.clone(),
-            call: Some(info),
+    /// The rank's thread index: `rank[R]` is thread R.
+    fn global(&self) -> usize {
+        usize::try_from(self.rank).unwrap_or_default()
+    }
+
+    /// The rank's sends as the policy sees them.
+    fn send_point(&self) -> Point<'static> {
+        Point::Send {
+            thread: Some(self.global()),
         }
     }
 
-    /// `rank[P]` for world rank `p`.
-    fn peer_thread(&self, p: i32) -> Arc<str> {
-        lock(&self.peers)
-            .entry(p)
-            .or_insert_with(|| format!("rank[{p}]").into())
-            .clone()
+    /// The rank's stops as the policy sees them.
+    fn stop_point(&self) -> Point<'static> {
+        Point::Stop {
+            thread: self.global(),
+        }
+    }
+
+    /// A notification of call `seq` (operation `op`) that nothing holds: a compact record
+    /// sharing the call's parameters. A `send` fills in its destination and type.
+    fn record(&self, kind: Kind, seq: u64, op: usize, info: Arc<CallInfo>) -> Record {
+        Record {
+            kind,
+            event_id: 0,
+            thread: self.rank.into(),
+            op: i64::try_from(op).unwrap_or(-1),
+            msg: MsgPath::from_slice(&[u64::try_from(self.rank).unwrap_or_default(), seq]),
+            // A send's destination operation (none), a receive's queue position, a step's
+            // kind (a run): -1, 0, 0.
+            a: if kind == Kind::Send { -1 } else { 0 },
+            b: if kind == Kind::Send { -1 } else { 0 },
+            traced: false,
+            text: RecordText::None,
+            call: Some(info),
+        }
     }
 
     fn site(&self, caller: usize) -> Option<SmolStr> {
@@ -317,14 +342,16 @@ impl Core {
             is_send,
             view: &self.view,
         };
-        let _ = self.agent.hold(ev, (0, &self.thread), reason, &mut site, still);
+        let _ = self
+            .agent
+            .hold(ev, (self.global(), &self.thread), reason, &mut site, still);
     }
 
     /// Why the `start` of the call with `info` is held: the start hold, a breakpoint, a
     /// pause or step mode. Asked once per call (it counts hits); `Err(())`: not reported
     /// (nothing attached).
     fn start_reason(&self, op: usize, info: &CallInfo) -> Result<Option<HoldReason>, ()> {
-        match self.agent.decide(&start_point(op, info)) {
+        match self.agent.decide(&start_point(self.global(), op, info)) {
             Decision::Skip => Err(()),
             Decision::Stream { .. } => Ok(None),
             Decision::Hold { reason, .. } => Ok(Some(reason)),
@@ -336,20 +363,19 @@ impl Core {
         let agent = &self.agent;
         let op = fl.op;
         let Some(r) = reason else {
-            let ev = self.shared(Kind::Start, fl.seq, &fl.op_name, fl.info.clone());
-            agent.record_shared(ev, true);
+            agent.record(self.record(Kind::Start, fl.seq, op, fl.info.clone()), true);
             return;
         };
         let ev = Event::Start(self.step(fl, CallInfo::clone(&fl.info), reason));
         let info = fl.info.clone();
-        let still = || agent.still_holds(&start_point(op, &info));
+        let still = || agent.still_holds(&start_point(self.global(), op, &info));
         self.hold(ev, r, fl, false, &still);
     }
 
     /// A send call's `send` event, with the content when held or asked for.
     fn report_send(&self, fl: &mut InFlight) {
         let agent = &self.agent;
-        let (reason, wants) = match agent.decide(&RANK_SEND) {
+        let (reason, wants) = match agent.decide(&self.send_point()) {
             Decision::Skip => return,
             Decision::Stream { content } => (None, content),
             Decision::Hold { reason, .. } => (Some(reason), true),
@@ -360,10 +386,10 @@ impl Core {
         };
         let type_name = fl.info.datatype.as_deref().unwrap_or("MPI_BYTE");
         if reason.is_none() && content.is_none() {
-            let mut ev = self.shared(Kind::Send, fl.seq, &fl.op_name, fl.info.clone());
-            ev.to_thread = fl.call.peer_world.map(|p| self.peer_thread(p));
-            ev.type_name = type_name.into();
-            agent.record_shared(ev, true);
+            let mut rec = self.record(Kind::Send, fl.seq, fl.op, fl.info.clone());
+            rec.b = fl.call.peer_world.map_or(-1, i64::from);
+            rec.text = RecordText::Type(type_name.into());
+            agent.record(rec, true);
             return;
         }
         let ev = Event::Send(SendEv {
@@ -382,7 +408,7 @@ impl Core {
         });
         match reason {
             None => agent.emit(ev, true),
-            Some(r) => self.hold(ev, r, fl, true, &|| agent.still_holds(&RANK_SEND)),
+            Some(r) => self.hold(ev, r, fl, true, &|| agent.still_holds(&self.send_point())),
         }
     }
 }
@@ -446,7 +472,7 @@ pub fn stop(token: u64, rc: i32, created: Option<(String, Option<i32>, Option<i3
     };
     core.view.returned();
     let agent = &core.agent;
-    let held = match agent.decide(&RANK_STOP) {
+    let held = match agent.decide(&core.stop_point()) {
         Decision::Skip => {
             lock(&core.run).take();
             return;
@@ -494,12 +520,12 @@ pub fn stop(token: u64, rc: i32, created: Option<(String, Option<i32>, Option<i3
         Arc::new(info)
     };
     let Some(r) = held else {
-        agent.record_shared(core.shared(Kind::Stop, fl.seq, &fl.op_name, info), true);
+        agent.record(core.record(Kind::Stop, fl.seq, fl.op, info), true);
         return;
     };
     let ev = Event::Stop(core.step(&fl, CallInfo::clone(&info), Some(r)));
     let mut fl = fl;
-    core.hold(ev, r, &mut fl, false, &|| agent.still_holds(&RANK_STOP));
+    core.hold(ev, r, &mut fl, false, &|| agent.still_holds(&core.stop_point()));
 }
 
 /// `rt_matched`: a blocking receive or a probe matched.
@@ -509,9 +535,9 @@ pub fn matched(token: u64, source: i32, tag: i32, bytes: i64) {
     let Some(fl) = flights.get_mut(&token) else { return };
     Arc::make_mut(&mut fl.info).matched = Some(Matched { source, tag, bytes });
     if fl.call.receives() {
-        let (seq, name, info) = (fl.seq, fl.op_name.clone(), fl.info.clone());
+        let (seq, op, info) = (fl.seq, fl.op, fl.info.clone());
         drop(flights);
-        core.report_recv(seq, &name, info);
+        core.report_recv(seq, op, info);
     }
 }
 
@@ -522,7 +548,7 @@ pub fn request(token: u64, request: i64) {
     let Some(fl) = flights.get(&token) else { return };
     let pending = Pending {
         seq: fl.seq,
-        name: fl.op_name.clone(),
+        op: fl.op,
         receives: fl.call.receives(),
         info: fl.info.clone(),
     };
@@ -539,7 +565,7 @@ pub fn completed(_token: u64, request: i64, (source, tag, bytes): (i32, i32, i64
     if p.receives && !cancelled {
         let mut info = p.info;
         Arc::make_mut(&mut info).matched = Some(Matched { source, tag, bytes });
-        core.report_recv(p.seq, &p.name, info);
+        core.report_recv(p.seq, p.op, info);
     }
 }
 
@@ -565,12 +591,11 @@ impl InFlight {
 
 impl Core {
     /// A receive matched: the `recv` event (never held: the rank is inside MPI).
-    fn report_recv(&self, seq: u64, name: &Arc<str>, info: Arc<CallInfo>) {
+    fn report_recv(&self, seq: u64, op: usize, info: Arc<CallInfo>) {
         if !self.agent.is_attached() {
             return;
         }
-        self.agent
-            .record_shared(self.shared(Kind::Recv, seq, name, info), true);
+        self.agent.record(self.record(Kind::Recv, seq, op, info), true);
     }
 }
 

@@ -36,7 +36,7 @@ impl Core {
     pub(super) fn end_run(&self, r: PollRun, last: Option<&InFlight>, rc: Option<i32>, backpressure: bool) {
         let agent = &self.agent;
         // Asked once: a run ended by the tick or the end (no `last`) is never held.
-        let decision = agent.decide(&super::RANK_STOP);
+        let decision = agent.decide(&self.stop_point());
         if decision == Decision::Skip {
             return;
         }
@@ -56,15 +56,12 @@ impl Core {
             _ => None,
         };
         let Some(why) = reason else {
-            agent.record_shared(
-                self.shared(Kind::Stop, r.fl.seq, &r.fl.op_name, info),
-                backpressure,
-            );
+            agent.record(self.record(Kind::Stop, r.fl.seq, r.fl.op, info), backpressure);
             return;
         };
         let ev = Event::Stop(self.step(&r.fl, CallInfo::clone(&info), reason));
         let mut fl = r.fl;
-        self.hold(ev, why, &mut fl, false, &|| agent.still_holds(&super::RANK_STOP));
+        self.hold(ev, why, &mut fl, false, &|| agent.still_holds(&self.stop_point()));
     }
 }
 

@@ -4,7 +4,7 @@
 //! queues and snapshots, and the core's structure types.
 
 use super::super::front::{Collection, Operation, Thread};
-use racetrack_protocol::{self as proto, HoldReason, Kind, MsgPath, Record, RecordText};
+use racetrack_protocol::{self as proto, HoldReason, Kind, MsgPath, Record, RecordText, SmolStr};
 use racetrack_runtime::hook::{
     CollectionInfo, OpInfo, QueuedMsg, StepEvent, StepKind, StreamedStep, ThreadInfo,
 };
@@ -54,7 +54,8 @@ pub(super) fn fast_send(
         a: op_index(to_op),
         b: thread_index(to_thread),
         traced,
-        text: RecordText::Type(type_name),
+        text: RecordText::Type(SmolStr::new_static(type_name)),
+        call: None,
     }
 }
 
@@ -76,6 +77,7 @@ pub(super) fn fast_recv(
         b: 0,
         traced,
         text: RecordText::None,
+        call: None,
     }
 }
 
@@ -115,6 +117,7 @@ pub(super) fn fast_streamed_step(kind: Kind, ev: &StreamedStep<'_>, traced: bool
                 RecordText::Instance(Box::new(MsgPath::from_slice(i)))
             }
         },
+        call: None,
     }
 }
 

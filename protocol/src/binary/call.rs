@@ -1,0 +1,249 @@
+//! An MPI call's parameters in a binary packed frame: a varint mask of the fields present
+//! (bit 0 `comm` … bit 15 `saw`, in [`CallInfo`]'s order), then each present one:
+//!
+//! - strings (`comm`, `datatype`, `site`, `label`) as their byte length, then UTF-8;
+//! - `peer` a varint: 0 `MPI_ANY_SOURCE`, 1 `MPI_PROC_NULL`, 2 `MPI_ROOT`, else 3 + the
+//!   zigzagged rank;
+//! - `tag` a varint: 0 `MPI_ANY_TAG`, else 1 + the zigzagged tag;
+//! - `count`, `bytes`, `root`, `rc` signed varints;
+//! - `matched` its source, tag and bytes, signed;
+//! - `forced` its source, then its tag plus one (0: none), signed;
+//! - `created` its comm, rank and leader;
+//! - `polls` a varint;
+//! - `collective` its comm, leader (signed) and n;
+//! - `saw` its thread and event id.
+
+use super::{Reader, HEADER};
+use crate::call::{AnyTag, CallInfo, Collective, Created, Forced, Matched, Peer, SpecialPeer, Tag};
+use crate::error::{BinaryFrame, DecodeError};
+use crate::varint::{put_i, put_u, unzigzag, zigzag};
+use crate::{Link, SmolStr};
+
+pub(super) fn put_call(out: &mut Vec<u8>, c: &CallInfo) {
+    let present = [
+        c.comm.is_some(),
+        c.peer.is_some(),
+        c.tag.is_some(),
+        c.count.is_some(),
+        c.datatype.is_some(),
+        c.bytes.is_some(),
+        c.root.is_some(),
+        c.site.is_some(),
+        c.matched.is_some(),
+        c.forced.is_some(),
+        c.created.is_some(),
+        c.label.is_some(),
+        c.rc.is_some(),
+        c.polls.is_some(),
+        c.collective.is_some(),
+        c.saw.is_some(),
+    ];
+    let mask = present
+        .iter()
+        .enumerate()
+        .fold(0u64, |m, (i, p)| m | (u64::from(*p) << i));
+    put_u(out, mask);
+    c.comm.as_deref().inspect(|s| put_str(out, s));
+    if let Some(p) = c.peer {
+        put_u(
+            out,
+            match p {
+                Peer::Special(SpecialPeer::AnySource) => 0,
+                Peer::Special(SpecialPeer::ProcNull) => 1,
+                Peer::Special(SpecialPeer::Root) => 2,
+                Peer::Rank(r) => 3 + zigzag(i64::from(r)),
+            },
+        );
+    }
+    if let Some(t) = c.tag {
+        put_u(
+            out,
+            match t {
+                Tag::Any(AnyTag::AnyTag) => 0,
+                Tag::Tag(t) => 1 + zigzag(i64::from(t)),
+            },
+        );
+    }
+    c.count.inspect(|n| put_i(out, i64::from(*n)));
+    c.datatype.as_deref().inspect(|s| put_str(out, s));
+    c.bytes.inspect(|n| put_i(out, *n));
+    c.root.inspect(|n| put_i(out, i64::from(*n)));
+    c.site.as_deref().inspect(|s| put_str(out, s));
+    if let Some(m) = &c.matched {
+        put_i(out, i64::from(m.source));
+        put_i(out, i64::from(m.tag));
+        put_i(out, m.bytes);
+    }
+    if let Some(f) = &c.forced {
+        put_i(out, i64::from(f.source));
+        put_i(out, f.tag.map_or(0, |t| i64::from(t) + 1));
+    }
+    if let Some(k) = &c.created {
+        put_str(out, &k.comm);
+        put_i(out, i64::from(k.rank));
+        put_i(out, i64::from(k.leader));
+    }
+    c.label.as_deref().inspect(|s| put_str(out, s));
+    c.rc.inspect(|n| put_i(out, i64::from(*n)));
+    c.polls.inspect(|n| put_u(out, *n));
+    if let Some(k) = &c.collective {
+        put_str(out, &k.comm);
+        put_i(out, i64::from(k.leader));
+        put_u(out, k.n);
+    }
+    if let Some(l) = &c.saw {
+        put_str(out, &l.thread);
+        put_u(out, l.event_id);
+    }
+}
+
+fn put_str(out: &mut Vec<u8>, s: &str) {
+    put_u(out, s.len() as u64);
+    out.extend_from_slice(s.as_bytes());
+}
+
+impl Reader<'_> {
+    /// A string field (inline up to 23 bytes: no allocation for a communicator's or a
+    /// datatype's name).
+    fn text(&mut self) -> Result<SmolStr, DecodeError> {
+        let n = usize::try_from(self.u()?).map_err(|_| self.truncated())?;
+        let at = self.i;
+        let s = self
+            .b
+            .get(at..at.saturating_add(n))
+            .ok_or_else(|| self.truncated())?;
+        self.i += n;
+        std::str::from_utf8(s)
+            .map(SmolStr::new)
+            .map_err(|source| DecodeError::TextNotUtf8 {
+                at: at + HEADER + 1,
+                source,
+            })
+    }
+
+    fn i32(&mut self) -> Result<i32, DecodeError> {
+        let at = self.i;
+        i32::try_from(self.i()?).map_err(|_| out_of_range(at))
+    }
+
+    /// A call's parameters: its field mask, then each field present.
+    pub(super) fn call(&mut self) -> Result<CallInfo, DecodeError> {
+        let at = self.i;
+        let mask = self.u()?;
+        if mask >> 16 != 0 {
+            return Err(DecodeError::UnknownCallFields {
+                mask,
+                at: at + HEADER + 1,
+            });
+        }
+        let has = |bit: u32| mask & (1 << bit) != 0;
+        let mut c = CallInfo::default();
+        if has(0) {
+            c.comm = Some(self.text()?);
+        }
+        if has(1) {
+            c.peer = Some(self.peer()?);
+        }
+        if has(2) {
+            c.tag = Some(self.tag()?);
+        }
+        if has(3) {
+            c.count = Some(self.i32()?);
+        }
+        if has(4) {
+            c.datatype = Some(self.text()?);
+        }
+        if has(5) {
+            c.bytes = Some(self.i()?);
+        }
+        if has(6) {
+            c.root = Some(self.i32()?);
+        }
+        if has(7) {
+            c.site = Some(self.text()?);
+        }
+        if has(8) {
+            c.matched = Some(Matched {
+                source: self.i32()?,
+                tag: self.i32()?,
+                bytes: self.i()?,
+            });
+        }
+        if has(9) {
+            c.forced = Some(self.forced()?);
+        }
+        if has(10) {
+            c.created = Some(Created {
+                comm: self.text()?.into(),
+                rank: self.i32()?,
+                leader: self.i32()?,
+            });
+        }
+        if has(11) {
+            c.label = Some(self.text()?);
+        }
+        if has(12) {
+            c.rc = Some(self.i32()?);
+        }
+        if has(13) {
+            c.polls = Some(self.u()?);
+        }
+        if has(14) {
+            c.collective = Some(Collective {
+                comm: self.text()?.into(),
+                leader: self.i32()?,
+                n: self.u()?,
+            });
+        }
+        if has(15) {
+            c.saw = Some(Link {
+                thread: self.text()?,
+                event_id: self.u()?,
+            });
+        }
+        Ok(c)
+    }
+
+    /// A peer: 0–2 the special ones, else a rank zigzagged and offset by 3.
+    fn peer(&mut self) -> Result<Peer, DecodeError> {
+        let at = self.i;
+        Ok(match self.u()? {
+            0 => Peer::Special(SpecialPeer::AnySource),
+            1 => Peer::Special(SpecialPeer::ProcNull),
+            2 => Peer::Special(SpecialPeer::Root),
+            z => Peer::Rank(unzigzag32(z - 3).ok_or_else(|| out_of_range(at))?),
+        })
+    }
+
+    /// A tag: 0 for any, else the tag zigzagged and offset by 1.
+    fn tag(&mut self) -> Result<Tag, DecodeError> {
+        let at = self.i;
+        Ok(match self.u()? {
+            0 => Tag::Any(AnyTag::AnyTag),
+            z => Tag::Tag(unzigzag32(z - 1).ok_or_else(|| out_of_range(at))?),
+        })
+    }
+
+    /// A forced match: the source, and the tag plus one (0: the receive's own).
+    fn forced(&mut self) -> Result<Forced, DecodeError> {
+        let source = self.i32()?;
+        let tag = self.i()?;
+        let at = self.i;
+        let tag = match tag {
+            0 => None,
+            t => Some(i32::try_from(t - 1).map_err(|_| out_of_range(at))?),
+        };
+        Ok(Forced { source, tag })
+    }
+}
+
+fn unzigzag32(z: u64) -> Option<i32> {
+    i32::try_from(unzigzag(z)).ok()
+}
+
+fn out_of_range(at: usize) -> DecodeError {
+    DecodeError::OutOfRange {
+        frame: BinaryFrame::Packed,
+        at: at + HEADER + 1,
+    }
+}
