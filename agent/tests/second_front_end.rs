@@ -143,6 +143,7 @@ struct Rank {
 impl Rank {
     fn record(&self, kind: Kind, op: usize, msg: [u64; 2], a: i64) {
         let rec = Record {
+            from: None,
             kind,
             event_id: 0,
             thread: self.global as i64,
@@ -272,6 +273,7 @@ impl Rank {
         };
         if self.agent.is_hot() && self.agent.is_attached() {
             let rec = Record {
+                from: None,
                 kind: Kind::Recv,
                 event_id: 0,
                 thread: self.global as i64,

@@ -5,10 +5,10 @@
 //!   into the GUI's model (the unfolded graph), `ctl`'s (happens-before clocks) and the
 //!   bare one;
 //! - `mpi_ingest`: an MPI job's events as its connection receives them (binary packed
-//!   frames of a 4-rank ring, every call with its parameters and site), decoded and named
-//!   as the job's merge does (every `recv` then linked to its `send`), and ingested into
-//!   `ctl`'s model and the GUI's, or decoded only: what each MPI event costs the debugger
-//!   from the wire to the model.
+//!   frames of a 4-rank ring, every call with its parameters and site), decoded, every
+//!   `recv` linked to its `send` as the job's merge links it, and ingested into `ctl`'s
+//!   model and the GUI's, or decoded only: what each MPI event costs the debugger from
+//!   the wire to the model.
 //!
 //! `cargo bench -p racetrack --bench ingest`
 
@@ -17,7 +17,7 @@ use racetrack::model::Model;
 use racetrack::synthetic;
 use racetrack_protocol::{
     BinaryWriter, CallInfo, CollectionDesc, Decoded, Decoder, Event, Kind, Link, Matched, MsgPath,
-    OperationDesc, Peer, Record, RecordText, RecvEv, SendEv, Step, StepEv, Tag,
+    OperationDesc, Peer, Record, RecordText, RecvEv, SendEv, SentBy, Step, StepEv, Tag,
 };
 use std::sync::Arc;
 
@@ -242,6 +242,7 @@ fn record(ev: &Event) -> Record {
         traced: false,
         text,
         call: c,
+        ..Record::default()
     }
 }
 
@@ -259,10 +260,13 @@ fn frames(evs: &[Event]) -> Vec<Vec<u8>> {
 }
 
 /// Each `recv`'s link (what the job's merge adds), in order.
-fn links(evs: &[Event]) -> Vec<Option<Link>> {
+fn links(evs: &[Event]) -> Vec<Option<SentBy>> {
     evs.iter()
         .map(|e| match e {
-            Event::Recv(r) => r.from.clone(),
+            Event::Recv(r) => r.from.as_ref().map(|l| SentBy {
+                thread: index(&l.thread),
+                event_id: l.event_id,
+            }),
             _ => None,
         })
         .collect()
@@ -300,14 +304,11 @@ fn bench_mpi(c: &mut Criterion) {
                     let Ok(Decoded::Packed(names, ps)) = decoder.decode_binary(f) else {
                         panic!("a binary packed frame");
                     };
-                    for p in ps {
-                        let mut e = names.expand(p).expect("named");
-                        if let Event::Recv(r) = &mut e {
-                            r.from.clone_from(&links[n]);
-                        }
+                    for mut p in ps {
+                        p.from = links[n].map(Box::new);
                         n += 1;
                         if let Some(m) = &mut m {
-                            m.ingest(&e);
+                            m.ingest_packed(&names, &p);
                         }
                     }
                 }

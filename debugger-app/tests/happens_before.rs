@@ -16,8 +16,9 @@ fn runtime_sends_precede_their_steps_and_racing_sends_are_concurrent() {
     s.send(cont());
     s.send(json!({"cmd":"wait","until":"held","op":"Merge","timeout_ms":30000}));
     s.expect("waited", |v| v["event"] == "waited");
-    // The sorters go on: wait for their chunks.
-    s.send(json!({"cmd":"wait","until":"queue","thread":"main[0]","count":3,"timeout_ms":30000}));
+    // The sorters go on: wait for their chunks, all but the one the held merge took (16:
+    // 4 per sorter), so that more than one sorter's are in (3 could all be one's).
+    s.send(json!({"cmd":"wait","until":"queue","thread":"main[0]","count":15,"timeout_ms":30000}));
     s.expect("waited", |v| v["event"] == "waited" && v["until"] == "queue");
     let seen = s.seen.clone();
     let id = |e: &Value| e["event_id"].as_u64().unwrap();

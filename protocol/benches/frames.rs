@@ -86,7 +86,7 @@ fn write_binary(evs: &[Fields]) -> Vec<u8> {
             } else {
                 RecordText::None
             },
-            call: None,
+            ..Record::default()
         });
     }
     w.finish()

@@ -14,15 +14,16 @@
 //!
 //! | field | encoding |
 //! |---|---|
-//! | head | one byte: kind in bits 0–1, `traced` in bit 2, text form in bits 3–4 (0: `""`, 1: a string, 2: a message id), a `call` in bit 5; bits 6–7 are 0 |
+//! | head | one byte: kind in bits 0–1, `traced` in bit 2, text form in bits 3–4 (0: `""`, 1: a string, 2: a message id), a `call` in bit 5, a `recv`'s `from` in bit 6; bit 7 is 0 |
 //! | `event_id` | varint: the difference to the previous event's id in the frame (the first: to 0), modulo 2⁶⁴ |
 //! | `thread`, `op` | signed varints |
 //! | `msg` | varint count of components, then each component as a varint (`"3.0.17"`: 3, 3, 0, 17) |
 //! | `a`, `b` | signed varints |
 //! | text | form 1: varint byte length, then UTF-8; form 2: a message id as `msg` |
+//! | `from` | when bit 6 says so: the sending thread (signed varint) and the `send`'s `event_id` (varint) |
 //! | `call` | when bit 5 says so: an MPI call's parameters ([`crate::CallInfo`]), as the `call` module below lays them out |
 
-use crate::compact::{Compact, Kind, PackedEv, Record, RecordText};
+use crate::compact::{Compact, Kind, PackedEv, Record, RecordText, SentBy};
 use crate::error::{BinaryFrame, DecodeError};
 use crate::varint::{get_u, put_i, put_u, unzigzag, Bad};
 use smol_str::SmolStr;
@@ -81,7 +82,11 @@ impl BinaryWriter {
         };
         let out = &mut self.out;
         out.push(
-            ev.kind.code() | (u8::from(ev.traced) << 2) | (form << 3) | (u8::from(ev.call.is_some()) << 5),
+            ev.kind.code()
+                | (u8::from(ev.traced) << 2)
+                | (form << 3)
+                | (u8::from(ev.call.is_some()) << 5)
+                | (u8::from(ev.from.is_some()) << 6),
         );
         put_u(out, ev.event_id.wrapping_sub(self.prev_id));
         self.prev_id = ev.event_id;
@@ -98,6 +103,10 @@ impl BinaryWriter {
             }
             RecordText::Parent => put_id(out, ev.parent()),
             RecordText::Instance(id) => put_id(out, id.components()),
+        }
+        if let Some(f) = &ev.from {
+            put_i(out, f.thread);
+            put_u(out, f.event_id);
         }
         if let Some(c) = &ev.call {
             call::put_call(out, c);
@@ -152,7 +161,7 @@ pub(crate) fn parse_binary(bytes: &[u8]) -> Result<Vec<PackedEv>, DecodeError> {
     while r.i < r.b.len() {
         let at = r.i;
         let head = r.byte()?;
-        if head >> 6 != 0 || (head >> 3) & 3 == 3 {
+        if head >> 7 != 0 || (head >> 3) & 3 == 3 {
             return Err(DecodeError::BadHead {
                 frame: FRAME,
                 head,
@@ -169,6 +178,14 @@ pub(crate) fn parse_binary(bytes: &[u8]) -> Result<Vec<PackedEv>, DecodeError> {
             1 => r.string(event_id, &mut last_text)?,
             _ => r.id()?,
         };
+        let from = if head & (1 << 6) != 0 {
+            Some(Box::new(SentBy {
+                thread: r.i()?,
+                event_id: r.u()?,
+            }))
+        } else {
+            None
+        };
         let call = if head & (1 << 5) != 0 {
             Some(Arc::new(r.call()?))
         } else {
@@ -184,6 +201,7 @@ pub(crate) fn parse_binary(bytes: &[u8]) -> Result<Vec<PackedEv>, DecodeError> {
             b,
             traced: head & 4 != 0,
             text,
+            from,
             call,
         });
     }

@@ -99,9 +99,22 @@ pub struct Compact<Id, Text> {
     pub traced: bool,
     /// Kind-specific text (see the table).
     pub text: Text,
+    /// A `recv`'s link: the `send` it matched (an MPI job's debugger fills it in; see
+    /// [`crate::Link`]). Boxed: agents never set it, and it keeps a record within the
+    /// 128 bytes the agent moves it in.
+    pub from: Option<Box<SentBy>>,
     /// An MPI call's parameters (the MPI library's events; `None` for the runtime's).
     /// Shared: a call's `start`, `send`, `recv` and `stop` carry the same one.
     pub call: Option<Arc<CallInfo>>,
+}
+
+/// The `send` a compact `recv` matched: its thread (an index, as `thread`) and number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct SentBy {
+    /// The sending thread's index.
+    pub thread: i64,
+    /// The `send` event's number.
+    pub event_id: u64,
 }
 
 /// A compact event as a debugger decodes it: message id and text as strings (inline up to
@@ -135,15 +148,17 @@ impl From<PackedTuple> for PackedEv {
             b,
             traced,
             text,
+            from: None,
             call: None,
         }
     }
 }
 
 /// The text of a [`Record`].
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub enum RecordText {
     /// `""`.
+    #[default]
     None,
     /// A `send`'s type name: a Rust type's (static, `SmolStr::new_static`: nothing to
     /// copy) or an MPI datatype's (inline).
@@ -153,6 +168,27 @@ pub enum RecordText {
     Parent,
     /// A `start` / `stop` whose instance is another id (boxed: it keeps a record small).
     Instance(Box<MsgPath>),
+}
+
+/// A `send` with no thread, operation, message id or text, numbered 0: what a front end
+/// fills in (`Record { kind, thread, …, ..Record::default() }`), so that a field added
+/// later, which the front end does not know, takes its default.
+impl Default for Record {
+    fn default() -> Self {
+        Compact {
+            kind: Kind::Send,
+            event_id: 0,
+            thread: -1,
+            op: -1,
+            msg: MsgPath::default(),
+            a: -1,
+            b: -1,
+            traced: false,
+            text: RecordText::None,
+            from: None,
+            call: None,
+        }
+    }
 }
 
 impl Record {
@@ -168,6 +204,7 @@ impl Record {
             a: self.a,
             b: self.b,
             traced: self.traced,
+            from: self.from.clone(),
             call: self.call.clone(),
             text: match &self.text {
                 RecordText::None => SmolStr::default(),
@@ -188,7 +225,7 @@ impl Record {
 /// A dotted message id (`0.3.1`) by its components. Ids of up to three components (every
 /// id of a graph nested up to two splits deep) live inline, so that recording one on the
 /// program's thread allocates nothing.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone, Default, PartialEq, Eq)]
 pub struct MsgPath {
     /// The components when there are at most [`INLINE`] of them (the rest zero).
     inline: [u64; INLINE],
@@ -277,6 +314,7 @@ mod tests {
             b: 0,
             traced: false,
             text: RecordText::Parent,
+            from: None,
             call: None,
         };
         assert_eq!(r.parent(), &[4]);

@@ -29,7 +29,7 @@ pub use call::{
     AnyTag, CallInfo, Collective, ConditionError, Created, Forced, Matched, Peer, SpecialPeer, Tag, When,
 };
 pub use command::{Command, Request, Rest};
-pub use compact::{Compact, Kind, MsgPath, PackedEv, PackedTuple, Record, RecordText};
+pub use compact::{Compact, Kind, MsgPath, PackedEv, PackedTuple, Record, RecordText, SentBy};
 pub use ctl::CtlEvent;
 pub use error::{BinaryFrame, CommandError, DecodeError, RequestError};
 pub use packed::{Decoded, Decoder, Names};

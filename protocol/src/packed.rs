@@ -8,7 +8,7 @@
 
 use crate::compact::{Compact, Kind, PackedEv};
 use crate::error::DecodeError;
-use crate::{CallInfo, Event, RecvEv, SendEv, SmolStr, Step, StepEv};
+use crate::{CallInfo, Event, Link, RecvEv, SendEv, SmolStr, Step, StepEv};
 use std::io::{self, Write};
 use std::sync::Arc;
 
@@ -101,12 +101,16 @@ impl Names {
                 Kind::Send => has(&self.ops, p.a) && has(&self.threads, p.b),
                 Kind::Recv => p.thread >= 0 && p.op >= 0,
                 Kind::Start | Kind::Stop => p.thread >= 0 && p.op >= 0 && (0..=2).contains(&p.a),
-            };
+            }
+            && p.from.as_ref().is_none_or(|f| has(&self.threads, f.thread));
         if fine {
             return Ok(());
         }
         self.thread(p.thread)?;
         self.op(p.op)?;
+        if let Some(f) = &p.from {
+            self.thread(f.thread)?;
+        }
         match p.kind {
             Kind::Send => {
                 self.op(p.a)?;
@@ -140,10 +144,17 @@ impl Names {
             b,
             traced,
             text,
+            from,
             call,
         } = p;
         let call = call.map(|c| Box::new(Arc::try_unwrap(c).unwrap_or_else(|c| CallInfo::clone(&c))));
         let owned = |n: Result<Option<&str>, DecodeError>| n.ok().flatten().map(SmolStr::new);
+        let from = from.and_then(|f| {
+            Some(Link {
+                thread: owned(self.thread(f.thread))?,
+                event_id: f.event_id,
+            })
+        });
         let thread = owned(self.thread(thread));
         let op = owned(self.op(op));
         Ok(match kind {
@@ -168,7 +179,7 @@ impl Names {
                 msg,
                 position: usize::try_from(a).unwrap_or_default(),
                 traced,
-                from: None,
+                from,
                 call,
             }),
             Kind::Start | Kind::Stop => {
@@ -238,6 +249,7 @@ impl PackedEv {
             b,
             traced,
             text,
+            from,
             call: _,
         } = self;
         // Room for the common event at once; the pieces below are whole fields.
@@ -284,10 +296,22 @@ impl PackedEv {
             out.extend_from_slice(br#","position":"#);
             out.extend_from_slice(digits.format(u64::try_from(*a).unwrap_or_default()).as_bytes());
             out.extend_from_slice(if *traced {
-                br#","traced":true}"#
+                br#","traced":true"#
             } else {
-                br#","traced":false}"#
+                br#","traced":false"#
             });
+            // A link whose thread the names lack is left out, as `expand` leaves it.
+            if let Some((f, t)) = from
+                .as_ref()
+                .and_then(|f| Some((f, names.threads.get(usize::try_from(f.thread).ok()?)?)))
+            {
+                out.extend_from_slice(br#","from":{"thread":"#);
+                push_str(out, t);
+                out.extend_from_slice(br#","event_id":"#);
+                out.extend_from_slice(digits.format(f.event_id).as_bytes());
+                out.push(b'}');
+            }
+            out.push(b'}');
             return;
         }
         out.extend_from_slice(br#","instance":"#);

@@ -607,11 +607,12 @@ fn bad_commands_say_what_is_wrong() {
 }
 
 /// A binary packed frame, byte for byte: the layout byte, the count, then per event its
-/// head, id difference, thread, op, message id, `a`, `b`, text and call
+/// head, id difference, thread, op, message id, `a`, `b`, text, link and call
 /// (docs/PROTOCOL.md).
 #[test]
 fn binary_packed_frame() {
     let rec = |kind, event_id, thread, op, a, b, text| Record {
+        from: None,
         kind,
         event_id,
         thread,
@@ -634,9 +635,15 @@ fn binary_packed_frame() {
         ..CallInfo::default()
     }));
     w.push(&start);
+    let mut linked = rec(Kind::Recv, 15, 3, 1, 0, 0, RecordText::None);
+    linked.from = Some(Box::new(SentBy {
+        thread: 2,
+        event_id: 12,
+    }));
+    w.push(&linked);
     #[rustfmt::skip]
     let expected = [
-        1, 3, 0, 0, 0,
+        1, 4, 0, 0, 0,
         // send: head 8 (a string text), id 12, thread 0, op 0, "0.5", a 1, b 3, "Task"
         8, 12, 0, 0, 2, 0, 5, 2, 6, 4, b'T', b'a', b's', b'k',
         // recv: head 1, id +1, thread 3, op 1, "0.5", position 0, 0, no text
@@ -644,6 +651,9 @@ fn binary_packed_frame() {
         // start: head 34 (a call), id +1, thread 3, op 1, "0.5", run, 0, no text; the
         // call: mask 7 (comm, peer, tag), "W", peer 3 + zigzag(2), tag 1 + zigzag(7)
         34, 1, 6, 2, 2, 0, 5, 0, 0, 7, 1, b'W', 7, 15,
+        // recv: head 65 (a link), id +1, thread 3, op 1, "0.5", 0, 0, no text; from
+        // thread 2, event 12
+        65, 1, 6, 2, 2, 0, 5, 0, 0, 4, 12,
     ];
     let frame = w.finish();
     assert_eq!(frame, expected);
@@ -663,4 +673,10 @@ fn binary_packed_frame() {
     assert_eq!(String::from_utf8(json).unwrap(), expected);
     let ev = names.expand(start.to_packed()).unwrap();
     assert_eq!(ev.to_json(), expected);
+    // And for the linked receive: `from` names the send's thread.
+    let mut json = Vec::new();
+    linked.to_packed().append_json(&names, &mut json);
+    let expected = r#"{"event":"recv","event_id":15,"thread":"rank[3]","op":"MPI_Send","msg":"0.5","position":0,"traced":false,"from":{"thread":"rank[2]","event_id":12}}"#;
+    assert_eq!(String::from_utf8(json).unwrap(), expected);
+    assert_eq!(names.expand(linked.to_packed()).unwrap().to_json(), expected);
 }

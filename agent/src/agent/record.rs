@@ -352,6 +352,7 @@ mod tests {
         });
         let fast = |id: u64| {
             Rec::Fast(Record {
+                from: None,
                 kind: Kind::Start,
                 event_id: id,
                 thread: 1,
@@ -418,6 +419,7 @@ mod tests {
     #[test]
     fn a_record_the_names_do_not_cover_is_an_error_for_a_text_client() {
         let rec = Rec::Fast(Record {
+            from: None,
             kind: Kind::Recv,
             event_id: 9,
             thread: 4,
@@ -455,6 +457,7 @@ mod tests {
         };
         let fast = |kind, msg: &str, a, text| {
             Rec::Fast(Record {
+                from: None,
                 kind,
                 event_id: 7,
                 thread: 1,
@@ -539,6 +542,7 @@ mod tests {
         // A packed event naming a thread the structure lacks is an error, not a panic.
         let mut w = BinaryWriter::with_capacity(16);
         w.push(&Record {
+            from: None,
             kind: Kind::Recv,
             event_id: 1,
             thread: 9,

@@ -30,7 +30,7 @@
 
 use crate::ids::FastMap;
 use crate::links::{CommKey, Comms};
-use racetrack_protocol::{Event, Kind, Names, PackedEv, SmolStr};
+use racetrack_protocol::{CallInfo, Event, Kind, Names, PackedEv, SmolStr};
 
 /// The thread a schedule's inputs come from.
 pub const INPUT_THREAD: &str = "input";
@@ -148,6 +148,28 @@ struct Computed {
     clocks: Vec<Vec<Box<[u32]>>>,
 }
 
+/// What an MPI call's `start` contributes: a collective enters its instance.
+fn enters(op: &str, c: &CallInfo) -> What {
+    match (flow_of(op), &c.comm) {
+        (Some(flow), Some(comm)) => What::Enters(Box::new(Collective {
+            flow,
+            comm: comm.as_str().into(),
+            root: c.root,
+        })),
+        _ => What::Other,
+    }
+}
+
+/// What an MPI call's `stop` contributes: it leaves its collective, naming the
+/// communicator it created, if any.
+fn leaves(c: &CallInfo) -> What {
+    What::Leaves(
+        c.created
+            .as_ref()
+            .map(|k| Box::new((k.comm.as_str().into(), k.rank, k.leader))),
+    )
+}
+
 /// The happens-before relation of a session (see the module's documentation).
 #[derive(Debug, Default)]
 pub struct Clocks {
@@ -217,14 +239,7 @@ impl Clocks {
             }
             Event::Start(s) => {
                 let what = match &s.call {
-                    Some(c) => match (flow_of(&s.op), &c.comm) {
-                        (Some(flow), Some(comm)) => What::Enters(Box::new(Collective {
-                            flow,
-                            comm: comm.as_str().into(),
-                            root: c.root,
-                        })),
-                        _ => What::Other,
-                    },
+                    Some(c) => enters(&s.op, c),
                     None if s.step != racetrack_protocol::Step::Final => What::Takes(s.msg.as_str().into()),
                     None => What::Other,
                 };
@@ -232,11 +247,7 @@ impl Clocks {
             }
             Event::Stop(s) => {
                 let what = match &s.call {
-                    Some(c) => What::Leaves(
-                        c.created
-                            .as_ref()
-                            .map(|k| Box::new((k.comm.as_str().into(), k.rank, k.leader))),
-                    ),
+                    Some(c) => leaves(c),
                     None => What::Other,
                 };
                 self.push(s.event_id, &s.thread, what);
@@ -248,11 +259,18 @@ impl Clocks {
     /// Take in one packed event (the runtime's streamed form).
     pub fn observe_packed(&mut self, names: &Names, p: &PackedEv) {
         let thread = names.thread(p.thread).ok().flatten();
-        let what = match p.kind {
-            Kind::Send => What::Send(p.msg.clone()),
-            Kind::Recv => What::Queued(p.msg.clone()),
-            Kind::Start if p.a != 2 => What::Takes(p.msg.clone()),
-            Kind::Start | Kind::Stop => What::Other,
+        let what = match (p.kind, p.call.as_deref()) {
+            (Kind::Send, None) => What::Send(p.msg.clone()),
+            (Kind::Recv, None) => What::Queued(p.msg.clone()),
+            (Kind::Start, None) if p.a != 2 => What::Takes(p.msg.clone()),
+            (Kind::Start | Kind::Stop, None) => What::Other,
+            (Kind::Send, Some(_)) => What::Other,
+            (Kind::Recv, Some(_)) => What::Matched(p.from.as_ref().map(|f| f.event_id)),
+            (Kind::Start, Some(c)) => {
+                let op = names.op(p.op).ok().flatten().unwrap_or_default();
+                enters(op, c)
+            }
+            (Kind::Stop, Some(c)) => leaves(c),
         };
         if thread.is_none() && p.kind != Kind::Send {
             return;

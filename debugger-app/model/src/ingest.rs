@@ -162,7 +162,8 @@ impl Model {
         match (c.kind, node) {
             (Kind::Send, from) => {
                 let send = SendIn {
-                    linked_by: None,
+                    // An MPI send (it carries its call) is linked to its receive by number.
+                    linked_by: c.call.is_some().then_some(c.event_id),
                     from,
                     to_op: pr.packed_op(names, c.a),
                     to_thread: pr.packed_thread(names, c.b),
@@ -175,12 +176,12 @@ impl Model {
                 self.on_send(p, &send);
             }
             (Kind::Recv, Some(node)) => {
-                self.on_recv(
-                    node,
-                    &c.msg,
-                    Some(usize::try_from(c.a).unwrap_or_default()),
-                    c.traced,
-                );
+                if let (Some(u), Some(f)) = (&mut self.unfolded, &c.from) {
+                    u.on_linked_recv(node, f.event_id, &mut self.changes);
+                }
+                // An MPI receive is never queued (see `notification`).
+                let queued = c.call.is_none().then(|| usize::try_from(c.a).unwrap_or_default());
+                self.on_recv(node, &c.msg, queued, c.traced);
             }
             (Kind::Start | Kind::Stop, Some(node)) => self.on_step(&StepIn {
                 node,

@@ -26,7 +26,7 @@
 //! `created` of the call that made it), and its ranks in that communicator.
 
 use crate::ids::FastMap;
-use racetrack_protocol::{CallInfo, Collective, Event, Link, Peer, RecvEv, SendEv, SmolStr, StepEv, Tag};
+use racetrack_protocol::{CallInfo, Collective, Event, Kind, Link, Peer, RecvEv, SmolStr, StepEv, Tag};
 use std::collections::VecDeque;
 
 /// A communicator as every rank knows it: its name and the world rank of its rank 0,
@@ -74,8 +74,13 @@ impl Comms {
     /// Learn the communicator a `stop` created, if it did.
     pub fn observe(&mut self, ev: &Event) {
         let Event::Stop(s) = ev else { return };
-        if let Some(c) = s.call.as_ref().and_then(|c| c.created.as_ref()) {
-            self.learn(&s.thread, &c.comm, c.rank, c.leader);
+        self.observe_stop(&s.thread, s.call.as_deref());
+    }
+
+    /// The `stop` of `thread`'s call with `call`: the communicator it created, if any.
+    pub fn observe_stop(&mut self, thread: &str, call: Option<&CallInfo>) {
+        if let Some(c) = call.and_then(|c| c.created.as_ref()) {
+            self.learn(thread, &c.comm, c.rank, c.leader);
         }
     }
 
@@ -161,7 +166,7 @@ impl Linker {
     /// `stop` that created a communicator names it for its thread.
     pub fn observe(&mut self, ev: &Event) -> Option<Channel> {
         match ev {
-            Event::Send(s) => self.sent(s),
+            Event::Send(s) => self.sent(s.thread.as_deref()?, s.event_id, s.call.as_deref()?),
             _ => {
                 self.comms.observe(ev);
                 None
@@ -169,9 +174,33 @@ impl Linker {
         }
     }
 
+    /// [`Linker::observe`] of a notification by its parts: `thread`'s event `event_id`
+    /// of kind `kind`, with `call`.
+    pub fn observe_parts(
+        &mut self,
+        kind: Kind,
+        thread: &str,
+        event_id: u64,
+        call: Option<&CallInfo>,
+    ) -> Option<Channel> {
+        match kind {
+            Kind::Send => self.sent(thread, event_id, call?),
+            Kind::Stop => {
+                self.comms.observe_stop(thread, call);
+                None
+            }
+            Kind::Recv | Kind::Start => None,
+        }
+    }
+
     /// The send `r` matched, or why there is none (yet). A found send leaves its channel.
     pub fn link(&mut self, r: &RecvEv) -> Linked {
-        let Some(ch) = self.recv_channel(r) else {
+        self.link_parts(&r.thread, r.call.as_deref())
+    }
+
+    /// [`Linker::link`] of `thread`'s receive with `call`.
+    pub fn link_parts(&mut self, thread: &str, call: Option<&CallInfo>) -> Linked {
+        let Some(ch) = call.and_then(|c| self.channel(thread, c)) else {
             return Linked::No;
         };
         match self.sends.get_mut(&ch).and_then(VecDeque::pop_front) {
@@ -183,13 +212,13 @@ impl Linker {
     /// The send a probe's `stop` saw (the oldest on the channel it matched, left there for
     /// the receive that takes it), or why there is none (yet).
     pub fn peek(&mut self, s: &StepEv) -> Linked {
-        let probe = matches!(s.op.as_str(), "MPI_Probe" | "MPI_Iprobe");
-        let Some(ch) = s
-            .call
-            .as_ref()
-            .filter(|_| probe)
-            .and_then(|c| self.channel(&s.thread, c))
-        else {
+        self.peek_parts(&s.thread, &s.op, s.call.as_deref())
+    }
+
+    /// [`Linker::peek`] of the `stop` of `thread`'s call of `op` with `call`.
+    pub fn peek_parts(&mut self, thread: &str, op: &str, call: Option<&CallInfo>) -> Linked {
+        let probe = matches!(op, "MPI_Probe" | "MPI_Iprobe");
+        let Some(ch) = call.filter(|_| probe).and_then(|c| self.channel(thread, c)) else {
             return Linked::No;
         };
         match self.sends.get(&ch).and_then(VecDeque::front) {
@@ -202,32 +231,47 @@ impl Linker {
     /// the thread's Nth collective on the communicator.
     pub fn instance(&mut self, ev: &mut Event) {
         match ev {
-            Event::Start(s) if is_collective(&s.op) => {
-                let Some(c) = s.call.as_deref_mut() else { return };
-                let Some((key, _)) = c.comm.as_deref().and_then(|n| self.comms.of(&s.thread, n)) else {
+            Event::Start(s) => self.instance_parts(Kind::Start, &s.thread, &s.op, s.call.as_deref_mut()),
+            Event::Stop(s) => self.instance_parts(Kind::Stop, &s.thread, &s.op, s.call.as_deref_mut()),
+            _ => {}
+        }
+    }
+
+    /// [`Linker::instance`] of a `start` or `stop` (`kind`) of `thread`'s call of `op`
+    /// with `call`.
+    pub fn instance_parts(&mut self, kind: Kind, thread: &str, op: &str, call: Option<&mut CallInfo>) {
+        if !is_collective(op) {
+            return;
+        }
+        match (kind, call) {
+            (Kind::Start, Some(c)) => {
+                let Some((key, _)) = c.comm.as_deref().and_then(|n| self.comms.of(thread, n)) else {
                     return;
                 };
-                let count = self
-                    .collectives
-                    .entry((s.thread.as_str().into(), key))
-                    .or_default();
+                let count = self.collectives.entry((thread.into(), key)).or_default();
                 let k = Collective {
                     comm: c.comm.clone().unwrap_or_default().to_string(),
                     leader: self.comms.leader(key),
                     n: *count,
                 };
                 *count += 1;
-                self.in_collective.insert(s.thread.as_str().into(), k.clone());
+                self.in_collective.insert(thread.into(), k.clone());
                 c.collective = Some(k);
             }
-            Event::Stop(s) if is_collective(&s.op) => {
-                let k = self.in_collective.remove(s.thread.as_str());
-                if let Some(c) = s.call.as_deref_mut() {
+            (Kind::Stop, call) => {
+                let k = self.in_collective.remove(thread);
+                if let Some(c) = call {
                     c.collective = k;
                 }
             }
             _ => {}
         }
+    }
+
+    /// Whether [`Linker::instance_parts`] would change a `start` or `stop` of `op`: a
+    /// collective's (a caller sharing the call then copies it first).
+    pub fn instances(op: &str) -> bool {
+        is_collective(op)
     }
 
     /// The world rank of the sender on `ch`, when known.
@@ -246,10 +290,7 @@ impl Linker {
         self.sends.values().map(VecDeque::len).sum()
     }
 
-    fn sent(&mut self, s: &SendEv) -> Option<Channel> {
-        let (Some(thread), Some(call)) = (&s.thread, &s.call) else {
-            return None;
-        };
+    fn sent(&mut self, thread: &str, event_id: u64, call: &CallInfo) -> Option<Channel> {
         let (Some(comm), Some(Peer::Rank(dst)), Some(Tag::Tag(tag))) = (&call.comm, call.peer, call.tag)
         else {
             return None;
@@ -266,14 +307,10 @@ impl Linker {
             return None;
         }
         self.sends.entry(ch).or_default().push_back(Link {
-            thread: thread.as_str().into(),
-            event_id: s.event_id,
+            thread: thread.into(),
+            event_id,
         });
         Some(ch)
-    }
-
-    fn recv_channel(&mut self, r: &RecvEv) -> Option<Channel> {
-        self.channel(&r.thread, r.call.as_ref()?)
     }
 
     /// The channel a receive or probe by `thread` with `call` matched.
@@ -292,7 +329,7 @@ impl Linker {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use racetrack_protocol::{CallInfo, Created, Matched, Step, StepEv};
+    use racetrack_protocol::{CallInfo, Created, Matched, SendEv, Step, StepEv};
 
     fn send(id: u64, from: i32, comm: &str, to: i32, tag: i32) -> Event {
         Event::Send(SendEv {

@@ -13,9 +13,10 @@
 //! taken as that receive's, and the channel's later receives stay right.
 
 use racetrack_model::ids::FastMap;
-use racetrack_model::links::{Channel, Linked, Linker};
-use racetrack_protocol::Event;
+use racetrack_model::links::{world_rank, Channel, Linked, Linker};
+use racetrack_protocol::{Event, Kind, Link, Names, PackedEv, SentBy};
 use std::collections::VecDeque;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// How long a receive waits for its send at most.
@@ -41,13 +42,37 @@ struct Mark {
     sender: Option<(usize, u64)>,
 }
 
+/// One rank's event on its way through the merge, as it was decoded.
+#[derive(Debug)]
+pub(super) enum Item {
+    /// A full event: a held one, and everything but the streamed notifications.
+    Full(Event),
+    /// A streamed notification in compact form, with the names of the rank that sent it.
+    Packed(Arc<Names>, PackedEv),
+}
+
+impl Item {
+    /// Its thread's name.
+    fn thread(&self) -> Option<&str> {
+        match self {
+            Item::Full(ev) => ev.thread(),
+            Item::Packed(names, p) => names.thread(p.thread).ok().flatten(),
+        }
+    }
+
+    fn is_recv(&self) -> bool {
+        matches!(self, Item::Full(Event::Recv(_)))
+            || matches!(self, Item::Packed(_, p) if p.kind == Kind::Recv)
+    }
+}
+
 /// The merge's linker and the ranks' events waiting behind an unlinked receive.
 #[derive(Default)]
 pub(super) struct Links {
     linker: Linker,
     /// Per rank connection: events held back, the first a `recv` waiting since the time
     /// it was first found waiting.
-    waiting: Vec<VecDeque<(Option<Mark>, Event)>>,
+    waiting: Vec<VecDeque<(Option<Mark>, Item)>>,
     /// Events in `waiting`.
     held_back: usize,
     /// The rank whose first waiting receive waits for a send on each channel: a send
@@ -81,7 +106,7 @@ impl Links {
     }
 
     /// A frame arrived from connection `i`: receives waiting for its sends may give up.
-    pub(super) fn frame(&mut self, i: usize, out: &mut impl FnMut(Event)) {
+    pub(super) fn frame(&mut self, i: usize, out: &mut impl FnMut(Item)) {
         self.frames[i] += 1;
         self.last_frame[i] = Instant::now();
         if self.held_back > 0 {
@@ -90,10 +115,10 @@ impl Links {
     }
 
     /// Rank `i`'s next event: out through `out` now, linked, or held back.
-    pub(super) fn push(&mut self, i: usize, ev: Event, out: &mut impl FnMut(Event)) {
+    pub(super) fn push(&mut self, i: usize, ev: Item, out: &mut impl FnMut(Item)) {
         // A connection's rank, learnt from its first event that names a thread.
         if !self.conn_known[i] {
-            if let Some(r) = ev.thread().and_then(racetrack_model::links::world_rank) {
+            if let Some(r) = ev.thread().and_then(world_rank) {
                 self.rank_conn.insert(r, i);
                 self.conn_known[i] = true;
             }
@@ -106,7 +131,7 @@ impl Links {
     }
 
     /// Give up on receives that waited too long (or on every one: `all`, the job ended).
-    pub(super) fn expire(&mut self, all: bool, out: &mut impl FnMut(Event)) {
+    pub(super) fn expire(&mut self, all: bool, out: &mut impl FnMut(Item)) {
         for j in 0..self.waiting.len() {
             self.drain(j, all, out);
         }
@@ -130,23 +155,13 @@ impl Links {
     /// `send` it names. (No two ranks wait on each other for good: a rank reports a send
     /// before calling MPI and a receive once it matched, so the send a waiting receive
     /// wants never comes after a receive that waits on the first rank.)
-    fn drain(&mut self, i: usize, all: bool, out: &mut impl FnMut(Event)) {
+    fn drain(&mut self, i: usize, all: bool, out: &mut impl FnMut(Item)) {
         // (Allocates only when a send lets another rank go on.)
         let (mut first, mut ranks) = (Some(i), Vec::new());
         while let Some(i) = first.take().or_else(|| ranks.pop()) {
             while let Some((since, mut ev)) = self.waiting[i].pop_front() {
-                let linked = match &mut ev {
-                    Event::Recv(r) => self.linker.link(r),
-                    Event::Stop(s) => self.linker.peek(s),
-                    _ => Linked::No,
-                };
-                match (linked, &mut ev) {
-                    (Linked::Send(l), Event::Recv(r)) => r.from = Some(l),
-                    (Linked::Send(l), Event::Stop(s)) => {
-                        if let Some(c) = s.call.as_deref_mut() {
-                            c.saw = Some(l);
-                        }
-                    }
+                match (self.link(&ev), &mut ev) {
+                    (Linked::Send(l), ev) => set_link(ev, l),
                     (Linked::Wait(ch), _) => {
                         let mark = since.unwrap_or_else(|| self.mark(&ch));
                         let quiet = mark.sender.is_some_and(|(c, n)| {
@@ -155,7 +170,7 @@ impl Links {
                         });
                         if all || quiet || mark.since.elapsed() >= GIVE_UP {
                             // A probe consumes nothing: only a receive owes its send.
-                            if matches!(ev, Event::Recv(_)) {
+                            if ev.is_recv() {
                                 self.linker.give_up(ch);
                             }
                         } else {
@@ -166,14 +181,86 @@ impl Links {
                     }
                     _ => {}
                 }
-                self.linker.instance(&mut ev);
                 self.held_back -= 1;
-                if let Some(ch) = self.linker.observe(&ev) {
+                if let Some(ch) = self.observe(&mut ev) {
                     ranks.extend(self.blocked.remove(&ch));
                 }
                 out(ev);
             }
         }
+    }
+
+    /// The send a receive matched, or a probe's `stop` saw.
+    fn link(&mut self, ev: &Item) -> Linked {
+        match ev {
+            Item::Full(Event::Recv(r)) => self.linker.link(r),
+            Item::Full(Event::Stop(s)) => self.linker.peek(s),
+            Item::Packed(names, p) => {
+                let (Ok(Some(thread)), Ok(Some(op))) = (names.thread(p.thread), names.op(p.op)) else {
+                    return Linked::No;
+                };
+                match p.kind {
+                    Kind::Recv => self.linker.link_parts(thread, p.call.as_deref()),
+                    Kind::Stop => self.linker.peek_parts(thread, op, p.call.as_deref()),
+                    Kind::Send | Kind::Start => Linked::No,
+                }
+            }
+            Item::Full(_) => Linked::No,
+        }
+    }
+
+    /// Tie a collective's `start` or `stop` to its instance, and take in the channels and
+    /// communicators `ev` tells of (returned: the channel a send entered).
+    fn observe(&mut self, ev: &mut Item) -> Option<Channel> {
+        match ev {
+            Item::Full(ev) => {
+                self.linker.instance(ev);
+                self.linker.observe(ev)
+            }
+            Item::Packed(names, p) => {
+                let (Ok(Some(thread)), Ok(Some(op))) = (names.thread(p.thread), names.op(p.op)) else {
+                    return None;
+                };
+                if matches!(p.kind, Kind::Start | Kind::Stop) && Linker::instances(op) {
+                    // The call is shared with the rank's other events of it: changed on a copy.
+                    let call = p.call.as_mut().map(Arc::make_mut);
+                    self.linker.instance_parts(p.kind, thread, op, call);
+                }
+                self.linker
+                    .observe_parts(p.kind, thread, p.event_id, p.call.as_deref())
+            }
+        }
+    }
+}
+
+/// Name `l` in `ev`: a receive's `from`, a probe's `call.saw`.
+fn set_link(ev: &mut Item, l: Link) {
+    match ev {
+        Item::Full(Event::Recv(r)) => r.from = Some(l),
+        Item::Full(Event::Stop(s)) => {
+            if let Some(c) = s.call.as_deref_mut() {
+                c.saw = Some(l);
+            }
+        }
+        Item::Packed(names, p) if p.kind == Kind::Recv => {
+            // `rank[R]` is thread R in every rank's names; searched when it is not.
+            let at = world_rank(&l.thread)
+                .and_then(|r| usize::try_from(r).ok())
+                .filter(|r| names.threads.get(*r).is_some_and(|t| *t == *l.thread))
+                .or_else(|| names.threads.iter().position(|t| *t == *l.thread));
+            p.from = at.and_then(|t| i64::try_from(t).ok()).map(|thread| {
+                Box::new(SentBy {
+                    thread,
+                    event_id: l.event_id,
+                })
+            });
+        }
+        Item::Packed(_, p) => {
+            if let Some(c) = p.call.as_mut() {
+                Arc::make_mut(c).saw = Some(l);
+            }
+        }
+        Item::Full(_) => {}
     }
 }
 
@@ -182,11 +269,21 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn ev(v: serde_json::Value) -> Event {
-        serde_json::from_value(v).expect("an event")
+    fn ev(v: serde_json::Value) -> Item {
+        Item::Full(serde_json::from_value(v).expect("an event"))
     }
 
-    fn send(id: u64, from: i32, to: i32) -> Event {
+    /// What went out, as the events they are.
+    fn events(out: &[Item]) -> Vec<Event> {
+        out.iter()
+            .map(|it| match it {
+                Item::Full(ev) => ev.clone(),
+                Item::Packed(names, p) => names.expand(p.clone()).expect("named"),
+            })
+            .collect()
+    }
+
+    fn send(id: u64, from: i32, to: i32) -> Item {
         ev(
             json!({"event":"send","event_id":id,"thread":format!("rank[{from}]"),"op":"MPI_Send",
             "msg":"x","type":"MPI_INT","traced":false,"held":false,
@@ -194,7 +291,7 @@ mod tests {
         )
     }
 
-    fn recv(id: u64, at: i32, source: i32) -> Event {
+    fn recv(id: u64, at: i32, source: i32) -> Item {
         ev(
             json!({"event":"recv","event_id":id,"thread":format!("rank[{at}]"),"op":"MPI_Recv",
             "msg":"y","position":0,"traced":false,
@@ -206,7 +303,7 @@ mod tests {
     fn a_recv_never_goes_out_before_its_send_even_behind_a_waiting_one() {
         let mut links = Links::new(3);
         let mut out = Vec::new();
-        let mut o = |e: Event| out.push(e);
+        let mut o = |e: Item| out.push(e);
         // Rank 0 waits for rank 2's send; its own send to rank 1 waits behind.
         links.push(0, recv(1, 0, 2), &mut o);
         links.push(0, send(2, 0, 1), &mut o);
@@ -215,6 +312,7 @@ mod tests {
         assert!(links.any_waiting());
         links.push(2, send(2_000_000_000_001, 2, 0), &mut o);
         assert!(!links.any_waiting());
+        let out = events(&out);
         let order: Vec<u64> = out.iter().filter_map(Event::event_id).collect();
         assert_eq!(order, [2_000_000_000_001, 1, 2, 1_000_000_000_001]);
         let Event::Recv(r) = &out[3] else {
@@ -230,9 +328,105 @@ mod tests {
         links.push(0, recv(1, 0, 1), &mut |e| out.push(e));
         assert!(out.is_empty());
         links.expire(true, &mut |e| out.push(e));
+        let out = events(&out);
         let Event::Recv(r) = &out[0] else {
             panic!("{:?}", out[0])
         };
         assert_eq!(r.from, None);
+    }
+
+    /// Ranks' compact events link as full ones do: the `recv` names its `send` by the
+    /// names' thread index, and a collective's instance goes on a copy of the call its
+    /// events share.
+    #[test]
+    fn compact_events_link_and_instances_copy_the_shared_call() {
+        use racetrack_protocol::{CallInfo, Matched, MsgPath, Peer, Record, RecordText, Tag};
+        let names = Arc::new(Names::new(
+            vec!["MPI_Send".into(), "MPI_Recv".into(), "MPI_Barrier".into()],
+            vec!["rank[0]".into(), "rank[1]".into()],
+        ));
+        let world = |c: CallInfo| {
+            Some(Arc::new(CallInfo {
+                comm: Some("MPI_COMM_WORLD".into()),
+                ..c
+            }))
+        };
+        let rec = |kind, id: u64, thread: i64, op: i64, call| {
+            let r = Record {
+                kind,
+                event_id: id,
+                thread,
+                op,
+                msg: MsgPath::from_slice(&[0, id]),
+                a: 0,
+                b: 0,
+                traced: false,
+                text: RecordText::None,
+                from: None,
+                call,
+            };
+            Item::Packed(names.clone(), r.to_packed())
+        };
+        let send_call = world(CallInfo {
+            peer: Some(Peer::Rank(1)),
+            tag: Some(Tag::Tag(3)),
+            ..CallInfo::default()
+        });
+        let recv_call = world(CallInfo {
+            matched: Some(Matched {
+                source: 0,
+                tag: 3,
+                bytes: 4,
+            }),
+            ..CallInfo::default()
+        });
+        let barrier = world(CallInfo::default());
+        let mut links = Links::new(2);
+        let mut out = Vec::new();
+        let mut o = |e: Item| out.push(e);
+        links.push(1, rec(Kind::Recv, 1_000_000_000_001, 1, 1, recv_call), &mut o);
+        assert!(links.any_waiting(), "its send has not come");
+        links.push(0, rec(Kind::Send, 5, 0, 0, send_call), &mut o);
+        let Item::Packed(_, start) = rec(Kind::Start, 6, 0, 2, barrier.clone()) else {
+            unreachable!()
+        };
+        let shared = start.call.clone();
+        links.push(0, Item::Packed(names.clone(), start), &mut o);
+        assert!(!links.any_waiting());
+        let Item::Packed(_, r) = &out[1] else {
+            panic!("{:?}", out[1])
+        };
+        assert_eq!(
+            r.from.as_deref(),
+            Some(&SentBy {
+                thread: 0,
+                event_id: 5
+            })
+        );
+        let Item::Packed(_, s) = &out[2] else {
+            panic!("{:?}", out[2])
+        };
+        let k = s
+            .call
+            .as_ref()
+            .and_then(|c| c.collective.clone())
+            .expect("an instance");
+        assert_eq!((k.comm.as_str(), k.n), ("MPI_COMM_WORLD", 0));
+        assert_eq!(
+            shared.and_then(|c| c.collective.clone()),
+            None,
+            "the shared call is unchanged"
+        );
+        let evs = events(&out);
+        let Event::Recv(r) = &evs[1] else {
+            panic!("{:?}", evs[1])
+        };
+        assert_eq!(
+            r.from,
+            Some(Link {
+                thread: "rank[0]".into(),
+                event_id: 5
+            })
+        );
     }
 }

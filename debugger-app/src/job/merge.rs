@@ -1,7 +1,8 @@
 //! The merge: the ranks' streams as one connection, commands routed to the rank that
 //! has their thread or held event (see the parent module).
 
-use super::links::{Links, TICK};
+use super::links::{Item, Links, TICK};
+use super::out::Out;
 use super::Ws;
 use crate::conn::{ConnEvent, Waker};
 use futures_util::stream::{select_all, SplitSink};
@@ -32,21 +33,16 @@ struct Rank {
     closed: bool,
 }
 
-/// Events sent to the consumer as one item at most (an agent's frame holds up to 1,024).
-const PENDING_MAX: usize = 1024;
-
 /// The merging side of the job's thread.
 pub(super) struct Merge {
     sinks: Vec<SplitSink<Ws, Message>>,
     streams: Vec<futures_util::stream::SplitStream<Ws>>,
     ranks: Vec<Rank>,
-    out: mpsc::SyncSender<ConnEvent>,
-    waker: Waker,
+    /// Where events go, sent as one item after each frame or command: a rank's frame of
+    /// MPI events is one item of the bounded channel, not one item an event.
+    out: Out,
     /// Events of ranks that sent their snapshot, until every rank did.
-    early: Vec<ConnEvent>,
-    /// Events going out, sent as one item after each frame or command (see
-    /// [`Merge::send_out`]).
-    pending: Vec<Event>,
+    early: Vec<Item>,
     snapshot_sent: bool,
     last_structure: Option<Event>,
     /// Held events, by number: the rank (connection) holding each, and the thread.
@@ -109,10 +105,8 @@ impl Merge {
             sinks,
             streams,
             ranks: (0..n).map(|_| Rank::default()).collect(),
-            out,
-            waker,
+            out: Out::new(out, waker),
             early: Vec::new(),
-            pending: Vec::new(),
             snapshot_sent: false,
             last_structure: None,
             held: HashMap::new(),
@@ -157,16 +151,15 @@ impl Merge {
                     }
                 },
             }
-            self.flush_out();
+            self.out.flush();
             if self.ranks.iter().all(|r| r.closed) {
                 break;
             }
         }
         self.expire(true);
         self.flush_snapshot(true);
-        self.flush_out();
-        let _ = self.out.send(ConnEvent::Closed(self.failure.take()));
-        (self.waker)();
+        let closed = ConnEvent::Closed(self.failure.take());
+        self.out.send(closed);
     }
 
     fn frame(&mut self, i: usize, msg: Message) {
@@ -177,13 +170,12 @@ impl Merge {
         };
         match decoded {
             Ok(Decoded::Packed(names, ps)) => {
-                // Linked here, and named by the job's structure: as the events they are.
+                // Never held: nothing for the merge to note, only links to make.
+                let mut links = std::mem::take(&mut self.links);
                 for p in ps {
-                    match names.expand(p) {
-                        Ok(ev) => self.event(i, ev),
-                        Err(e) => self.unreadable(i, &e),
-                    }
+                    links.push(i, Item::Packed(names.clone(), p), &mut |e| self.forward(e));
                 }
+                self.links = links;
                 self.frame_done(i);
             }
             Ok(Decoded::Events(evs)) => {
@@ -197,12 +189,12 @@ impl Merge {
     /// Rank `i`'s frame is in: the links it completed go out.
     fn frame_done(&mut self, i: usize) {
         let mut links = std::mem::take(&mut self.links);
-        links.frame(i, &mut |e| self.forward(ConnEvent::Event(e)));
+        links.frame(i, &mut |e| self.forward(e));
         self.links = links;
     }
 
     fn unreadable(&mut self, i: usize, e: &dyn std::fmt::Display) {
-        self.forward(ConnEvent::Event(Event::Error {
+        self.forward(Item::Full(Event::Error {
             message: format!("unreadable frame from rank connection {i}: {e}"),
             req: None,
         }));
@@ -259,14 +251,14 @@ impl Merge {
         }
         // Taken out for the call: what it lets out goes straight on.
         let mut links = std::mem::take(&mut self.links);
-        links.push(i, ev, &mut |e| self.forward(ConnEvent::Event(e)));
+        links.push(i, Item::Full(ev), &mut |e| self.forward(e));
         self.links = links;
     }
 
     /// Send out the receives that waited too long for their send (all: the job ended).
     fn expire(&mut self, all: bool) {
         let mut links = std::mem::take(&mut self.links);
-        links.expire(all, &mut |e| self.forward(ConnEvent::Event(e)));
+        links.expire(all, &mut |e| self.forward(e));
         self.links = links;
     }
 
@@ -333,16 +325,16 @@ impl Merge {
         let next_event_id = if next == u64::MAX { 0 } else { next };
         self.snapshot_sent = true;
         if let Some(hello) = self.job_hello() {
-            self.send_out(ConnEvent::Event(hello));
+            self.out.push(Item::Full(hello));
         }
         self.send_structure();
-        self.send_out(ConnEvent::Event(Event::Snapshot {
+        self.out.push(Item::Full(Event::Snapshot {
             next_event_id,
             threads,
             held,
         }));
-        for ce in std::mem::take(&mut self.early) {
-            self.send_out(ce);
+        for it in std::mem::take(&mut self.early) {
+            self.out.push(it);
         }
     }
 
@@ -360,43 +352,16 @@ impl Merge {
         let merged = self.structure();
         if self.last_structure.as_ref() != Some(&merged) {
             self.last_structure = Some(merged.clone());
-            self.send_out(ConnEvent::Event(merged));
+            self.out.structure(&merged);
+            self.out.push(Item::Full(merged));
         }
     }
 
-    fn forward(&mut self, ce: ConnEvent) {
+    fn forward(&mut self, it: Item) {
         if self.snapshot_sent {
-            self.send_out(ce);
+            self.out.push(it);
         } else {
-            self.early.push(ce);
-        }
-    }
-
-    /// Send `ce` to the consumer. Single events wait in `pending` until the frame or
-    /// command at hand is done: a rank's frame of MPI events is then one item of the
-    /// bounded channel, not one item an event.
-    fn send_out(&mut self, ce: ConnEvent) {
-        match ce {
-            ConnEvent::Event(ev) => {
-                self.pending.push(ev);
-                if self.pending.len() >= PENDING_MAX {
-                    self.flush_out();
-                }
-            }
-            other => {
-                self.flush_out();
-                // A consumer that is gone: the commands' channel closes too, ending the loop.
-                let _ = self.out.send(other);
-                (self.waker)();
-            }
-        }
-    }
-
-    /// Send the pending events as one item.
-    fn flush_out(&mut self) {
-        if !self.pending.is_empty() {
-            let _ = self.out.send(ConnEvent::batch(std::mem::take(&mut self.pending)));
-            (self.waker)();
+            self.early.push(it);
         }
     }
 
@@ -422,13 +387,13 @@ impl Merge {
             let internal = self.internal.remove(&n);
             if let Some(path) = self.saving.remove(&n) {
                 let ev = self.merge_scenario(&path, first_error, if internal { None } else { Some(n) });
-                self.forward(ConnEvent::Event(ev));
+                self.forward(Item::Full(ev));
                 return;
             }
             if internal {
                 // Numbered here: only a refusal is told, as it would have been.
                 if let Some(Event::Error { message, .. }) = first_error {
-                    self.forward(ConnEvent::Event(Event::Error { message, req: None }));
+                    self.forward(Item::Full(Event::Error { message, req: None }));
                 }
                 return;
             }
@@ -438,7 +403,7 @@ impl Merge {
                 req: Some(n),
             };
             let ev = first_error.or(last).unwrap_or_else(ok);
-            self.forward(ConnEvent::Event(ev));
+            self.forward(Item::Full(ev));
         }
     }
 
@@ -557,7 +522,7 @@ impl Merge {
 
     fn refuse(&mut self, req: &Request, message: String) {
         let message = format!("{}: {message}", req.cmd.name());
-        self.send_out(ConnEvent::Event(Event::Error {
+        self.out.push(Item::Full(Event::Error {
             message,
             req: req.req,
         }));

@@ -28,6 +28,7 @@ use tokio_tungstenite::WebSocketStream;
 
 mod links;
 mod merge;
+mod out;
 use merge::Merge;
 
 type Ws = WebSocketStream<TcpStream>;

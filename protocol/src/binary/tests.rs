@@ -18,6 +18,7 @@ fn ev(kind: Kind, event_id: u64, msg: &[u64], text: RecordText) -> Record {
         b: 1 << 40,
         traced: kind == Kind::Start,
         text,
+        from: None,
         call: None,
     }
 }
@@ -294,7 +295,7 @@ fn damaged_calls_are_errors() {
     let e = parse_binary(&unknown).expect_err("unknown fields");
     assert!(matches!(e, DecodeError::UnknownCallFields { .. }), "{e}");
     let mut bad = bytes;
-    bad[HEADER] |= 1 << 6;
+    bad[HEADER] |= 1 << 7;
     let e = parse_binary(&bad).expect_err("bad head");
     assert!(matches!(e, DecodeError::BadHead { .. }), "{e}");
 }

@@ -92,6 +92,7 @@ fn records_read_back_from_binary_frames_as_to_packed_says() {
         b: -1,
         traced: kind == Kind::Start,
         text,
+        from: None,
         call: None,
     };
     let recs = [
@@ -189,6 +190,7 @@ fn bad_indexes_are_errors() {
         b: 0,
         traced: false,
         text: RecordText::None,
+        from: None,
         call: None,
     });
     let e = Decoder::default().decode_binary(&binary.finish()).unwrap_err();

@@ -49,6 +49,7 @@ fn trace(n: u64) -> (Vec<u8>, usize) {
             b: 0,
             traced: false,
             text: RecordText::None,
+            from: None,
             call: None,
         });
     }

@@ -302,6 +302,7 @@ impl Core {
             traced: false,
             text: RecordText::None,
             call: Some(info),
+            ..Record::default()
         }
     }
 

@@ -55,7 +55,7 @@ pub(super) fn fast_send(
         b: thread_index(to_thread),
         traced,
         text: RecordText::Type(SmolStr::new_static(type_name)),
-        call: None,
+        ..Record::default()
     }
 }
 
@@ -77,7 +77,7 @@ pub(super) fn fast_recv(
         b: 0,
         traced,
         text: RecordText::None,
-        call: None,
+        ..Record::default()
     }
 }
 
@@ -117,7 +117,7 @@ pub(super) fn fast_streamed_step(kind: Kind, ev: &StreamedStep<'_>, traced: bool
                 RecordText::Instance(Box::new(MsgPath::from_slice(i)))
             }
         },
-        call: None,
+        ..Record::default()
     }
 }
 
