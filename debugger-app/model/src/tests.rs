@@ -387,3 +387,104 @@ fn an_mpi_job_is_one_program_whose_ranks_run_in_their_own_processes() {
     let p = m.first();
     assert_eq!(p.thread_pid(p.thread_id("rank[7]").expect("thread")), Some(100));
 }
+
+/// An MPI job's events reach the model compact (the merge links them there): a linked
+/// `recv` draws the same message edge, and orders the same events, as its full form.
+#[test]
+fn compact_mpi_events_draw_and_order_as_full_ones() {
+    use racetrack_protocol::{CallInfo, Matched, MsgPath, Peer, Record, RecordText, SentBy, Tag};
+    use std::sync::Arc;
+    let threads = vec!["rank[0]".to_owned(), "rank[1]".to_owned()];
+    let ops = vec!["MPI_Send".to_owned(), "MPI_Recv".to_owned()];
+    let names = Names::new(ops.clone(), threads.clone());
+    let structure = Event::Structure {
+        operations: ops
+            .iter()
+            .map(|o| OperationDesc {
+                name: o.clone(),
+                kind: "call".into(),
+                collection: "rank".into(),
+                threads: threads.clone(),
+            })
+            .collect(),
+        collections: vec![CollectionDesc {
+            name: "rank".into(),
+            threads: threads.clone(),
+        }],
+        edges: Vec::new(),
+    };
+    let call = |c: CallInfo| {
+        Some(Arc::new(CallInfo {
+            comm: Some("MPI_COMM_WORLD".into()),
+            ..c
+        }))
+    };
+    let send = call(CallInfo {
+        peer: Some(Peer::Rank(1)),
+        tag: Some(Tag::Tag(0)),
+        ..CallInfo::default()
+    });
+    let recv = call(CallInfo {
+        matched: Some(Matched {
+            source: 0,
+            tag: 0,
+            bytes: 4,
+        }),
+        ..CallInfo::default()
+    });
+    let rec = |kind, id: u64, thread: i64, c: &Option<Arc<CallInfo>>| Record {
+        kind,
+        event_id: id,
+        thread,
+        op: thread,
+        msg: MsgPath::from_slice(&[u64::try_from(thread).unwrap(), id]),
+        a: if kind == Kind::Send { -1 } else { 0 },
+        b: if kind == Kind::Send { 1 } else { 0 },
+        text: RecordText::None,
+        call: c.clone(),
+        ..Record::default()
+    };
+    let mut linked = rec(Kind::Recv, 1_000_000_000_001, 1, &recv);
+    linked.from = Some(Box::new(SentBy {
+        thread: 0,
+        event_id: 1,
+    }));
+    let events: Vec<PackedEv> = [
+        rec(Kind::Start, 0, 0, &send),
+        rec(Kind::Send, 1, 0, &send),
+        rec(Kind::Stop, 2, 0, &send),
+        rec(Kind::Start, 1_000_000_000_000, 1, &recv),
+        linked,
+        rec(Kind::Stop, 1_000_000_000_002, 1, &recv),
+    ]
+    .iter()
+    .map(Record::to_packed)
+    .collect();
+    let mut compact = Model::new().with_unfolded().with_clocks();
+    let mut full = Model::new().with_unfolded().with_clocks();
+    compact.ingest(&structure);
+    full.ingest(&structure);
+    for p in &events {
+        compact.ingest_packed(&names, p);
+        full.ingest(&names.expand(p.clone()).unwrap());
+    }
+    let edges = |m: &Model| -> Vec<String> {
+        let u = m.unfolded().unwrap();
+        u.edges()
+            .iter()
+            .map(|e| {
+                let (a, b) = (u.node(e.from).unwrap().key, u.node(e.to).unwrap().key);
+                let ((ao, at), (bo, bt)) = (m.node_names(a), m.node_names(b));
+                format!("{ao}@{at} -> {bo}@{bt} ×{}", e.count)
+            })
+            .collect()
+    };
+    assert_eq!(edges(&compact), ["MPI_Send@rank[0] -> MPI_Recv@rank[1] ×1"]);
+    assert_eq!(edges(&compact), edges(&full));
+    assert_eq!(compact.queue_named("rank[1]").map(VecDeque::len).unwrap_or(0), 0);
+    for m in [&mut compact, &mut full] {
+        let c = m.clocks().unwrap();
+        assert_eq!(c.order(1, 1_000_000_000_001), Some(clocks::Order::Before));
+        assert_eq!(c.order(0, 1_000_000_000_000), Some(clocks::Order::Concurrent));
+    }
+}
