@@ -1,6 +1,5 @@
 //! LEB128 varints (7 bits a byte, low bits first), signed ones zigzag-encoded first (0, -1,
-//! 1, -2, … → 0, 1, 2, 3, …): the integers of binary packed frames, binary event frames
-//! and trace files.
+//! 1, -2, … → 0, 1, 2, 3, …): the integers of binary packed frames and trace files.
 
 /// Append `n`.
 pub(crate) fn put_u(out: &mut Vec<u8>, mut n: u64) {
