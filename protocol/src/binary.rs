@@ -85,8 +85,8 @@ impl BinaryWriter {
             ev.kind.code()
                 | (u8::from(ev.traced) << 2)
                 | (form << 3)
-                | (u8::from(ev.call.is_some()) << 5)
-                | (u8::from(ev.from.is_some()) << 6),
+                | if ev.call.is_some() { HAS_CALL } else { 0 }
+                | if ev.from.is_some() { HAS_FROM } else { 0 },
         );
         put_u(out, ev.event_id.wrapping_sub(self.prev_id));
         self.prev_id = ev.event_id;
@@ -178,19 +178,7 @@ pub(crate) fn parse_binary(bytes: &[u8]) -> Result<Vec<PackedEv>, DecodeError> {
             1 => r.string(event_id, &mut last_text)?,
             _ => r.id()?,
         };
-        let from = if head & (1 << 6) != 0 {
-            Some(Box::new(SentBy {
-                thread: r.i()?,
-                event_id: r.u()?,
-            }))
-        } else {
-            None
-        };
-        let call = if head & (1 << 5) != 0 {
-            Some(Arc::new(r.call()?))
-        } else {
-            None
-        };
+        let (from, call) = r.extras(head)?;
         out.push(Compact {
             kind: Kind::from_bits(head),
             event_id,
@@ -213,6 +201,33 @@ pub(crate) fn parse_binary(bytes: &[u8]) -> Result<Vec<PackedEv>, DecodeError> {
         });
     }
     Ok(out)
+}
+
+/// What may follow an event's text: a `recv`'s link and a call.
+type Extras = (Option<Box<SentBy>>, Option<Arc<crate::CallInfo>>);
+
+/// The head bits saying a `from` and a `call` follow the text.
+const HAS_FROM: u8 = 1 << 6;
+const HAS_CALL: u8 = 1 << 5;
+
+impl Reader<'_> {
+    /// What follows an event's text, as its head says: a `recv`'s link, a call.
+    fn extras(&mut self, head: u8) -> Result<Extras, DecodeError> {
+        let from = if head & HAS_FROM != 0 {
+            Some(Box::new(SentBy {
+                thread: self.i()?,
+                event_id: self.u()?,
+            }))
+        } else {
+            None
+        };
+        let call = if head & HAS_CALL != 0 {
+            Some(Arc::new(self.call()?))
+        } else {
+            None
+        };
+        Ok((from, call))
+    }
 }
 
 struct Reader<'a> {

@@ -249,7 +249,7 @@ impl PackedEv {
             b,
             traced,
             text,
-            from,
+            from: _,
             call: _,
         } = self;
         // Room for the common event at once; the pieces below are whole fields.
@@ -293,26 +293,7 @@ impl PackedEv {
         out.extend_from_slice(br#","msg":"#);
         push_str(out, msg);
         if *kind == Kind::Recv {
-            out.extend_from_slice(br#","position":"#);
-            out.extend_from_slice(digits.format(u64::try_from(*a).unwrap_or_default()).as_bytes());
-            out.extend_from_slice(if *traced {
-                br#","traced":true"#
-            } else {
-                br#","traced":false"#
-            });
-            // A link whose thread the names lack is left out, as `expand` leaves it.
-            if let Some((f, t)) = from
-                .as_ref()
-                .and_then(|f| Some((f, names.threads.get(usize::try_from(f.thread).ok()?)?)))
-            {
-                out.extend_from_slice(br#","from":{"thread":"#);
-                push_str(out, t);
-                out.extend_from_slice(br#","event_id":"#);
-                out.extend_from_slice(digits.format(f.event_id).as_bytes());
-                out.push(b'}');
-            }
-            out.push(b'}');
-            return;
+            return self.append_recv_rest(names, out);
         }
         out.extend_from_slice(br#","instance":"#);
         push_str(out, if text.is_empty() { msg } else { text });
@@ -324,6 +305,33 @@ impl PackedEv {
             (Step::Final, false) => br#","step":"final","traced":false,"held":false}"#,
             (Step::Final, true) => br#","step":"final","traced":true,"held":false}"#,
         });
+    }
+
+    /// A `recv`'s fields after `msg`: `position`, `traced` and `from`.
+    fn append_recv_rest(&self, names: &Names, out: &mut Vec<u8>) {
+        let mut digits = itoa::Buffer::new();
+        out.extend_from_slice(br#","position":"#);
+        out.extend_from_slice(
+            digits
+                .format(u64::try_from(self.a).unwrap_or_default())
+                .as_bytes(),
+        );
+        out.extend_from_slice(if self.traced {
+            br#","traced":true"#
+        } else {
+            br#","traced":false"#
+        });
+        // A link whose thread the names lack is left out, as `expand` leaves it.
+        if let Some((f, t)) =
+            (self.from.as_ref()).and_then(|f| Some((f, names.threads.get(usize::try_from(f.thread).ok()?)?)))
+        {
+            out.extend_from_slice(br#","from":{"thread":"#);
+            push_str(out, t);
+            out.extend_from_slice(br#","event_id":"#);
+            out.extend_from_slice(digits.format(f.event_id).as_bytes());
+            out.push(b'}');
+        }
+        out.push(b'}');
     }
 }
 

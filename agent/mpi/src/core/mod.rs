@@ -1,18 +1,14 @@
 //! The rank's side of a debugging session: one agent per rank (the agent core, driven
 //! through its front-end API), the rank as thread `rank[R]` of the collection `rank`,
-//! each MPI call a step of the operation named after it. The collection names every rank
-//! of the job, thread R being `rank[R]`, so that every rank's events name threads (their
-//! own, a send's destination) by the same indexes; a rank's agent runs only its own. The
-//! C wrappers call in here through `ffi` on the thread that called `MPI_Init`; nothing
-//! else reports.
+//! each MPI call a step of the operation named after it (`names`: how). The C wrappers
+//! call in here through `ffi` on the thread that called `MPI_Init`; nothing else reports.
 
 use crate::call::Call;
 use crate::site::{RankSite, RankView};
-use racetrack_agent::agent::front::{Collection, Decision, HoldReason, Operation, Point, Thread};
+use racetrack_agent::agent::front::{Collection, Decision, HoldReason, Operation};
 use racetrack_agent::agent::{self, Agent, ReplayError};
 use racetrack_protocol::{
-    CallInfo, Created, Event, Forced, Kind, Matched, MsgPath, Record, RecordText, SendEv, SmolStr, Step,
-    StepEv,
+    CallInfo, Created, Event, Forced, Kind, Matched, RecordText, SendEv, SmolStr, Step, StepEv,
 };
 use std::cell::Cell;
 use std::collections::HashMap;
@@ -25,20 +21,12 @@ use std::time::Instant;
 const EVENT_ID_STRIDE: u64 = 1_000_000_000_000;
 
 mod calls;
+mod names;
 mod polls;
 pub use calls::CALLS;
+use names::{job_threads, start_point};
 pub(crate) use polls::tick;
 use polls::PollRun;
-
-/// The start of call `op` with `info` on thread `thread`, as the policy sees it.
-fn start_point(thread: usize, op: usize, info: &CallInfo) -> Point<'_> {
-    Point::Start {
-        thread,
-        op,
-        traced: false,
-        call: Some(info),
-    }
-}
 
 static CORE: OnceLock<Core> = OnceLock::new();
 
@@ -135,21 +123,6 @@ pub struct Started {
     pub forced: Option<(i32, Option<i32>)>,
     /// The content to send instead of the program's buffer (valid until `rt_stop`).
     pub edited: Option<*const u8>,
-}
-
-/// The threads of the collection `rank`: every rank of the job, `rank[R]` as thread R
-/// (`own` is this rank's name, made once).
-fn job_threads(rank: i32, size: i32, own: &Arc<str>) -> Vec<Thread> {
-    (0..size.max(rank + 1))
-        .map(|r| {
-            let name = if r == rank {
-                own.clone()
-            } else {
-                format!("rank[{r}]").into()
-            };
-            Thread::new(usize::try_from(r).unwrap_or_default(), 0, name)
-        })
-        .collect()
 }
 
 /// Start the agent for this rank as the environment says (`RACETRACK_CONNECT` from
@@ -265,45 +238,6 @@ impl Core {
         };
         ops.by_address.insert(address, i);
         (i, ops.names[i].clone())
-    }
-
-    /// The rank's thread index: `rank[R]` is thread R.
-    fn global(&self) -> usize {
-        usize::try_from(self.rank).unwrap_or_default()
-    }
-
-    /// The rank's sends as the policy sees them.
-    fn send_point(&self) -> Point<'static> {
-        Point::Send {
-            thread: Some(self.global()),
-        }
-    }
-
-    /// The rank's stops as the policy sees them.
-    fn stop_point(&self) -> Point<'static> {
-        Point::Stop {
-            thread: self.global(),
-        }
-    }
-
-    /// A notification of call `seq` (operation `op`) that nothing holds: a compact record
-    /// sharing the call's parameters. A `send` fills in its destination and type.
-    fn record(&self, kind: Kind, seq: u64, op: usize, info: Arc<CallInfo>) -> Record {
-        Record {
-            kind,
-            event_id: 0,
-            thread: self.rank.into(),
-            op: i64::try_from(op).unwrap_or(-1),
-            msg: MsgPath::from_slice(&[u64::try_from(self.rank).unwrap_or_default(), seq]),
-            // A send's destination operation (none), a receive's queue position, a step's
-            // kind (a run): -1, 0, 0.
-            a: if kind == Kind::Send { -1 } else { 0 },
-            b: if kind == Kind::Send { -1 } else { 0 },
-            traced: false,
-            text: RecordText::None,
-            call: Some(info),
-            ..Record::default()
-        }
     }
 
     fn site(&self, caller: usize) -> Option<SmolStr> {
