@@ -387,12 +387,12 @@ fn a_provoked_heat_race_saves_and_replays() {
     );
 
     let heat = support::example_bin("heat");
-    let free = example("heat", &["--threads", "4"], &[]);
-    assert_eq!(
-        report(&free)["matches_reference"],
-        true,
-        "a free run does not show the race"
-    );
+    // Free runs show it rarely: on a loaded machine one in a few can (seen once in a
+    // full test run while a release build ran beside it). One of five that does not is
+    // the contrast to the replays below, which show it every time.
+    let free =
+        (0..5).any(|_| report(&example("heat", &["--threads", "4"], &[]))["matches_reference"] == true);
+    assert!(free, "a free run does not show the race: all of five did");
     for i in 0..REPLAYS {
         let out = racetrack(&["replay", l, "--", heat.to_str().unwrap(), "--threads", "4"]);
         let stderr = String::from_utf8_lossy(&out.stderr);
