@@ -23,17 +23,21 @@
 //! Two events are concurrent when neither happens before the other: a race is two sends
 //! concurrent with each other that one wildcard receive may take.
 //!
-//! Taking an event in is one push; the clocks are computed when asked for, over every
-//! event so far, and kept until the next event arrives: the ranks' streams interleave, so
-//! the event a clock depends on may come after it, and a clock computed at arrival could
-//! miss it.
+//! Taking an event in is one push of a few words (its thread as a number, found without
+//! hashing for a compact event); the clocks are computed when asked for, over every event
+//! so far, and kept until the next event arrives: the ranks' streams interleave, so the
+//! event a clock depends on may come after it, and a clock computed at arrival could miss
+//! it.
 
-use crate::ids::FastMap;
+use crate::ids::{FastMap, ThreadKey};
 use crate::links::{CommKey, Comms};
 use racetrack_protocol::{CallInfo, Event, Kind, Names, PackedEv, SmolStr};
 
 /// The thread a schedule's inputs come from.
 pub const INPUT_THREAD: &str = "input";
+
+/// The input thread's line (see [`Clocks::new`]).
+const INPUT_LINE: u32 = 0;
 
 /// How two events are ordered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -131,9 +135,51 @@ enum What {
 #[derive(Debug)]
 struct Rec {
     id: u64,
-    /// The thread that reported it (a runtime `recv`: the queue's).
-    thread: SmolStr,
+    /// The thread that reported it (a runtime `recv`: the queue's), as a [`Threads`] line.
+    line: u32,
     what: What,
+}
+
+/// The threads events came from, numbered by first sight: the lines of the layout.
+#[derive(Debug, Default)]
+struct Threads {
+    names: Vec<SmolStr>,
+    index: FastMap<SmolStr, u32>,
+    /// The model's thread keys already seen (process, then thread) → line + 1, so that a
+    /// compact event's thread costs two indexings, not a hash of its name.
+    by_key: Vec<Vec<u32>>,
+}
+
+impl Threads {
+    fn line(&mut self, thread: &str) -> u32 {
+        if let Some(i) = self.index.get(thread) {
+            return *i;
+        }
+        let i = u32::try_from(self.names.len()).unwrap_or(u32::MAX);
+        self.names.push(thread.into());
+        self.index.insert(thread.into(), i);
+        i
+    }
+
+    /// The line of the model's thread `key`, named `name` (asked for at first sight only).
+    fn line_of_key<'a>(&mut self, key: ThreadKey, name: impl FnOnce() -> &'a str) -> u32 {
+        let (p, t) = (key.proc.index(), key.thread.index());
+        if let Some(&l) = self.by_key.get(p).and_then(|v| v.get(t)) {
+            if l > 0 {
+                return l - 1;
+            }
+        }
+        let line = self.line(name());
+        if self.by_key.len() <= p {
+            self.by_key.resize_with(p + 1, Vec::new);
+        }
+        let v = &mut self.by_key[p];
+        if v.len() <= t {
+            v.resize(t + 1, 0);
+        }
+        v[t] = line + 1;
+        line
+    }
 }
 
 /// Everything derived from the events, computed when asked for.
@@ -171,9 +217,10 @@ fn leaves(c: &CallInfo) -> What {
 }
 
 /// The happens-before relation of a session (see the module's documentation).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Clocks {
     recs: Vec<Rec>,
+    threads: Threads,
     computed: Computed,
 }
 
@@ -181,8 +228,6 @@ pub struct Clocks {
 #[derive(Default)]
 struct Layout {
     comms: Comms,
-    names: Vec<SmolStr>,
-    index: FastMap<SmolStr, u32>,
     lines: Vec<Vec<(u64, Dep)>>,
     at: FastMap<u64, (u32, u32)>,
     /// Runtime messages: the thread that sent each, until queued.
@@ -199,7 +244,15 @@ struct Layout {
 impl Clocks {
     /// No event yet.
     pub fn new() -> Self {
-        Self::default()
+        let mut threads = Threads::default();
+        // Line 0, so that a message queued before its send was seen has a line to go
+        // to in the layout, which cannot add one.
+        threads.line(INPUT_THREAD);
+        Clocks {
+            recs: Vec::new(),
+            threads,
+            computed: Computed::default(),
+        }
     }
 
     /// Events taken in.
@@ -213,11 +266,8 @@ impl Clocks {
     }
 
     fn push(&mut self, id: u64, thread: &str, what: What) {
-        self.recs.push(Rec {
-            id,
-            thread: thread.into(),
-            what,
-        });
+        let line = self.threads.line(thread);
+        self.recs.push(Rec { id, line, what });
     }
 
     /// Take in one event (others are ignored).
@@ -256,9 +306,9 @@ impl Clocks {
         }
     }
 
-    /// Take in one packed event (the runtime's streamed form).
-    pub fn observe_packed(&mut self, names: &Names, p: &PackedEv) {
-        let thread = names.thread(p.thread).ok().flatten();
+    /// Take in one packed event (the compact form), reported by the model's thread `key`
+    /// (`None`: the event names no thread it knows).
+    pub fn observe_packed(&mut self, key: Option<ThreadKey>, names: &Names, p: &PackedEv) {
         let what = match (p.kind, p.call.as_deref()) {
             (Kind::Send, None) => What::Send(p.msg.clone()),
             (Kind::Recv, None) => What::Queued(p.msg.clone()),
@@ -272,18 +322,31 @@ impl Clocks {
             }
             (Kind::Stop, Some(c)) => leaves(c),
         };
-        if thread.is_none() && p.kind != Kind::Send {
-            return;
-        }
-        self.push(p.event_id, thread.unwrap_or(INPUT_THREAD), what);
+        let line = match key {
+            Some(k) => self.threads.line_of_key(k, || {
+                names.thread(p.thread).ok().flatten().unwrap_or(INPUT_THREAD)
+            }),
+            None if p.kind == Kind::Send => INPUT_LINE,
+            None => return,
+        };
+        self.recs.push(Rec {
+            id: p.event_id,
+            line,
+            what,
+        });
     }
 
     /// Lay out the events: threads, positions, dependencies (see the module's
     /// documentation for who depends on what).
     fn layout(&self) -> Layout {
-        let mut l = Layout::default();
+        let names = &self.threads.names;
+        let mut l = Layout {
+            lines: vec![Vec::new(); names.len()],
+            ..Layout::default()
+        };
         for r in &self.recs {
-            let own = l.line(&r.thread);
+            let own = r.line;
+            let thread = &names[own as usize];
             let (line, dep) = match &r.what {
                 What::Send(msg) => {
                     l.sender.insert(msg.clone(), own);
@@ -292,7 +355,7 @@ impl Clocks {
                 What::Queued(msg) => {
                     let line = match l.sender.remove(msg) {
                         Some(s) => s,
-                        None => l.line(INPUT_THREAD),
+                        None => INPUT_LINE,
                     };
                     l.queued.insert(msg.clone(), r.id);
                     (line, Dep::None)
@@ -300,12 +363,12 @@ impl Clocks {
                 What::Matched(from) => (own, from.map_or(Dep::None, Dep::Event)),
                 What::Takes(msg) => (own, l.queued.remove(msg).map_or(Dep::None, Dep::Event)),
                 What::Enters(c) => {
-                    l.enter(own, &r.thread, r.id, c);
+                    l.enter(own, thread, r.id, c);
                     (own, Dep::None)
                 }
                 What::Leaves(created) => {
                     if let Some(k) = created {
-                        l.comms.learn(&r.thread, &k.0, k.1, k.2);
+                        l.comms.learn(thread, &k.0, k.1, k.2);
                     }
                     let dep = l
                         .open
@@ -324,17 +387,6 @@ impl Clocks {
 }
 
 impl Layout {
-    fn line(&mut self, thread: &str) -> u32 {
-        if let Some(i) = self.index.get(thread) {
-            return *i;
-        }
-        let i = u32::try_from(self.names.len()).unwrap_or(u32::MAX);
-        self.names.push(thread.into());
-        self.index.insert(thread.into(), i);
-        self.lines.push(Vec::new());
-        i
-    }
-
     /// A collective's start: its instance (the thread's Kth on the communicator).
     fn enter(&mut self, line: u32, thread: &str, id: u64, c: &Collective) {
         let Some((key, rank)) = self.comms.of(thread, &c.comm) else {
@@ -419,6 +471,12 @@ impl Layout {
     }
 }
 
+impl Default for Clocks {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl Clocks {
     /// Compute every clock, unless no event arrived since the last time.
     fn compute(&mut self) -> &Computed {
@@ -427,7 +485,7 @@ impl Clocks {
             self.computed = Computed {
                 upto: self.recs.len(),
                 clocks: layout.clocks(),
-                names: layout.names,
+                names: self.threads.names.clone(),
                 at: layout.at,
             };
         }

@@ -5,7 +5,7 @@
 //! graph of an MPI job) is one more part here, fed the same resolved events.
 
 use crate::control::Held;
-use crate::ids::{HeldId, NodeKey, OpId, ProcId, ThreadId};
+use crate::ids::{HeldId, NodeKey, OpId, ProcId, ThreadId, ThreadKey};
 use crate::unfolded::{MsgInfo, NodeStatus};
 use crate::Model;
 use racetrack_protocol::{
@@ -151,12 +151,12 @@ impl Model {
     /// Ingest one packed event of process `p` whose indexes `names` passed
     /// [`Names::check`] for, straight from the compact form.
     pub fn ingest_packed_in(&mut self, p: ProcId, names: &Names, ev: &PackedEv) {
-        if let Some(clocks) = &mut self.clocks {
-            clocks.observe_packed(names, ev);
-        }
         let c = ev;
+        let thread = self.proc_mut(p).packed_thread(names, c.thread);
+        if let Some(clocks) = &mut self.clocks {
+            clocks.observe_packed(thread.map(|thread| ThreadKey { proc: p, thread }), names, ev);
+        }
         let pr = self.proc_mut(p);
-        let thread = pr.packed_thread(names, c.thread);
         let op = pr.packed_op(names, c.op);
         let node = thread.zip(op).map(|(thread, op)| NodeKey { proc: p, op, thread });
         match (c.kind, node) {
