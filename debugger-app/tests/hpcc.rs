@@ -138,6 +138,11 @@ fn hpcc_free_run() {
         "hpcc's exit under the debugger"
     );
     assert_eq!(status, Some(0), "racetrack's exit code");
+    let alarms: Vec<&Value> = seen.iter().filter(|v| v["event"] == "deadlock").collect();
+    assert!(
+        alarms.is_empty(),
+        "a job that finished was never deadlocked: {alarms:?}"
+    );
 
     let out = std::fs::read_to_string(dir.join("hpccoutf.txt")).expect("hpcc wrote hpccoutf.txt");
     let _ = std::fs::remove_dir_all(&dir);

@@ -173,6 +173,7 @@ fn build_examples(imp: Impl) -> Result<PathBuf, String> {
         "master_worker",
         "dies",
         "receives",
+        "deadlock",
         "threads",
         "ring_f",
     ] {
@@ -395,6 +396,10 @@ impl Ctl {
         let (code, last) = self.finish();
         if code != Some(0) || last["matches_reference"] != true {
             self.fail(&format!("expected a correct finish: exit {code:?}, {last}"));
+        }
+        // A job that finished was never deadlocked.
+        if let Some(d) = self.seen.iter().find(|v| v["event"] == "deadlock") {
+            self.fail(&format!("a false deadlock alarm: {d}"));
         }
         last
     }
@@ -800,6 +805,84 @@ fn happens_before(imp: Impl) {
     s.send(json!({"cmd":"break","op":"MPI_Allreduce","on":false}));
     s.send(json!({"cmd":"continue"}));
     s.finish_correctly();
+}
+
+on_both!(deadlocks_are_named);
+
+/// A job that hangs is told as a `deadlock` naming who waits for whom, on which call, at
+/// which site, while the job is left hanging (`examples/mpi/deadlock.c`): a receive–receive
+/// cycle, a barrier one rank never enters, a wildcard receive whose senders finished. A
+/// slow rank that others wait for is not a deadlock: that run ends correctly with none.
+fn deadlocks_are_named(imp: Impl) {
+    let Some(dir) = setup(imp) else { return };
+    let prog = dir.join("deadlock");
+    let start = |kind: &str| {
+        let mut s = Ctl::mpirun(imp, &prog, &["--kind", kind]);
+        s.all_held_at_start();
+        s.send(json!({"cmd":"continue"}));
+        s
+    };
+    let waiter = |d: &Value, thread: &str| -> Value {
+        let w = d["waits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|w| w["thread"] == thread);
+        w.cloned()
+            .unwrap_or_else(|| panic!("{thread} is not among the stuck: {d}"))
+    };
+    let at_site = |w: &Value| w["site"].as_str().is_some_and(|s| s.contains("deadlock.c:"));
+
+    let mut s = start("recv_recv");
+    let d = s.expect("deadlock", |v| v["event"] == "deadlock");
+    assert_eq!(d["cycle"], json!(["rank[0]", "rank[1]"]), "{d}");
+    assert_eq!(d["waits"].as_array().unwrap().len(), RANKS, "{d}");
+    let w0 = waiter(&d, "rank[0]");
+    assert_eq!(
+        (w0["call"].as_str(), &w0["waits_for"], w0["needs"].as_str()),
+        (Some("MPI_Recv"), &json!(["rank[1]"]), Some("all"))
+    );
+    assert!(at_site(&w0), "{w0}");
+    let w3 = waiter(&d, "rank[3]");
+    assert_eq!(
+        (w3["call"].as_str(), &w3["waits_for"]),
+        (Some("MPI_Barrier"), &json!(["rank[0]", "rank[1]"]))
+    );
+    // The job is left as it is: still there to inspect.
+    assert!(s.proc.0.try_wait().unwrap().is_none(), "the job still runs");
+    drop(s);
+
+    let mut s = start("collective");
+    let d = s.expect("deadlock", |v| v["event"] == "deadlock");
+    assert_eq!(d["cycle"], json!(["rank[0]", "rank[1]"]), "{d}");
+    let w1 = waiter(&d, "rank[1]");
+    assert_eq!(
+        (w1["call"].as_str(), &w1["waits_for"]),
+        (Some("MPI_Barrier"), &json!(["rank[0]"]))
+    );
+    assert_eq!(waiter(&d, "rank[0]")["call"], "MPI_Recv");
+    drop(s);
+
+    let mut s = start("lost");
+    let d = s.expect("deadlock", |v| v["event"] == "deadlock");
+    assert_eq!(d["waits"].as_array().unwrap().len(), 1, "{d}");
+    let w0 = waiter(&d, "rank[0]");
+    assert_eq!(
+        (w0["needs"].as_str(), &w0["waits_for"], &w0["finished"]),
+        (
+            Some("any"),
+            &json!(["rank[1]", "rank[2]", "rank[3]"]),
+            &json!(["rank[1]", "rank[2]", "rank[3]"])
+        )
+    );
+    assert_eq!(d["cycle"], json!([]));
+    drop(s);
+
+    let mut s = start("slow");
+    let last = s.finish_correctly();
+    assert_eq!(last["result"], 1);
+    let alarms: Vec<&Value> = s.seen.iter().filter(|v| v["event"] == "deadlock").collect();
+    assert!(alarms.is_empty(), "a slow rank is not a deadlock: {alarms:?}");
 }
 
 on_both!(dies_after_a_wildcard_receive);

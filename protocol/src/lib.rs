@@ -16,6 +16,7 @@ mod call;
 mod command;
 mod compact;
 mod ctl;
+mod deadlock;
 mod error;
 mod full;
 pub mod launch;
@@ -31,6 +32,7 @@ pub use call::{
 pub use command::{Command, Request, Rest};
 pub use compact::{Compact, Kind, MsgPath, PackedEv, PackedTuple, Record, RecordText, SentBy};
 pub use ctl::CtlEvent;
+pub use deadlock::{Needs, Waiting};
 pub use error::{BinaryFrame, CommandError, DecodeError, RequestError};
 pub use packed::{Decoded, Decoder, Names};
 use serde::{Deserialize, Serialize};
@@ -321,6 +323,16 @@ pub enum Event {
         /// The request number the command carried (absent: it carried none).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         req: Option<u64>,
+    },
+    /// Ranks of an MPI job that can never go on (added by the job's debugger; see
+    /// [`Waiting`]): each waits in a call for ranks that are themselves stuck or
+    /// finished. The program is left as it is.
+    Deadlock {
+        /// Every stuck rank: its call and whom it waits for.
+        waits: Vec<Waiting>,
+        /// A cycle among them, when there is one: each waits for the next, the last for
+        /// the first (empty: they wait for finished ranks).
+        cycle: Vec<String>,
     },
     /// An operation panicked or broke a rule; the schedule call fails.
     Panic {

@@ -248,6 +248,38 @@ fn events() {
         },
         r#"{"event":"error","message":"no","req":7}"#,
     );
+    golden_event(
+        Event::Deadlock {
+            waits: vec![
+                Waiting {
+                    thread: "rank[0]".into(),
+                    call: "MPI_Recv".into(),
+                    event_id: 2,
+                    site: Some("d.c:4 (main)".into()),
+                    waits_for: vec!["rank[1]".into()],
+                    needs: Needs::All,
+                    finished: Vec::new(),
+                },
+                Waiting {
+                    thread: "rank[1]".into(),
+                    call: "MPI_Recv".into(),
+                    event_id: 1_000_000_000_002,
+                    site: None,
+                    waits_for: vec!["rank[0]".into(), "rank[2]".into()],
+                    needs: Needs::Any,
+                    finished: vec!["rank[2]".into()],
+                },
+            ],
+            cycle: vec!["rank[0]".into(), "rank[1]".into()],
+        },
+        concat!(
+            r#"{"event":"deadlock","waits":[{"thread":"rank[0]","call":"MPI_Recv","event_id":2,"#,
+            r#""site":"d.c:4 (main)","waits_for":["rank[1]"],"needs":"all"},"#,
+            r#"{"thread":"rank[1]","call":"MPI_Recv","event_id":1000000000002,"#,
+            r#""waits_for":["rank[0]","rank[2]"],"needs":"any","finished":["rank[2]"]}],"#,
+            r#""cycle":["rank[0]","rank[1]"]}"#
+        ),
+    );
 }
 
 fn golden_ctl(ev: CtlEvent, expected: &str) {

@@ -128,6 +128,10 @@ impl Model {
                 self.control.log(&mut self.changes, "panic", text);
             }
             Event::Error { message, .. } => self.control.log(&mut self.changes, "error", message.clone()),
+            Event::Deadlock { waits, cycle } => {
+                let text = crate::deadlock::describe(waits, cycle);
+                self.control.log(&mut self.changes, "deadlock", text);
+            }
             Event::Ok { cmd, target, .. } => {
                 if matches!(cmd.as_str(), "save_scenario" | "take_over") {
                     self.control.session_note = target.as_ref().map(|t| match cmd.as_str() {

@@ -15,6 +15,7 @@
 mod changes;
 pub mod clocks;
 mod control;
+pub mod deadlock;
 pub mod ids;
 mod ingest;
 pub mod links;

@@ -118,6 +118,32 @@ impl Comms {
         }
     }
 
+    /// The key of communicator `name` whose rank 0 is world rank `leader`, if known.
+    pub fn key_of(&self, name: &str, leader: i32) -> Option<CommKey> {
+        match name {
+            "MPI_COMM_WORLD" => Some(CommKey(0)),
+            _ => self.keys.get(&(SmolStr::from(name), leader)).copied(),
+        }
+    }
+
+    /// The world ranks of communicator `key` that named it (`MPI_COMM_WORLD`: the
+    /// `world` ranks of the job), by rank in it.
+    pub fn members(&self, key: CommKey, world: usize) -> Vec<(i32, i32)> {
+        if key == CommKey(0) {
+            return (0..i32::try_from(world).unwrap_or(i32::MAX))
+                .map(|r| (r, r))
+                .collect();
+        }
+        let mut m: Vec<(i32, i32)> = self
+            .members
+            .iter()
+            .filter(|((k, _), _)| *k == key)
+            .map(|((_, r), w)| (*r, *w))
+            .collect();
+        m.sort_unstable();
+        m
+    }
+
     /// Communicator `name` as `thread` names it: its key and the thread's rank in it.
     pub fn of(&mut self, thread: &str, name: &str) -> Option<(CommKey, i32)> {
         let world = world_rank(thread)?;
@@ -283,6 +309,39 @@ impl Linker {
     /// receive's.
     pub fn give_up(&mut self, ch: Channel) {
         *self.owed.entry(ch).or_default() += 1;
+    }
+
+    /// The communicators as the ranks named them.
+    pub fn comms(&mut self) -> &mut Comms {
+        &mut self.comms
+    }
+
+    /// Whether a send to `dst` on `comm` is observed and not taken yet, from `src` with
+    /// `tag` (`None`: any).
+    pub fn pending(&self, comm: CommKey, dst: i32, src: Option<i32>, tag: Option<i32>) -> bool {
+        self.sends.iter().any(|(ch, q)| {
+            !q.is_empty()
+                && ch.comm == comm
+                && ch.dst == dst
+                && src.is_none_or(|s| s == ch.src)
+                && tag.is_none_or(|t| t == ch.tag)
+        })
+    }
+
+    /// Whether a send to `dst` on any communicator is observed and not taken yet
+    /// (`dst`: a world rank).
+    pub fn pending_to_world(&self, dst: i32) -> bool {
+        self.sends
+            .iter()
+            .any(|(ch, q)| !q.is_empty() && self.comms.world(ch.comm, ch.dst) == Some(dst))
+    }
+
+    /// How many collectives `thread` started on `comm`.
+    pub fn started(&self, thread: &str, comm: CommKey) -> u64 {
+        self.collectives
+            .get(&(SmolStr::from(thread), comm))
+            .copied()
+            .unwrap_or(0)
     }
 
     /// Sends observed and not taken yet.

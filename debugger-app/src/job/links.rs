@@ -100,6 +100,22 @@ impl Links {
         }
     }
 
+    /// The linker, whose channels say which sends are on their way.
+    pub(super) fn linker(&mut self) -> &mut Linker {
+        &mut self.linker
+    }
+
+    /// The connection of world rank `r`, once it named its thread.
+    pub(super) fn conn_of(&self, r: i32) -> Option<usize> {
+        self.rank_conn.get(&r).copied()
+    }
+
+    /// Whether connection `i` sent a frame within `quiet`, or has events waiting here.
+    pub(super) fn recent(&self, i: usize, quiet: Duration) -> bool {
+        self.last_frame.get(i).is_some_and(|t| t.elapsed() < quiet)
+            || self.waiting.get(i).is_some_and(|w| !w.is_empty())
+    }
+
     /// Whether some rank's events wait.
     pub(super) fn any_waiting(&self) -> bool {
         self.held_back > 0

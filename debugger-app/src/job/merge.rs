@@ -3,6 +3,7 @@
 
 use super::links::{Item, Links, TICK};
 use super::out::Out;
+use super::watch::{Watch, LOOK};
 use super::Ws;
 use crate::conn::{ConnEvent, Waker};
 use futures_util::stream::{select_all, SplitSink};
@@ -60,6 +61,8 @@ pub(super) struct Merge {
     saving: HashMap<u64, String>,
     /// Every `recv` linked to its `send` on the way out.
     links: Links,
+    /// The ranks' blocking calls, looked at for deadlocks.
+    watch: Watch,
 }
 
 /// Where a command goes.
@@ -116,6 +119,7 @@ impl Merge {
             next_internal: INTERNAL_REQ,
             saving: HashMap::new(),
             links: Links::new(n),
+            watch: Watch::new(n),
         }
     }
 
@@ -129,9 +133,12 @@ impl Merge {
         ));
         let mut tick = tokio::time::interval(TICK);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut look = tokio::time::interval(LOOK);
+        look.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
                 _ = tick.tick(), if self.links.any_waiting() => self.expire(false),
+                _ = look.tick(), if self.watch.armed() => self.look(),
                 m = incoming.next() => match m {
                     Some((i, Some(Ok(msg)))) => self.frame(i, msg),
                     Some((i, Some(Err(e)))) => {
@@ -255,6 +262,14 @@ impl Merge {
         self.links = links;
     }
 
+    /// Tell a deadlock, if ranks are stuck in a way not told yet.
+    fn look(&mut self) {
+        let held: std::collections::HashSet<usize> = self.held.values().map(|(i, _)| *i).collect();
+        if let Some(ev) = self.watch.look(&mut self.links, |i| held.contains(&i)) {
+            self.forward(Item::Full(ev));
+        }
+    }
+
     /// Send out the receives that waited too long for their send (all: the job ended).
     fn expire(&mut self, all: bool) {
         let mut links = std::mem::take(&mut self.links);
@@ -303,6 +318,14 @@ impl Merge {
             return;
         }
         let (mut next, mut threads, mut held) = (u64::MAX, Vec::new(), Vec::new());
+        // Released while other ranks' snapshots were awaited (a `continue` sent early):
+        // no longer held, though the snapshot lists it.
+        let released: std::collections::HashSet<u64> = (self.early.iter())
+            .filter_map(|it| match it {
+                Item::Full(Event::Released { event_id, .. }) => Some(*event_id),
+                _ => None,
+            })
+            .collect();
         for (i, r) in self.ranks.iter().enumerate() {
             if let Some(Event::Snapshot {
                 next_event_id,
@@ -313,7 +336,7 @@ impl Merge {
                 next = next.min(*next_event_id);
                 threads.extend(t.iter().cloned());
                 for e in h {
-                    if let Some(id) = e.event_id() {
+                    if let Some(id) = e.event_id().filter(|id| !released.contains(id)) {
                         self.held
                             .insert(id, (i, e.thread().unwrap_or_default().to_owned()));
                     }
@@ -358,6 +381,7 @@ impl Merge {
     }
 
     fn forward(&mut self, it: Item) {
+        self.watch.observe(&it);
         if self.snapshot_sent {
             self.out.push(it);
         } else {
@@ -410,6 +434,7 @@ impl Merge {
     /// Rank `i`'s connection closed: it answers nothing more.
     fn close(&mut self, i: usize) {
         self.ranks[i].closed = true;
+        self.watch.closed(&self.ranks[i].threads);
         let pending: Vec<u64> = self.verdicts.keys().copied().collect();
         for n in pending {
             if let Some((w, _)) = self.verdicts.get_mut(&n) {

@@ -23,7 +23,7 @@ impl App {
                     filter.is_empty() || l.text.to_lowercase().contains(&filter) || l.level.contains(&filter)
                 }) {
                     let color = match line.level {
-                        "error" | "panic" => Color32::from_rgb(220, 60, 60),
+                        "error" | "panic" | "deadlock" => Color32::from_rgb(220, 60, 60),
                         "stderr" => Color32::from_rgb(200, 150, 60),
                         _ => ui.visuals().text_color(),
                     };

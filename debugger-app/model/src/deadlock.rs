@@ -1,0 +1,388 @@
+//! Deadlocks of an MPI job, found while it runs: an AND/OR wait-for graph over the ranks,
+//! as MUST builds it.
+//!
+//! A rank in a blocking call waits for other ranks:
+//!
+//! - a receive or probe from one source, for that source (unless a matching send is
+//!   already observed and not taken: then it completes);
+//! - a wildcard receive or probe, for **any** member of the communicator but itself;
+//! - a send, for its destination to receive (a send that completes eagerly leaves before
+//!   anyone looks);
+//! - a collective, for **every** member it needs (all of them for `MPI_Barrier` and the
+//!   `All*` calls, the root for `MPI_Bcast` and `MPI_Scatter(v)`, everyone for the root of
+//!   `MPI_Reduce` and `MPI_Gather(v)`, lower ranks for `MPI_Scan`) that has not entered
+//!   this collective yet (the Kth on the communicator);
+//! - `MPI_Wait*` and `MPI_Sendrecv*`, whose other peers the events do not name, for
+//!   **any** other rank (unless a send to it is pending).
+//!
+//! A rank that is not in a blocking call, or that the caller knows is moving (its events
+//! are recent, or the debugger holds it), can go on; so can a rank in a call whose wait
+//! is met by ranks that can go on (every one of an AND, one of an OR). What is left,
+//! once nothing more can go on, can never go on: a deadlock, partial when other ranks
+//! still run. A rank that called `MPI_Finalize` or exited sends nothing more.
+//!
+//! Every approximation errs towards "can go on": an unknown communicator, a call whose
+//! peers are not reported, a rank not seen yet. A deadlock reported is a real one, as
+//! far as the events tell; one among calls the library does not cover is missed.
+
+use crate::clocks::{flow_of, Flow};
+use crate::links::{world_rank, CommKey, Linker};
+use racetrack_protocol::{CallInfo, Kind, Needs, Peer, SmolStr, SpecialPeer, Tag, Waiting};
+use std::sync::Arc;
+
+/// A rank's blocking call, from its `start`.
+#[derive(Debug, Clone)]
+struct Open {
+    op: SmolStr,
+    event_id: u64,
+    call: Arc<CallInfo>,
+}
+
+#[derive(Debug, Default, Clone)]
+struct Rank {
+    open: Option<Open>,
+    finished: bool,
+}
+
+/// What a blocked rank needs to go on.
+#[derive(Debug, PartialEq)]
+enum Need {
+    /// Nothing: its call completes.
+    Nothing,
+    All(Vec<usize>),
+    Any(Vec<usize>),
+}
+
+/// A deadlock: the stuck ranks and a cycle among them (see [`racetrack_protocol::Event::Deadlock`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Deadlock {
+    pub waits: Vec<Waiting>,
+    pub cycle: Vec<String>,
+}
+
+/// The ranks' blocking calls (see the module's documentation).
+#[derive(Debug, Default)]
+pub struct Waits {
+    ranks: Vec<Rank>,
+}
+
+/// Whether a call of `op` may block until other ranks act.
+fn blocks(op: &str) -> bool {
+    matches!(
+        op,
+        "MPI_Recv"
+            | "MPI_Probe"
+            | "MPI_Send"
+            | "MPI_Ssend"
+            | "MPI_Rsend"
+            | "MPI_Sendrecv"
+            | "MPI_Sendrecv_replace"
+            | "MPI_Wait"
+            | "MPI_Waitall"
+            | "MPI_Waitany"
+            | "MPI_Waitsome"
+    ) || flow_of(op).is_some()
+}
+
+fn rank_name(r: usize) -> String {
+    format!("rank[{r}]")
+}
+
+impl Waits {
+    /// A job of `ranks` ranks, none in a call.
+    pub fn new(ranks: usize) -> Self {
+        Self {
+            ranks: vec![Rank::default(); ranks],
+        }
+    }
+
+    fn rank(&mut self, thread: &str) -> Option<&mut Rank> {
+        let r = usize::try_from(world_rank(thread)?).ok()?;
+        if r >= self.ranks.len() {
+            self.ranks.resize(r + 1, Rank::default());
+        }
+        self.ranks.get_mut(r)
+    }
+
+    /// `thread`'s event `event_id`, of kind `kind`, in its call of `op` with `call`.
+    pub fn observe(
+        &mut self,
+        kind: Kind,
+        thread: &str,
+        op: &str,
+        event_id: u64,
+        call: Option<&Arc<CallInfo>>,
+    ) {
+        let Some(r) = self.rank(thread) else { return };
+        match kind {
+            Kind::Start if op == "MPI_Finalize" => {
+                r.finished = true;
+                r.open = None;
+            }
+            Kind::Start => {
+                r.open = match call {
+                    Some(c) if blocks(op) => Some(Open {
+                        op: op.into(),
+                        event_id,
+                        call: c.clone(),
+                    }),
+                    _ => None,
+                };
+            }
+            Kind::Stop => r.open = None,
+            Kind::Send | Kind::Recv => {}
+        }
+    }
+
+    /// World rank `r` exited: it does nothing more.
+    pub fn finished(&mut self, r: usize) {
+        if let Some(rank) = self.ranks.get_mut(r) {
+            rank.finished = true;
+            rank.open = None;
+        }
+    }
+
+    /// The ranks known (the job's, or more if events named more).
+    pub fn len(&self) -> usize {
+        self.ranks.len()
+    }
+
+    /// Whether no rank is known.
+    pub fn is_empty(&self) -> bool {
+        self.ranks.is_empty()
+    }
+
+    /// Whether some rank is in a blocking call.
+    pub fn any_blocked(&self) -> bool {
+        self.ranks.iter().any(|r| r.open.is_some())
+    }
+
+    /// The ranks that can never go on, if any, given the channels `linker` keeps and the
+    /// ranks the caller knows are `moving`.
+    pub fn find(&self, linker: &mut Linker, moving: impl Fn(usize) -> bool) -> Option<Deadlock> {
+        let n = self.ranks.len();
+        let needs: Vec<Need> = (0..n).map(|r| self.need(r, linker)).collect();
+        let mut free: Vec<bool> = (0..n)
+            .map(|r| {
+                let rk = &self.ranks[r];
+                !rk.finished && (rk.open.is_none() || moving(r) || needs[r] == Need::Nothing)
+            })
+            .collect();
+        loop {
+            let mut changed = false;
+            for r in 0..n {
+                let goes = !free[r]
+                    && !self.ranks[r].finished
+                    && match &needs[r] {
+                        Need::Nothing => true,
+                        Need::All(w) => w.iter().all(|&x| free.get(x).copied().unwrap_or(true)),
+                        Need::Any(w) => w.iter().any(|&x| free.get(x).copied().unwrap_or(true)),
+                    };
+                if goes {
+                    free[r] = true;
+                    changed = true;
+                }
+            }
+            if !changed {
+                break;
+            }
+        }
+        let stuck: Vec<usize> = (0..n).filter(|&r| !free[r] && !self.ranks[r].finished).collect();
+        if stuck.is_empty() {
+            return None;
+        }
+        let waits = stuck.iter().map(|&r| self.waiting(r, &needs[r])).collect();
+        Some(Deadlock {
+            waits,
+            cycle: cycle(&stuck, &needs, &free),
+        })
+    }
+
+    fn waiting(&self, r: usize, need: &Need) -> Waiting {
+        let (w, needs) = match need {
+            Need::All(w) => (w.as_slice(), Needs::All),
+            Need::Any(w) => (w.as_slice(), Needs::Any),
+            Need::Nothing => (&[][..], Needs::All),
+        };
+        let open = self.ranks[r].open.as_ref();
+        Waiting {
+            thread: rank_name(r),
+            call: open.map(|o| o.op.to_string()).unwrap_or_default(),
+            event_id: open.map_or(0, |o| o.event_id),
+            site: open.and_then(|o| o.call.site.as_ref()).map(ToString::to_string),
+            waits_for: w.iter().map(|&x| rank_name(x)).collect(),
+            needs,
+            finished: w
+                .iter()
+                .filter(|&&x| self.ranks.get(x).is_some_and(|k| k.finished))
+                .map(|&x| rank_name(x))
+                .collect(),
+        }
+    }
+
+    /// What rank `r` needs to go on.
+    fn need(&self, r: usize, linker: &mut Linker) -> Need {
+        let Some(o) = &self.ranks[r].open else {
+            return Need::Nothing;
+        };
+        let thread = rank_name(r);
+        let c = &o.call;
+        let comm = c
+            .comm
+            .as_deref()
+            .and_then(|name| linker.comms().of(&thread, name));
+        match o.op.as_str() {
+            "MPI_Recv" | "MPI_Probe" => {
+                let Some((key, me)) = comm else {
+                    return Need::Nothing;
+                };
+                let tag = match c.tag {
+                    Some(Tag::Tag(t)) => Some(t),
+                    _ => None,
+                };
+                match c.peer {
+                    Some(Peer::Rank(s)) if !linker.pending(key, me, Some(s), tag) => {
+                        self.in_world(linker, key, &[s])
+                    }
+                    Some(Peer::Special(SpecialPeer::AnySource)) if !linker.pending(key, me, None, tag) => {
+                        any(self.members(linker, key, Some(me), None))
+                    }
+                    _ => Need::Nothing,
+                }
+            }
+            "MPI_Send" | "MPI_Ssend" | "MPI_Rsend" => match (comm, c.peer) {
+                (Some((key, _)), Some(Peer::Rank(d))) => self.in_world(linker, key, &[d]),
+                _ => Need::Nothing,
+            },
+            op => match flow_of(op) {
+                Some(flow) => self.collective(r, flow, o, linker),
+                None if linker.pending_to_world(i32::try_from(r).unwrap_or(i32::MAX)) => Need::Nothing,
+                None => any((0..self.ranks.len()).filter(|&x| x != r).collect()),
+            },
+        }
+    }
+
+    /// `All` of these ranks of communicator `key`, as world ranks (`Nothing` when one is
+    /// unknown: no alarm on what the events do not say).
+    fn in_world(&self, linker: &mut Linker, key: CommKey, ranks: &[i32]) -> Need {
+        let mut w = Vec::new();
+        for &r in ranks {
+            match linker.comms().world(key, r).and_then(|x| usize::try_from(x).ok()) {
+                Some(x) => w.push(x),
+                None => return Need::Nothing,
+            }
+        }
+        Need::All(w)
+    }
+
+    /// The world ranks of communicator `key` but `except` (a rank there), those `keep`
+    /// accepts by their rank there.
+    fn members(
+        &self,
+        linker: &mut Linker,
+        key: CommKey,
+        except: Option<i32>,
+        keep: Option<&dyn Fn(i32) -> bool>,
+    ) -> Vec<usize> {
+        linker
+            .comms()
+            .members(key, self.ranks.len())
+            .into_iter()
+            .filter(|(r, _)| Some(*r) != except && keep.is_none_or(|k| k(*r)))
+            .filter_map(|(_, w)| usize::try_from(w).ok())
+            .collect()
+    }
+
+    /// A collective: the members it needs that have not entered it.
+    fn collective(&self, r: usize, flow: Flow, o: &Open, linker: &mut Linker) -> Need {
+        let Some(inst) = &o.call.collective else {
+            return Need::Nothing;
+        };
+        let Some(key) = linker.comms().key_of(&inst.comm, inst.leader) else {
+            return Need::Nothing;
+        };
+        let Some((_, me)) = linker.comms().of(&rank_name(r), &inst.comm) else {
+            return Need::Nothing;
+        };
+        let root = o.call.root;
+        let needed = |m: i32| match flow {
+            Flow::All => true,
+            Flow::FromRoot => Some(m) == root,
+            Flow::ToRoot => Some(me) == root,
+            Flow::Prefix => m < me,
+        };
+        let missing: Vec<usize> = self
+            .members(linker, key, Some(me), Some(&needed))
+            .into_iter()
+            .filter(|&w| linker.started(&rank_name(w), key) <= inst.n)
+            .collect();
+        if missing.is_empty() {
+            Need::Nothing
+        } else {
+            Need::All(missing)
+        }
+    }
+}
+
+/// A deadlock in words, for a log: `rank[0] in MPI_Recv at t.c:7 (main) waits for
+/// rank[1]; …` and the cycle, if any.
+pub fn describe(waits: &[Waiting], cycle: &[String]) -> String {
+    let mut text = String::new();
+    for (i, w) in waits.iter().enumerate() {
+        let sep = if i == 0 { "" } else { "; " };
+        let at = w.site.as_deref().map(|s| format!(" at {s}")).unwrap_or_default();
+        let whom = match (w.needs, w.waits_for.len()) {
+            (_, 1) | (Needs::All, _) => w.waits_for.join(" and "),
+            (Needs::Any, _) => format!("any of {}", w.waits_for.join(", ")),
+        };
+        let gone = if w.finished.is_empty() {
+            String::new()
+        } else {
+            format!(" ({} finished)", w.finished.join(", "))
+        };
+        text.push_str(&format!(
+            "{sep}{} in {}{at} waits for {whom}{gone}",
+            w.thread, w.call
+        ));
+    }
+    if !cycle.is_empty() {
+        text.push_str(&format!("; cycle: {}", cycle.join(" → ")));
+    }
+    text
+}
+
+/// Any of `w` (none to wait for: nothing to say).
+fn any(w: Vec<usize>) -> Need {
+    if w.is_empty() {
+        Need::Nothing
+    } else {
+        Need::Any(w)
+    }
+}
+
+/// A cycle among the `stuck` ranks: from the first, follow a stuck rank each waits for
+/// until one repeats (empty when the chain ends at a finished rank).
+fn cycle(stuck: &[usize], needs: &[Need], free: &[bool]) -> Vec<String> {
+    let mut path: Vec<usize> = Vec::new();
+    let mut at = stuck[0];
+    loop {
+        if let Some(i) = path.iter().position(|&p| p == at) {
+            return path[i..].iter().map(|&r| rank_name(r)).collect();
+        }
+        path.push(at);
+        let next = match &needs[at] {
+            Need::All(w) | Need::Any(w) => w
+                .iter()
+                .copied()
+                .find(|&x| stuck.contains(&x) && !free.get(x).copied().unwrap_or(true)),
+            Need::Nothing => None,
+        };
+        match next {
+            Some(x) => at = x,
+            None => return Vec::new(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

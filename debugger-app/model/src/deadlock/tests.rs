@@ -1,0 +1,204 @@
+use super::*;
+
+fn call(comm: &str, peer: Option<Peer>, tag: i32) -> CallInfo {
+    CallInfo {
+        comm: Some(comm.into()),
+        peer,
+        tag: Some(Tag::Tag(tag)),
+        site: Some("t.c:7 (main)".into()),
+        ..CallInfo::default()
+    }
+}
+
+/// A job of `n` ranks, its linker, and the next event number.
+struct Job {
+    waits: Waits,
+    linker: Linker,
+    next: u64,
+}
+
+impl Job {
+    fn new(n: usize) -> Self {
+        Job {
+            waits: Waits::new(n),
+            linker: Linker::new(),
+            next: 1,
+        }
+    }
+
+    fn id(&mut self) -> u64 {
+        self.next += 1;
+        self.next
+    }
+
+    /// Rank `r` starts `op` with `c` (a collective gets its instance, as in the merge).
+    fn start(&mut self, r: usize, op: &str, mut c: CallInfo) {
+        let thread = rank_name(r);
+        self.linker.instance_parts(Kind::Start, &thread, op, Some(&mut c));
+        let id = self.id();
+        self.waits
+            .observe(Kind::Start, &thread, op, id, Some(&Arc::new(c)));
+    }
+
+    fn stop(&mut self, r: usize, op: &str) {
+        let thread = rank_name(r);
+        self.linker.instance_parts(Kind::Stop, &thread, op, None);
+        let id = self.id();
+        self.waits.observe(Kind::Stop, &thread, op, id, None);
+    }
+
+    /// Rank `r` sends to `to` (its `send` event, before MPI has it).
+    fn send(&mut self, r: usize, to: i32, tag: i32) {
+        let c = call("MPI_COMM_WORLD", Some(Peer::Rank(to)), tag);
+        let id = self.id();
+        self.linker.observe_parts(Kind::Send, &rank_name(r), id, Some(&c));
+    }
+
+    fn find(&mut self) -> Option<Deadlock> {
+        self.waits.find(&mut self.linker, |_| false)
+    }
+}
+
+fn recv(from: i32) -> CallInfo {
+    call("MPI_COMM_WORLD", Some(Peer::Rank(from)), 0)
+}
+
+fn any_source() -> CallInfo {
+    call("MPI_COMM_WORLD", Some(Peer::Special(SpecialPeer::AnySource)), 0)
+}
+
+fn barrier() -> CallInfo {
+    CallInfo {
+        comm: Some("MPI_COMM_WORLD".into()),
+        ..CallInfo::default()
+    }
+}
+
+#[test]
+fn two_ranks_receiving_from_each_other_are_a_cycle() {
+    let mut j = Job::new(2);
+    j.start(0, "MPI_Recv", recv(1));
+    j.start(1, "MPI_Recv", recv(0));
+    let d = j.find().expect("a deadlock");
+    assert_eq!(d.cycle, ["rank[0]", "rank[1]"]);
+    assert_eq!(d.waits.len(), 2);
+    let w = &d.waits[0];
+    assert_eq!((w.thread.as_str(), w.call.as_str()), ("rank[0]", "MPI_Recv"));
+    assert_eq!(w.waits_for, ["rank[1]"]);
+    assert_eq!(w.needs, Needs::All);
+    assert_eq!(w.site.as_deref(), Some("t.c:7 (main)"));
+}
+
+#[test]
+fn a_receive_whose_send_is_on_its_way_goes_on_and_frees_its_sender() {
+    let mut j = Job::new(2);
+    j.send(1, 0, 0);
+    j.start(1, "MPI_Recv", recv(0));
+    j.start(0, "MPI_Recv", recv(1));
+    assert_eq!(j.find(), None, "rank 0 takes rank 1's message, then sends");
+    // A message with another tag does not match.
+    let mut j = Job::new(2);
+    j.send(1, 0, 5);
+    j.start(1, "MPI_Recv", recv(0));
+    j.start(0, "MPI_Recv", recv(1));
+    assert!(j.find().is_some());
+}
+
+#[test]
+fn a_rank_that_never_enters_a_barrier_holds_everyone_in_it() {
+    let mut j = Job::new(3);
+    j.start(1, "MPI_Barrier", barrier());
+    j.start(2, "MPI_Barrier", barrier());
+    j.start(0, "MPI_Recv", recv(1));
+    let d = j.find().expect("a deadlock");
+    assert_eq!(d.waits.len(), 3);
+    assert_eq!(d.cycle, ["rank[0]", "rank[1]"]);
+    assert_eq!(
+        d.waits[1].waits_for,
+        ["rank[0]"],
+        "rank 2 is in the barrier already"
+    );
+    // Once rank 0 enters the barrier too, it completes.
+    j.stop(0, "MPI_Recv");
+    assert_eq!(j.find(), None, "rank 0 is computing");
+    j.start(0, "MPI_Barrier", barrier());
+    assert_eq!(j.find(), None);
+    // A second barrier that rank 2 does not enter.
+    for r in 0..3 {
+        j.stop(r, "MPI_Barrier");
+    }
+    j.start(0, "MPI_Barrier", barrier());
+    j.start(1, "MPI_Barrier", barrier());
+    assert_eq!(j.find(), None, "rank 2 is computing");
+    j.start(2, "MPI_Recv", recv(0));
+    let d = j.find().expect("the second barrier");
+    assert_eq!(d.waits[0].waits_for, ["rank[2]"]);
+}
+
+#[test]
+fn a_wildcard_receive_waits_for_any_sender_and_a_finished_one_never_sends() {
+    let mut j = Job::new(3);
+    j.start(0, "MPI_Recv", any_source());
+    assert_eq!(j.find(), None, "ranks 1 and 2 are running");
+    j.start(1, "MPI_Finalize", barrier());
+    assert_eq!(j.find(), None, "rank 2 may still send");
+    j.waits.finished(2);
+    let d = j.find().expect("nobody is left to send");
+    assert_eq!(d.waits.len(), 1);
+    let w = &d.waits[0];
+    assert_eq!(w.needs, Needs::Any);
+    assert_eq!(w.waits_for, ["rank[1]", "rank[2]"]);
+    assert_eq!(w.finished, ["rank[1]", "rank[2]"]);
+    assert!(d.cycle.is_empty(), "no cycle: it waits for finished ranks");
+}
+
+#[test]
+fn moving_ranks_and_sends_to_receivers_are_not_deadlocks() {
+    let mut j = Job::new(2);
+    j.start(0, "MPI_Recv", recv(1));
+    j.start(1, "MPI_Recv", recv(0));
+    assert_eq!(
+        j.waits.find(&mut j.linker, |r| r == 1),
+        None,
+        "the debugger holds rank 1"
+    );
+    // A send to a rank that receives from it completes.
+    let mut j = Job::new(2);
+    j.send(0, 1, 0);
+    j.start(0, "MPI_Send", call("MPI_COMM_WORLD", Some(Peer::Rank(1)), 0));
+    j.start(1, "MPI_Recv", recv(0));
+    assert_eq!(j.find(), None);
+    // Two sends to each other that do not complete (rendezvous) are stuck.
+    let mut j = Job::new(2);
+    j.start(0, "MPI_Ssend", call("MPI_COMM_WORLD", Some(Peer::Rank(1)), 0));
+    j.start(1, "MPI_Ssend", call("MPI_COMM_WORLD", Some(Peer::Rank(0)), 0));
+    assert_eq!(j.find().map(|d| d.cycle.len()), Some(2));
+}
+
+#[test]
+fn a_bcast_needs_only_its_root_and_a_wait_any_rank() {
+    let root = |r| CallInfo {
+        root: Some(r),
+        ..barrier()
+    };
+    let mut j = Job::new(3);
+    j.start(1, "MPI_Bcast", root(0));
+    j.start(2, "MPI_Bcast", root(0));
+    assert_eq!(j.find(), None, "the root is computing");
+    j.start(0, "MPI_Wait", barrier());
+    let d = j.find().expect("the root waits, the others wait for the root");
+    let w0 = d.waits.iter().find(|w| w.thread == "rank[0]").expect("rank 0");
+    assert_eq!((w0.needs, w0.waits_for.len()), (Needs::Any, 2));
+}
+
+#[test]
+fn a_deadlock_reads_as_a_sentence() {
+    let mut j = Job::new(2);
+    j.start(0, "MPI_Recv", recv(1));
+    j.start(1, "MPI_Recv", recv(0));
+    let d = j.find().expect("a deadlock");
+    assert_eq!(
+        describe(&d.waits, &d.cycle),
+        "rank[0] in MPI_Recv at t.c:7 (main) waits for rank[1]; rank[1] in MPI_Recv at t.c:7 (main) waits for rank[0]; cycle: rank[0] → rank[1]"
+    );
+}

@@ -1,0 +1,81 @@
+/* deadlock: MPI programs that hang, and one that only looks as if it might. --kind says
+ * which:
+ *   recv_recv   ranks 0 and 1 each receive from the other before sending: a cycle (the
+ *               other ranks wait in MPI_Barrier for them)
+ *   collective  rank 0 never enters the barrier the others wait in: it receives from
+ *               rank 1, which is in the barrier
+ *   lost        rank 0 receives with MPI_ANY_SOURCE twice, but only one message is
+ *               sent; the other ranks finish
+ *   slow        no deadlock: rank 1 computes for 1.5 s while rank 0 waits for its
+ *               message and the others wait in MPI_Barrier; then it prints a result
+ * Each rank blocks where the kind says; a debugger's deadlock detection names who waits
+ * for whom, and the job hangs until it is killed (except `slow`). Rank 0 prints a JSON
+ * result line at the end of `slow`. */
+#define _POSIX_C_SOURCE 200809L
+#include <mpi.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+static void compute(double seconds)
+{
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    volatile double x = 0;
+    do {
+        for (int i = 0; i < 100000; i++)
+            x += i * 0.5;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+    } while ((t.tv_sec - t0.tv_sec) + (t.tv_nsec - t0.tv_nsec) / 1e9 < seconds);
+}
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    int rank, size, v = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    const char *kind = "recv_recv";
+    for (int i = 1; i + 1 < argc; i++)
+        if (strcmp(argv[i], "--kind") == 0)
+            kind = argv[i + 1];
+    if (strcmp(kind, "recv_recv") == 0) {
+        if (rank < 2) {
+            int peer = 1 - rank;
+            MPI_Recv(&v, 1, MPI_INT, peer, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            MPI_Send(&rank, 1, MPI_INT, peer, 0, MPI_COMM_WORLD);
+        }
+        MPI_Barrier(MPI_COMM_WORLD);
+    } else if (strcmp(kind, "collective") == 0) {
+        if (rank == 0)
+            MPI_Recv(&v, 1, MPI_INT, 1, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        MPI_Barrier(MPI_COMM_WORLD);
+        if (rank == 1)
+            MPI_Send(&rank, 1, MPI_INT, 0, 0, MPI_COMM_WORLD);
+    } else if (strcmp(kind, "lost") == 0) {
+        if (rank == 0) {
+            for (int i = 0; i < 2; i++)
+                MPI_Recv(&v, 1, MPI_INT, MPI_ANY_SOURCE, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        } else if (rank == 1) {
+            MPI_Send(&rank, 1, MPI_INT, 0, 0, MPI_COMM_WORLD);
+        }
+    } else if (strcmp(kind, "slow") == 0) {
+        if (rank == 1) {
+            compute(1.5);
+            MPI_Send(&rank, 1, MPI_INT, 0, 0, MPI_COMM_WORLD);
+        } else if (rank == 0) {
+            MPI_Recv(&v, 1, MPI_INT, 1, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        }
+        MPI_Barrier(MPI_COMM_WORLD);
+        if (rank == 0)
+            printf("{\"program\":\"deadlock\",\"kind\":\"slow\",\"result\":%d,\"reference\":1,"
+                   "\"matches_reference\":%s}\n",
+                   v, v == 1 ? "true" : "false");
+    } else {
+        if (rank == 0)
+            fprintf(stderr, "deadlock: unknown --kind %s (recv_recv, collective, lost, slow)\n", kind);
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    MPI_Finalize();
+    return 0;
+}
