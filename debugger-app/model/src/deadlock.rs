@@ -8,10 +8,11 @@
 //! - a wildcard receive or probe, for **any** member of the communicator but itself;
 //! - a send, for its destination to receive (a send that completes eagerly leaves before
 //!   anyone looks);
-//! - a collective, for **every** member it needs (all of them for `MPI_Barrier` and the
-//!   `All*` calls, the root for `MPI_Bcast` and `MPI_Scatter(v)`, everyone for the root of
-//!   `MPI_Reduce` and `MPI_Gather(v)`, lower ranks for `MPI_Scan`) that has not entered
-//!   this collective yet (the Kth on the communicator);
+//! - a collective, for **every** member that has not entered this collective yet (the
+//!   Kth on the communicator). Its data flow may need fewer (`MPI_Scan`'s rank 0 needs
+//!   nobody's data), but a rank still in the call after the others went quiet is
+//!   waiting: implementations exchange more than the data flow needs (MPICH's scan
+//!   does), and only members that have not entered can be what it waits for;
 //! - `MPI_Wait*` and `MPI_Sendrecv*`, whose other peers the events do not name, for
 //!   **any** other rank (unless a send to it is pending).
 //!
@@ -25,7 +26,7 @@
 //! peers are not reported, a rank not seen yet. A deadlock reported is a real one, as
 //! far as the events tell; one among calls the library does not cover is missed.
 
-use crate::clocks::{flow_of, Flow};
+use crate::clocks::flow_of;
 use crate::links::{world_rank, CommKey, Linker};
 use racetrack_protocol::{CallInfo, Kind, Needs, Peer, SmolStr, SpecialPeer, Tag, Waiting};
 use std::sync::Arc;
@@ -245,7 +246,7 @@ impl Waits {
                         self.in_world(linker, key, &[s])
                     }
                     Some(Peer::Special(SpecialPeer::AnySource)) if !linker.pending(key, me, None, tag) => {
-                        any(self.members(linker, key, Some(me), None))
+                        any(self.members(linker, key, Some(me)))
                     }
                     _ => Need::Nothing,
                 }
@@ -255,7 +256,7 @@ impl Waits {
                 _ => Need::Nothing,
             },
             op => match flow_of(op) {
-                Some(flow) => self.collective(r, flow, o, linker),
+                Some(_) => self.collective(r, o, linker),
                 None if linker.pending_to_world(i32::try_from(r).unwrap_or(i32::MAX)) => Need::Nothing,
                 None => any((0..self.ranks.len()).filter(|&x| x != r).collect()),
             },
@@ -275,26 +276,19 @@ impl Waits {
         Need::All(w)
     }
 
-    /// The world ranks of communicator `key` but `except` (a rank there), those `keep`
-    /// accepts by their rank there.
-    fn members(
-        &self,
-        linker: &mut Linker,
-        key: CommKey,
-        except: Option<i32>,
-        keep: Option<&dyn Fn(i32) -> bool>,
-    ) -> Vec<usize> {
+    /// The world ranks of communicator `key` but `except` (a rank there).
+    fn members(&self, linker: &mut Linker, key: CommKey, except: Option<i32>) -> Vec<usize> {
         linker
             .comms()
             .members(key, self.ranks.len())
             .into_iter()
-            .filter(|(r, _)| Some(*r) != except && keep.is_none_or(|k| k(*r)))
+            .filter(|(r, _)| Some(*r) != except)
             .filter_map(|(_, w)| usize::try_from(w).ok())
             .collect()
     }
 
-    /// A collective: the members it needs that have not entered it.
-    fn collective(&self, r: usize, flow: Flow, o: &Open, linker: &mut Linker) -> Need {
+    /// A collective: the members that have not entered it.
+    fn collective(&self, r: usize, o: &Open, linker: &mut Linker) -> Need {
         let Some(inst) = &o.call.collective else {
             return Need::Nothing;
         };
@@ -304,15 +298,8 @@ impl Waits {
         let Some((_, me)) = linker.comms().of(&rank_name(r), &inst.comm) else {
             return Need::Nothing;
         };
-        let root = o.call.root;
-        let needed = |m: i32| match flow {
-            Flow::All => true,
-            Flow::FromRoot => Some(m) == root,
-            Flow::ToRoot => Some(me) == root,
-            Flow::Prefix => m < me,
-        };
         let missing: Vec<usize> = self
-            .members(linker, key, Some(me), Some(&needed))
+            .members(linker, key, Some(me))
             .into_iter()
             .filter(|&w| linker.started(&rank_name(w), key) <= inst.n)
             .collect();

@@ -202,3 +202,16 @@ fn a_deadlock_reads_as_a_sentence() {
         "rank[0] in MPI_Recv at t.c:7 (main) waits for rank[1]; rank[1] in MPI_Recv at t.c:7 (main) waits for rank[0]; cycle: rank[0] → rank[1]"
     );
 }
+
+#[test]
+fn a_rank_still_in_a_scan_waits_for_those_not_in_it() {
+    // MBI's CollP2PCallMatching_Recv_Isend_Scan_nok: rank 0 scans, rank 1 first receives
+    // what rank 0 sends after the scan. Rank 0 needs no one's data, but MPICH's scan
+    // exchanges both ways: it never returns.
+    let mut j = Job::new(2);
+    j.start(0, "MPI_Scan", barrier());
+    j.start(1, "MPI_Recv", recv(0));
+    let d = j.find().expect("a deadlock");
+    assert_eq!(d.cycle, ["rank[0]", "rank[1]"]);
+    assert_eq!(d.waits[0].waits_for, ["rank[1]"]);
+}
