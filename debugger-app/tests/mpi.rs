@@ -885,6 +885,63 @@ fn deadlocks_are_named(imp: Impl) {
     assert!(alarms.is_empty(), "a slow rank is not a deadlock: {alarms:?}");
 }
 
+on_both!(the_window_shows_a_deadlock);
+
+/// The GUI's toolbar names a deadlock and the log tells it in words (egui_kittest on the
+/// real widgets, the job's ranks connected to an in-process job listener).
+fn the_window_shows_a_deadlock(imp: Impl) {
+    use egui_kittest::kittest::Queryable;
+    let Some(dir) = setup(imp) else { return };
+    let listener = racetrack::job::JobListener::bind("127.0.0.1:0", None).unwrap();
+    let [core, wrappers] = racetrack::mpirun::libs(racetrack_impl(imp), &bin_dir()).unwrap();
+    let env = [
+        ("RACETRACK_CONNECT", listener.url().to_owned()),
+        ("RACETRACK_WAIT", "1".to_owned()),
+        ("LD_PRELOAD", format!("{}:{}", core.display(), wrappers.display())),
+    ];
+    let mut job = imp.mpiexec(RANKS, &env);
+    job.arg(dir.join("deadlock"))
+        .args(["--kind", "recv_recv"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let _job = Group::spawn(&mut job);
+    let conn = listener
+        .accept(RANKS, JOB_LIMIT, Box::new(|| {}), || None)
+        .unwrap();
+    let session = racetrack::gui::session::Session::from_connection(conn, "job".into());
+    let mut h = egui_kittest::Harness::builder()
+        .with_size((1400.0, 1000.0))
+        .build_ui_state(
+            |ui, app: &mut racetrack::gui::app::App| app.frame_ui(ui),
+            racetrack::gui::app::App::new(session, None),
+        );
+    let deadline = Instant::now() + JOB_LIMIT;
+    // Every rank waits at its first call: Continue, as a user would.
+    while h.state().model.control.held.len() < RANKS {
+        assert!(Instant::now() < deadline, "the ranks were not held at their start");
+        h.step();
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    h.step();
+    h.get_all_by_label("Continue").next().unwrap().click();
+    while h.state().model.control.deadlock.is_none() {
+        assert!(
+            Instant::now() < deadline,
+            "no deadlock: attached {}, {} events, log {:?}",
+            h.state().model.control.attached,
+            h.state().model.control.event_count,
+            h.state().model.control.log
+        );
+        h.step();
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    h.step();
+    let _ = h.get_by_label("deadlock: 4 ranks stuck, cycle rank[0] → rank[1]");
+    let _ = h.get_by_label_contains("[deadlock] rank[0] in MPI_Recv at ");
+    let _ = h.get_by_label_contains("rank[3] in MPI_Barrier at ");
+}
+
 on_both!(dies_after_a_wildcard_receive);
 
 /// A rank that dies right after a wildcard receive still delivers that receive, whatever

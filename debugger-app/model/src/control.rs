@@ -61,6 +61,8 @@ pub struct Control {
     pub held: BTreeMap<HeldId, Held>,
     /// What the last `save_scenario` or `take_over` did, as the agent said.
     pub session_note: Option<String>,
+    /// The last deadlock the job's debugger told (MPI jobs; kept after the exit).
+    pub deadlock: Option<crate::deadlock::Deadlock>,
     /// Breakpoints set: (op, thread) → trace.
     pub breakpoints: BTreeMap<NodeKey, bool>,
     /// Conditional breakpoints set, in the order they were set.

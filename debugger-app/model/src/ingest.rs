@@ -131,6 +131,10 @@ impl Model {
             Event::Deadlock { waits, cycle } => {
                 let text = crate::deadlock::describe(waits, cycle);
                 self.control.log(&mut self.changes, "deadlock", text);
+                self.control.deadlock = Some(crate::deadlock::Deadlock {
+                    waits: waits.clone(),
+                    cycle: cycle.clone(),
+                });
             }
             Event::Ok { cmd, target, .. } => {
                 if matches!(cmd.as_str(), "save_scenario" | "take_over") {
