@@ -919,7 +919,10 @@ fn the_window_shows_a_deadlock(imp: Impl) {
     let deadline = Instant::now() + JOB_LIMIT;
     // Every rank waits at its first call: Continue, as a user would.
     while h.state().model.control.held.len() < RANKS {
-        assert!(Instant::now() < deadline, "the ranks were not held at their start");
+        assert!(
+            Instant::now() < deadline,
+            "the ranks were not held at their start"
+        );
         h.step();
         std::thread::sleep(Duration::from_millis(10));
     }

@@ -57,15 +57,16 @@ int rtw_bcast(void *caller, void *buf, int count, MPI_Datatype type, int root,
     return rc;
 }
 
-/* Reduce, Allreduce, Scan: one count and type for both buffers. */
-enum red { RED_REDUCE, RED_ALL, RED_SCAN };
-static const char *const RED_NAMES[] = {"MPI_Reduce", "MPI_Allreduce", "MPI_Scan"};
+/* Reduce, Allreduce, Scan, Exscan: one count and type for both buffers. */
+enum red { RED_REDUCE, RED_ALL, RED_SCAN, RED_EXSCAN };
+static const char *const RED_NAMES[] = {"MPI_Reduce", "MPI_Allreduce", "MPI_Scan", "MPI_Exscan"};
 
 static int pred(enum red k, const void *s, void *r, int n, MPI_Datatype t, MPI_Op op,
                 int root, MPI_Comm comm) {
     switch (k) {
     case RED_REDUCE: return PMPI_Reduce(s, r, n, t, op, root, comm);
     case RED_ALL: return PMPI_Allreduce(s, r, n, t, op, comm);
+    case RED_EXSCAN: return PMPI_Exscan(s, r, n, t, op, comm);
     default: return PMPI_Scan(s, r, n, t, op, comm);
     }
 }
@@ -96,6 +97,11 @@ int rtw_allreduce(void *caller, const void *s, void *r, int n, MPI_Datatype t, M
 int rtw_scan(void *caller, const void *s, void *r, int n, MPI_Datatype t, MPI_Op op,
              MPI_Comm comm) {
     return reduction(caller, RED_SCAN, s, r, n, t, op, 0, comm);
+}
+
+int rtw_exscan(void *caller, const void *s, void *r, int n, MPI_Datatype t, MPI_Op op,
+               MPI_Comm comm) {
+    return reduction(caller, RED_EXSCAN, s, r, n, t, op, 0, comm);
 }
 
 int rtw_reduce_scatter(void *caller, const void *s, void *r, const int rcounts[],
@@ -250,6 +256,10 @@ int MPI_Allreduce(const void *s, void *r, int n, MPI_Datatype t, MPI_Op op, MPI_
 
 int MPI_Scan(const void *s, void *r, int n, MPI_Datatype t, MPI_Op op, MPI_Comm comm) {
     return rtw_scan(RT_CALLER, s, r, n, t, op, comm);
+}
+
+int MPI_Exscan(const void *s, void *r, int n, MPI_Datatype t, MPI_Op op, MPI_Comm comm) {
+    return rtw_exscan(RT_CALLER, s, r, n, t, op, comm);
 }
 
 int MPI_Reduce_scatter(const void *s, void *r, const int rcounts[], MPI_Datatype t,

@@ -33,6 +33,11 @@ void mpi_scan_(void *s, void *r, F *n, F *t, F *op, F *c, F *e) {
 }
 F08(mpi_scan_, ompi_scan_f)
 
+void mpi_exscan_(void *s, void *r, F *n, F *t, F *op, F *c, F *e) {
+    *e = rtw_exscan(RT_CALLER, fbuf(s), fbuf(r), *n, TY(t), OP(op), CM(c));
+}
+F08(mpi_exscan_, ompi_exscan_f)
+
 void mpi_reduce_scatter_(void *s, void *r, F *rcs, F *t, F *op, F *c, F *e) {
     *e = rtw_reduce_scatter(RT_CALLER, fbuf(s), fbuf(r), rcs, TY(t), OP(op), CM(c));
 }

@@ -122,6 +122,8 @@ RT_HIDDEN int rtw_allreduce(void *caller, const void *sbuf, void *rbuf, int coun
                             MPI_Datatype type, MPI_Op op, MPI_Comm comm);
 RT_HIDDEN int rtw_scan(void *caller, const void *sbuf, void *rbuf, int count,
                        MPI_Datatype type, MPI_Op op, MPI_Comm comm);
+RT_HIDDEN int rtw_exscan(void *caller, const void *sbuf, void *rbuf, int count,
+                         MPI_Datatype type, MPI_Op op, MPI_Comm comm);
 RT_HIDDEN int rtw_reduce_scatter(void *caller, const void *sbuf, void *rbuf,
                                  const int rcounts[], MPI_Datatype type, MPI_Op op,
                                  MPI_Comm comm);

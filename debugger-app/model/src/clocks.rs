@@ -16,9 +16,9 @@
 //!   calls, `MPI_Reduce_scatter` and the communicator constructors need every member:
 //!   everyone's start precedes everyone's stop. `MPI_Bcast` and `MPI_Scatter(v)` need
 //!   the root's: the root's start precedes every stop. `MPI_Reduce` and `MPI_Gather(v)`
-//!   feed the root: every start precedes the root's stop. `MPI_Scan`: the starts of
-//!   ranks up to R precede R's stop. (MPI lets other collectives synchronize more; the
-//!   model claims only what the data flow forces.)
+//!   feed the root: every start precedes the root's stop. `MPI_Scan` and `MPI_Exscan`:
+//!   the starts of ranks up to R precede R's stop. (MPI lets other collectives
+//!   synchronize more; the model claims only what the data flow forces.)
 //!
 //! Two events are concurrent when neither happens before the other: a race is two sends
 //! concurrent with each other that one wildcard receive may take.
@@ -82,7 +82,7 @@ pub(crate) fn flow_of(op: &str) -> Option<Flow> {
         }
         "MPI_Bcast" | "MPI_Scatter" | "MPI_Scatterv" => Flow::FromRoot,
         "MPI_Reduce" | "MPI_Gather" | "MPI_Gatherv" => Flow::ToRoot,
-        "MPI_Scan" => Flow::Prefix,
+        "MPI_Scan" | "MPI_Exscan" => Flow::Prefix,
         _ => return None,
     })
 }

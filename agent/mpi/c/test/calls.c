@@ -53,6 +53,9 @@ int main(int argc, char **argv) {
     long r = rank, total = 0;
     MPI_Allreduce(&r, &total, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
     CHECK(total == (long)size * (size - 1) / 2);
+    long below = -1;
+    MPI_Exscan(&r, &below, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+    if (rank > 0) CHECK(below == (long)rank * (rank - 1) / 2);
     char all[16];
     char mine = (char)('a' + rank);
     MPI_Gather(&mine, 1, MPI_CHAR, all, 1, MPI_CHAR, 0, MPI_COMM_WORLD);

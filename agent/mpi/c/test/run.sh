@@ -61,7 +61,7 @@ expect() {
 run 4 calls
 expect calls.out 1 '^calls: ok$'
 for r in 0 1 2 3; do
-    for call in Init Sendrecv Bcast Allreduce Gather Comm_split Comm_free Finalize; do
+    for call in Init Sendrecv Bcast Allreduce Exscan Gather Comm_split Comm_free Finalize; do
         expect calls.err 1 "^RT $r start MPI_$call "
         expect calls.err 1 "^RT $r stop MPI_$call "
     done
@@ -73,6 +73,7 @@ for r in 0 1 2 3; do
     expect calls.err 1 "^RT $r start MPI_Sendrecv peer=$(((r + 1) % 4)) peer_world=$(((r + 1) % 4)) tag=7 count=1 .*datatype=MPI_DOUBLE comm=MPI_COMM_WORLD bytes=8 kind=f size=8 send=1"
     expect calls.err 1 "^RT $r matched MPI_Sendrecv source=$(((r + 3) % 4)) tag=7 bytes=8$"
     expect calls.err 1 "^RT $r start MPI_Allreduce .*count=1 .*datatype=MPI_LONG comm=MPI_COMM_WORLD bytes=8 kind=i size=8"
+    expect calls.err 1 "^RT $r start MPI_Exscan .*count=1 .*datatype=MPI_LONG comm=MPI_COMM_WORLD bytes=8 kind=i size=8"
     expect calls.err 1 "^RT $r start MPI_Gather .*root=0 datatype=MPI_CHAR .*kind=c size=1"
 done
 expect calls.err 1 '^RT 0 pcontrol level=2 label=start$'

@@ -42,6 +42,7 @@ pub const CALLS: &[&str] = &[
     "MPI_Alltoallv",
     "MPI_Reduce_scatter",
     "MPI_Scan",
+    "MPI_Exscan",
     "MPI_Comm_split",
     "MPI_Comm_dup",
     "MPI_Comm_create",
