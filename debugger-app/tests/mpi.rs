@@ -943,6 +943,13 @@ fn the_window_shows_a_deadlock(imp: Impl) {
     let _ = h.get_by_label("deadlock: 4 ranks stuck, cycle rank[0] → rank[1]");
     let _ = h.get_by_label_contains("[deadlock] rank[0] in MPI_Recv at ");
     let _ = h.get_by_label_contains("rank[3] in MPI_Barrier at ");
+    // The stuck calls are drawn as such: the legend says what their colour means.
+    let _ = h.get_by_label("deadlocked");
+    let app = h.state();
+    let key = |op: &str, thread: &str| app.model.node_key(op, thread).unwrap();
+    assert!(app.model.deadlocked(key("MPI_Recv", "rank[0]")));
+    assert!(app.model.deadlocked(key("MPI_Barrier", "rank[3]")));
+    assert!(!app.model.deadlocked(key("MPI_Init", "rank[0]")));
 }
 
 on_both!(dies_after_a_wildcard_receive);

@@ -135,6 +135,14 @@ impl Model {
                     waits: waits.clone(),
                     cycle: cycle.clone(),
                 });
+                // The stuck calls' nodes are drawn as such.
+                for w in waits {
+                    let node =
+                        (self.node_key(&w.call, &w.thread)).and_then(|k| self.unfolded.as_ref()?.find(k));
+                    if let Some(id) = node.filter(|id| !self.changes.nodes_changed.contains(id)) {
+                        self.changes.nodes_changed.push(id);
+                    }
+                }
             }
             Event::Ok { cmd, target, .. } => {
                 if matches!(cmd.as_str(), "save_scenario" | "take_over") {

@@ -179,6 +179,15 @@ impl Model {
         self.process(t.proc).map_or("", |p| p.thread_name(t.thread))
     }
 
+    /// Whether `key` is a call a rank is stuck in, by the last deadlock told.
+    pub fn deadlocked(&self, key: NodeKey) -> bool {
+        let Some(d) = &self.control.deadlock else {
+            return false;
+        };
+        let (op, thread) = self.node_names(key);
+        d.waits.iter().any(|w| w.call == op && w.thread == thread)
+    }
+
     /// The operation and thread names of `key`.
     pub fn node_names(&self, key: NodeKey) -> (&str, &str) {
         self.process(key.proc)

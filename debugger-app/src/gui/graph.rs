@@ -103,7 +103,24 @@ pub fn position(model: &Model, key: NodeKey) -> Pos2 {
 /// A node's label: `Op @ thread`, `*` first when it processed a traced message.
 fn label(model: &Model, node: &Node) -> String {
     let (op, thread) = model.node_names(node.key);
-    format!("{}{op} @ {thread}", if node.traced { "* " } else { "" })
+    let stuck = if model.deadlocked(node.key) {
+        " (deadlocked)"
+    } else {
+        ""
+    };
+    format!("{}{op} @ {thread}{stuck}", if node.traced { "* " } else { "" })
+}
+
+/// The colour of a call a rank is stuck in (a deadlock told).
+pub const DEADLOCKED: Color32 = Color32::from_rgb(120, 0, 30);
+
+/// A node's colour: its status's, or [`DEADLOCKED`].
+fn node_color(model: &Model, node: &Node) -> Color32 {
+    if model.deadlocked(node.key) {
+        DEADLOCKED
+    } else {
+        status_color(node.status)
+    }
 }
 
 impl GraphSync {
@@ -156,18 +173,18 @@ impl GraphSync {
             .add_node_with_label_and_location(id, label(model, node), at);
         debug_assert_eq!(i.index(), id.index(), "drawn in the model's order");
         self.pos.push(at);
-        self.color.push(status_color(node.status));
+        self.color.push(node_color(model, node));
         if let Some(n) = self.g.node_mut(i) {
-            n.set_color(status_color(node.status));
+            n.set_color(node_color(model, node));
         }
     }
 
     fn restyle(&mut self, model: &Model, node: &Node, id: NodeId) {
         if let Some(c) = self.color.get_mut(id.index()) {
-            *c = status_color(node.status);
+            *c = node_color(model, node);
         }
         if let Some(n) = self.g.node_mut(NodeIndex::new(id.index())) {
-            n.set_color(status_color(node.status));
+            n.set_color(node_color(model, node));
             let label = label(model, node);
             if n.label() != label {
                 n.set_label(label);

@@ -3,7 +3,7 @@
 
 use crate::gui::app::App;
 use crate::gui::app::LABELS_MAX;
-use crate::gui::graph::{status_color, status_name, FixedLayout, FixedState};
+use crate::gui::graph::{status_color, status_name, FixedLayout, FixedState, DEADLOCKED};
 use crate::model::{NodeId, NodeStatus};
 use egui::RichText;
 use egui_graphs::{GraphView, SettingsInteraction, SettingsNavigation, SettingsStyle};
@@ -57,6 +57,11 @@ impl App {
                 let (rect, _) = ui.allocate_exact_size(egui::vec2(10.0, 10.0), egui::Sense::hover());
                 ui.painter().circle_filled(rect.center(), 5.0, status_color(s));
                 ui.label(RichText::new(status_name(s)).small());
+            }
+            if self.model.control.deadlock.is_some() {
+                let (rect, _) = ui.allocate_exact_size(egui::vec2(10.0, 10.0), egui::Sense::hover());
+                ui.painter().circle_filled(rect.center(), 5.0, DEADLOCKED);
+                ui.label(RichText::new("deadlocked").small());
             }
             let labels = if self.model.nodes().len() <= LABELS_MAX {
                 "* traced · edge labels: message counts · scroll to zoom, drag to pan"
