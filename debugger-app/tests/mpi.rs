@@ -940,7 +940,7 @@ fn the_window_shows_a_deadlock(imp: Impl) {
         std::thread::sleep(Duration::from_millis(10));
     }
     h.step();
-    let _ = h.get_by_label("deadlock: 4 ranks stuck, cycle rank[0] → rank[1]");
+    let _ = h.get_by_label("deadlock: 4 ranks stuck, cycle rank[0] -> rank[1]");
     let _ = h.get_by_label_contains("[deadlock] rank[0] in MPI_Recv at ");
     let _ = h.get_by_label_contains("rank[3] in MPI_Barrier at ");
     // The stuck calls are drawn as such: the legend says what their colour means.

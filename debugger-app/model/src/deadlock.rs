@@ -333,7 +333,7 @@ pub fn describe(waits: &[Waiting], cycle: &[String]) -> String {
         ));
     }
     if !cycle.is_empty() {
-        text.push_str(&format!("; cycle: {}", cycle.join(" → ")));
+        text.push_str(&format!("; cycle: {}", cycle.join(" -> ")));
     }
     text
 }

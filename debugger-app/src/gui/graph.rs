@@ -112,7 +112,7 @@ fn label(model: &Model, node: &Node) -> String {
 }
 
 /// The colour of a call a rank is stuck in (a deadlock told).
-pub const DEADLOCKED: Color32 = Color32::from_rgb(120, 0, 30);
+pub const DEADLOCKED: Color32 = Color32::from_rgb(255, 40, 140);
 
 /// A node's colour: its status's, or [`DEADLOCKED`].
 fn node_color(model: &Model, node: &Node) -> Color32 {

@@ -1,7 +1,7 @@
 //! `--script FILE`: drive the GUI unattended (CI's real-window check, demos). JSON lines:
 //! any protocol command (sent when reached), plus
 //!
-//! - `{"cmd":"wait","until":"held"|"exit"|"attached","timeout_ms":10000}`,
+//! - `{"cmd":"wait","until":"held"|"exit"|"attached"|"deadlock","timeout_ms":10000}`,
 //! - `{"cmd":"sleep","ms":500}`,
 //! - `{"cmd":"expect_output","contains":"\"matches_reference\":true"}` — the program's last
 //!   stdout line must contain the text,
@@ -191,6 +191,7 @@ fn wait_until(model: &Model, line: usize, v: &Value, since: Instant) -> Result<(
         "held" => !model.control.held.is_empty(),
         "exit" => model.control.exited.is_some(),
         "attached" => model.control.attached,
+        "deadlock" => model.control.deadlock.is_some(),
         other => return Err(ScriptProblem::UnknownUntil(other.to_owned()).at(line)),
     };
     if !ok && since.elapsed() > timeout {

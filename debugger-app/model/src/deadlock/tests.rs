@@ -199,7 +199,7 @@ fn a_deadlock_reads_as_a_sentence() {
     let d = j.find().expect("a deadlock");
     assert_eq!(
         describe(&d.waits, &d.cycle),
-        "rank[0] in MPI_Recv at t.c:7 (main) waits for rank[1]; rank[1] in MPI_Recv at t.c:7 (main) waits for rank[0]; cycle: rank[0] → rank[1]"
+        "rank[0] in MPI_Recv at t.c:7 (main) waits for rank[1]; rank[1] in MPI_Recv at t.c:7 (main) waits for rank[0]; cycle: rank[0] -> rank[1]"
     );
 }
 

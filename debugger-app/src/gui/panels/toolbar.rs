@@ -80,7 +80,7 @@ impl App {
             if let Some(d) = &self.model.control.deadlock {
                 let cycle = match d.cycle.as_slice() {
                     [] => String::new(),
-                    c => format!(", cycle {}", c.join(" → ")),
+                    c => format!(", cycle {}", c.join(" -> ")),
                 };
                 let text = format!("deadlock: {} ranks stuck{cycle}", d.waits.len());
                 let detail = racetrack_model::deadlock::describe(&d.waits, &d.cycle);
