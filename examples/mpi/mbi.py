@@ -37,7 +37,7 @@ from collections import defaultdict
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 IMPLS = {"mpich": ("mpicc.mpich", "mpiexec.mpich", []),
-         "openmpi": ("mpicc.openmpi", "mpiexec.openmpi", ["--oversubscribe"])}
+         "openmpi": ("mpicc.openmpi", "mpiexec.openmpi", ["--allow-run-as-root", "--oversubscribe"])}
 
 
 def parse_args():

@@ -9,7 +9,8 @@
 //! - a send, for its destination to receive (a send that completes eagerly leaves before
 //!   anyone looks);
 //! - a collective, for **every** member that has not entered this collective yet (the
-//!   Kth on the communicator). Its data flow may need fewer (`MPI_Scan`'s rank 0 needs
+//!   Kth on the communicator), or is in it with another call (collectives called in
+//!   different orders). Its data flow may need fewer (`MPI_Scan`'s rank 0 needs
 //!   nobody's data), but a rank still in the call after the others went quiet is
 //!   waiting: implementations exchange more than the data flow needs (MPICH's scan
 //!   does), and only members that have not entered can be what it waits for;
@@ -298,10 +299,21 @@ impl Waits {
         let Some((_, me)) = linker.comms().of(&rank_name(r), &inst.comm) else {
             return Need::Nothing;
         };
+        // A member is missing until it enters this instance; one that entered it with
+        // another call (MBI's collectives called in different orders) never completes
+        // it, and stays missing while it is in that call.
+        let other_call = |w: usize| {
+            self.ranks.get(w).and_then(|m| m.open.as_ref()).is_some_and(|m| {
+                m.op != o.op
+                    && m.call.collective.as_ref().is_some_and(|c| {
+                        (c.comm.as_str(), c.leader, c.n) == (inst.comm.as_str(), inst.leader, inst.n)
+                    })
+            })
+        };
         let missing: Vec<usize> = self
             .members(linker, key, Some(me))
             .into_iter()
-            .filter(|&w| linker.started(&rank_name(w), key) <= inst.n)
+            .filter(|&w| linker.started(&rank_name(w), key) <= inst.n || other_call(w))
             .collect();
         if missing.is_empty() {
             Need::Nothing

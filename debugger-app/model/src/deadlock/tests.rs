@@ -215,3 +215,20 @@ fn a_rank_still_in_a_scan_waits_for_those_not_in_it() {
     assert_eq!(d.cycle, ["rank[0]", "rank[1]"]);
     assert_eq!(d.waits[0].waits_for, ["rank[1]"]);
 }
+
+#[test]
+fn collectives_called_in_different_orders_wait_for_each_other() {
+    // MBI's CollCallOrder codes: rank 0 calls MPI_Allgather then MPI_Scan, rank 1 the
+    // other way round. Each is in its first collective on the world, with another call.
+    let mut j = Job::new(2);
+    j.start(0, "MPI_Allgather", barrier());
+    j.start(1, "MPI_Scan", barrier());
+    let d = j.find().expect("a deadlock");
+    assert_eq!(d.cycle, ["rank[0]", "rank[1]"]);
+    assert_eq!(d.waits[1].waits_for, ["rank[0]"]);
+    // The same call on both: one collective, which completes.
+    let mut j = Job::new(2);
+    j.start(0, "MPI_Allgather", barrier());
+    j.start(1, "MPI_Allgather", barrier());
+    assert_eq!(j.find(), None);
+}
