@@ -66,6 +66,22 @@ impl App {
         }
     }
 
+    /// The last deadlock the job's debugger told, if any: who is stuck, the cycle, and
+    /// every stuck call on hover.
+    fn deadlock_ui(&self, ui: &mut egui::Ui) {
+        let Some(d) = &self.model.control.deadlock else {
+            return;
+        };
+        let cycle = match d.cycle.as_slice() {
+            [] => String::new(),
+            c => format!(", cycle {}", c.join(" -> ")),
+        };
+        let text = format!("deadlock: {} ranks stuck{cycle}", d.waits.len());
+        let detail = racetrack_model::deadlock::describe(&d.waits, &d.cycle);
+        ui.label(RichText::new(text).color(Color32::from_rgb(220, 60, 60)).strong())
+            .on_hover_text(detail.replace("; ", "\n"));
+    }
+
     pub(crate) fn toolbar_ui(&mut self, ui: &mut egui::Ui) {
         ui.horizontal_wrapped(|ui| {
             ui.heading("Racetrack");
@@ -77,16 +93,7 @@ impl App {
                 Color32::from_rgb(60, 170, 90)
             };
             ui.label(RichText::new(status).color(color).strong());
-            if let Some(d) = &self.model.control.deadlock {
-                let cycle = match d.cycle.as_slice() {
-                    [] => String::new(),
-                    c => format!(", cycle {}", c.join(" -> ")),
-                };
-                let text = format!("deadlock: {} ranks stuck{cycle}", d.waits.len());
-                let detail = racetrack_model::deadlock::describe(&d.waits, &d.cycle);
-                ui.label(RichText::new(text).color(Color32::from_rgb(220, 60, 60)).strong())
-                    .on_hover_text(detail.replace("; ", "\n"));
-            }
+            self.deadlock_ui(ui);
             if let Some(matches) = self.result_matches() {
                 let (text, c) = if matches {
                     ("result: matches reference", Color32::from_rgb(60, 170, 90))
