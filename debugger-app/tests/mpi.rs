@@ -811,7 +811,8 @@ on_both!(deadlocks_are_named);
 
 /// A job that hangs is told as a `deadlock` naming who waits for whom, on which call, at
 /// which site, while the job is left hanging (`examples/mpi/deadlock.c`): a receive–receive
-/// cycle, a barrier one rank never enters, a wildcard receive whose senders finished. A
+/// cycle, a barrier one rank never enters, a wildcard receive whose senders finished, a
+/// wildcard receive forced onto a rank that never sends again. A
 /// slow rank that others wait for is not a deadlock: that run ends correctly with none.
 fn deadlocks_are_named(imp: Impl) {
     let Some(dir) = setup(imp) else { return };
@@ -876,6 +877,30 @@ fn deadlocks_are_named(imp: Impl) {
         )
     );
     assert_eq!(d["cycle"], json!([]));
+    drop(s);
+
+    // Both wildcard receives forced onto rank 1, which sends once: rank 2's message is on
+    // its way, but the second receive waits for rank 1 only.
+    let mut s = Ctl::mpirun(imp, &prog, &["--kind", "forced"]);
+    s.all_held_at_start();
+    s.send(json!({"cmd":"break","op":"MPI_Recv","thread":"rank[0]","on":true}));
+    s.send(json!({"cmd":"continue"}));
+    for _ in 0..2 {
+        let start = s.expect("rank[0] held at a receive", |v| {
+            v["event"] == "start" && v["thread"] == "rank[0]" && v["held"] == true && v["op"] == "MPI_Recv"
+        });
+        s.send(json!({"cmd":"match","event_id":start["event_id"],"source":1}));
+        s.expect("the match applied", |v| v["event"] == "ok" && v["cmd"] == "match");
+        s.send(json!({"cmd":"continue","event_id":start["event_id"]}));
+    }
+    let d = s.expect("deadlock", |v| v["event"] == "deadlock");
+    let w0 = waiter(&d, "rank[0]");
+    assert_eq!(
+        (w0["call"].as_str(), &w0["waits_for"]),
+        (Some("MPI_Recv"), &json!(["rank[1]"])),
+        "{d}"
+    );
+    assert_eq!(d["cycle"], json!(["rank[0]", "rank[1]"]), "{d}");
     drop(s);
 
     let mut s = start("slow");

@@ -6,6 +6,9 @@
  *               rank 1, which is in the barrier
  *   lost        rank 0 receives with MPI_ANY_SOURCE twice, but only one message is
  *               sent; the other ranks finish
+ *   forced      no deadlock on its own: rank 0 receives twice with MPI_ANY_SOURCE, ranks 1
+ *               and 2 send once each; a debugger that forces both receives onto rank 1
+ *               makes the second wait for good
  *   slow        no deadlock: rank 1 computes for 1.5 s while rank 0 waits for its
  *               message and the others wait in MPI_Barrier; then it prints a result
  * Each rank blocks where the kind says; a debugger's deadlock detection names who waits
@@ -59,6 +62,14 @@ int main(int argc, char **argv)
         } else if (rank == 1) {
             MPI_Send(&rank, 1, MPI_INT, 0, 0, MPI_COMM_WORLD);
         }
+    } else if (strcmp(kind, "forced") == 0) {
+        if (rank == 0) {
+            for (int i = 0; i < 2; i++)
+                MPI_Recv(&v, 1, MPI_INT, MPI_ANY_SOURCE, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        } else if (rank <= 2) {
+            MPI_Send(&rank, 1, MPI_INT, 0, 0, MPI_COMM_WORLD);
+        }
+        MPI_Barrier(MPI_COMM_WORLD);
     } else if (strcmp(kind, "slow") == 0) {
         if (rank == 1) {
             compute(1.5);
@@ -73,7 +84,7 @@ int main(int argc, char **argv)
                    v, v == 1 ? "true" : "false");
     } else {
         if (rank == 0)
-            fprintf(stderr, "deadlock: unknown --kind %s (recv_recv, collective, lost, slow)\n", kind);
+            fprintf(stderr, "deadlock: unknown --kind %s (recv_recv, collective, lost, forced, slow)\n", kind);
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
     MPI_Finalize();

@@ -5,7 +5,8 @@
 //!
 //! - a receive or probe from one source, for that source (unless a matching send is
 //!   already observed and not taken: then it completes);
-//! - a wildcard receive or probe, for **any** member of the communicator but itself;
+//! - a wildcard receive or probe, for **any** member of the communicator but itself (or,
+//!   once the debugger forced its match, for that source);
 //! - a send, for its destination to receive (a send that completes eagerly leaves before
 //!   anyone looks);
 //! - a collective, for **every** member that has not entered this collective yet (the
@@ -38,6 +39,8 @@ struct Open {
     op: SmolStr,
     event_id: u64,
     call: Arc<CallInfo>,
+    /// The source (and tag) the debugger forced a wildcard onto (`match`, applied).
+    forced: Option<(i32, Option<i32>)>,
 }
 
 #[derive(Debug, Default, Clone)]
@@ -127,12 +130,22 @@ impl Waits {
                         op: op.into(),
                         event_id,
                         call: c.clone(),
+                        forced: None,
                     }),
                     _ => None,
                 };
             }
             Kind::Stop => r.open = None,
             Kind::Send | Kind::Recv => {}
+        }
+    }
+
+    /// The debugger forced the wildcard receive or probe whose `start` is `event_id` onto
+    /// `source` (and `tag`): it waits for that rank only.
+    pub fn forced(&mut self, event_id: u64, source: i32, tag: Option<i32>) {
+        let open = self.ranks.iter_mut().filter_map(|r| r.open.as_mut());
+        if let Some(o) = open.into_iter().find(|o| o.event_id == event_id) {
+            o.forced = Some((source, tag));
         }
     }
 
@@ -238,11 +251,12 @@ impl Waits {
                 let Some((key, me)) = comm else {
                     return Need::Nothing;
                 };
-                let tag = match c.tag {
-                    Some(Tag::Tag(t)) => Some(t),
+                let tag = match (o.forced, c.tag) {
+                    (Some((_, Some(t))), _) | (_, Some(Tag::Tag(t))) => Some(t),
                     _ => None,
                 };
-                match c.peer {
+                let peer = o.forced.map(|(s, _)| Peer::Rank(s)).or(c.peer);
+                match peer {
                     Some(Peer::Rank(s)) if !linker.pending(key, me, Some(s), tag) => {
                         self.in_world(linker, key, &[s])
                     }

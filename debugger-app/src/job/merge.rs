@@ -254,6 +254,9 @@ impl Merge {
             Event::Released { event_id, .. } => {
                 self.held.remove(event_id);
             }
+            Event::Ok {
+                cmd, target: Some(t), ..
+            } if cmd == "match" => self.watch.matched(t),
             _ => {}
         }
         // Taken out for the call: what it lets out goes straight on.
@@ -456,6 +459,19 @@ impl Merge {
         } else {
             None
         };
+        if let Command::Match {
+            event_id,
+            thread,
+            source,
+            tag,
+        } = &req.cmd
+        {
+            // The held event it names, as the rank will find it.
+            let held = self.held.iter().find(|(_, (_, t))| Some(t) == thread.as_ref());
+            if let Some(id) = event_id.or(held.map(|(id, _)| *id)) {
+                self.watch.matching(id, *source, *tag);
+            }
+        }
         let to: Vec<usize> = match target(&req.cmd) {
             Target::Event(id) | Target::Held(Some(id), None) => match self.held.get(&id) {
                 Some((i, _)) => vec![*i],

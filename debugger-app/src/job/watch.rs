@@ -22,6 +22,9 @@ pub(super) const LOOK: Duration = Duration::from_millis(200);
 pub(super) struct Watch {
     waits: Waits,
     told: Option<Deadlock>,
+    /// `match` commands sent, by the held `start` they name: the source and tag, until
+    /// the rank says the match applied (a refused one changes nothing).
+    matching: std::collections::HashMap<u64, (i32, Option<i32>)>,
 }
 
 impl Watch {
@@ -29,6 +32,21 @@ impl Watch {
         Self {
             waits: Waits::new(ranks),
             told: None,
+            matching: std::collections::HashMap::new(),
+        }
+    }
+
+    /// A `match` of held event `id` onto `source` (and `tag`) was sent.
+    pub(super) fn matching(&mut self, id: u64, source: i32, tag: Option<i32>) {
+        self.matching.insert(id, (source, tag));
+    }
+
+    /// A rank said its `match` of held event `target` applied: the receive waits for
+    /// that source only.
+    pub(super) fn matched(&mut self, target: &str) {
+        let Ok(id) = target.parse::<u64>() else { return };
+        if let Some((source, tag)) = self.matching.remove(&id) {
+            self.waits.forced(id, source, tag);
         }
     }
 

@@ -232,3 +232,22 @@ fn collectives_called_in_different_orders_wait_for_each_other() {
     j.start(1, "MPI_Allgather", barrier());
     assert_eq!(j.find(), None);
 }
+
+#[test]
+fn a_wildcard_forced_onto_a_source_waits_for_that_source_only() {
+    // Rank 2's message is on its way, but the receive was forced onto rank 1, which is in
+    // a barrier waiting for rank 0.
+    let mut j = Job::new(3);
+    j.send(2, 0, 0);
+    j.start(0, "MPI_Recv", any_source());
+    j.start(1, "MPI_Barrier", barrier());
+    j.start(2, "MPI_Barrier", barrier());
+    assert_eq!(j.find(), None, "rank 2's message can match");
+    let id = j.next;
+    let recv = j.waits.ranks[0].open.as_ref().map(|o| o.event_id);
+    assert!(recv.is_some_and(|r| r < id));
+    j.waits.forced(recv.unwrap(), 1, None);
+    let d = j.find().expect("forced onto a rank that never sends again");
+    assert_eq!(d.waits[0].waits_for, ["rank[1]"]);
+    assert_eq!(d.cycle, ["rank[0]", "rank[1]"]);
+}
