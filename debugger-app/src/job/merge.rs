@@ -449,6 +449,23 @@ impl Merge {
         self.flush_snapshot(false);
     }
 
+    /// A `match`: the watch learns which held receive it forces, and onto what.
+    fn note_match(&mut self, cmd: &Command) {
+        if let Command::Match {
+            event_id,
+            thread,
+            source,
+            tag,
+        } = cmd
+        {
+            // The held event it names, as the rank will find it.
+            let held = self.held.iter().find(|(_, (_, t))| Some(t) == thread.as_ref());
+            if let Some(id) = event_id.or(held.map(|(id, _)| *id)) {
+                self.watch.matching(id, *source, *tag);
+            }
+        }
+    }
+
     async fn command(&mut self, mut req: Request) {
         // The ranks write their parts beside the file, wherever they run from.
         let saving = if let Command::SaveScenario { path } = &mut req.cmd {
@@ -459,19 +476,7 @@ impl Merge {
         } else {
             None
         };
-        if let Command::Match {
-            event_id,
-            thread,
-            source,
-            tag,
-        } = &req.cmd
-        {
-            // The held event it names, as the rank will find it.
-            let held = self.held.iter().find(|(_, (_, t))| Some(t) == thread.as_ref());
-            if let Some(id) = event_id.or(held.map(|(id, _)| *id)) {
-                self.watch.matching(id, *source, *tag);
-            }
-        }
+        self.note_match(&req.cmd);
         let to: Vec<usize> = match target(&req.cmd) {
             Target::Event(id) | Target::Held(Some(id), None) => match self.held.get(&id) {
                 Some((i, _)) => vec![*i],
