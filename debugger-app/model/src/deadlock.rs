@@ -143,8 +143,8 @@ impl Waits {
     /// The debugger forced the wildcard receive or probe whose `start` is `event_id` onto
     /// `source` (and `tag`): it waits for that rank only.
     pub fn forced(&mut self, event_id: u64, source: i32, tag: Option<i32>) {
-        let open = self.ranks.iter_mut().filter_map(|r| r.open.as_mut());
-        if let Some(o) = open.into_iter().find(|o| o.event_id == event_id) {
+        let mut open = self.ranks.iter_mut().filter_map(|r| r.open.as_mut());
+        if let Some(o) = open.find(|o| o.event_id == event_id) {
             o.forced = Some((source, tag));
         }
     }
@@ -257,9 +257,7 @@ impl Waits {
                 };
                 let peer = o.forced.map(|(s, _)| Peer::Rank(s)).or(c.peer);
                 match peer {
-                    Some(Peer::Rank(s)) if !linker.pending(key, me, Some(s), tag) => {
-                        self.in_world(linker, key, &[s])
-                    }
+                    Some(Peer::Rank(s)) if !linker.pending(key, me, Some(s), tag) => in_world(linker, key, s),
                     Some(Peer::Special(SpecialPeer::AnySource)) if !linker.pending(key, me, None, tag) => {
                         any(self.members(linker, key, Some(me)))
                     }
@@ -267,7 +265,7 @@ impl Waits {
                 }
             }
             "MPI_Send" | "MPI_Ssend" | "MPI_Rsend" => match (comm, c.peer) {
-                (Some((key, _)), Some(Peer::Rank(d))) => self.in_world(linker, key, &[d]),
+                (Some((key, _)), Some(Peer::Rank(d))) => in_world(linker, key, d),
                 _ => Need::Nothing,
             },
             op => match flow_of(op) {
@@ -276,19 +274,6 @@ impl Waits {
                 None => any((0..self.ranks.len()).filter(|&x| x != r).collect()),
             },
         }
-    }
-
-    /// `All` of these ranks of communicator `key`, as world ranks (`Nothing` when one is
-    /// unknown: no alarm on what the events do not say).
-    fn in_world(&self, linker: &mut Linker, key: CommKey, ranks: &[i32]) -> Need {
-        let mut w = Vec::new();
-        for &r in ranks {
-            match linker.comms().world(key, r).and_then(|x| usize::try_from(x).ok()) {
-                Some(x) => w.push(x),
-                None => return Need::Nothing,
-            }
-        }
-        Need::All(w)
     }
 
     /// The world ranks of communicator `key` but `except` (a rank there).
@@ -362,6 +347,15 @@ pub fn describe(waits: &[Waiting], cycle: &[String]) -> String {
         text.push_str(&format!("; cycle: {}", cycle.join(" -> ")));
     }
     text
+}
+
+/// Rank `r` of communicator `key`, as a world rank (`Nothing` when unknown: no alarm on
+/// what the events do not say).
+fn in_world(linker: &mut Linker, key: CommKey, r: i32) -> Need {
+    match linker.comms().world(key, r).and_then(|x| usize::try_from(x).ok()) {
+        Some(x) => Need::All(vec![x]),
+        None => Need::Nothing,
+    }
 }
 
 /// Any of `w` (none to wait for: nothing to say).
