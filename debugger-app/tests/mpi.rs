@@ -910,13 +910,16 @@ fn deadlocks_are_named(imp: Impl) {
     assert!(alarms.is_empty(), "a slow rank is not a deadlock: {alarms:?}");
 }
 
-on_both!(the_window_shows_a_deadlock);
+on_both!(the_window_shows_a_deadlock, the_message_graph_shows_the_job);
 
-/// The GUI's toolbar names a deadlock and the log tells it in words (egui_kittest on the
-/// real widgets, the job's ranks connected to an in-process job listener).
-fn the_window_shows_a_deadlock(imp: Impl) {
+type Window = egui_kittest::Harness<'static, racetrack::gui::app::App>;
+
+/// The window's real widgets (egui_kittest) on a job of example `prog`, its ranks
+/// connected to an in-process job listener, once every rank is held at its start and
+/// released by the toolbar's Continue, as a user would.
+fn window_on_job(imp: Impl, prog: &str, args: &[&str]) -> Option<(Window, Group)> {
     use egui_kittest::kittest::Queryable;
-    let Some(dir) = setup(imp) else { return };
+    let dir = setup(imp)?;
     let listener = racetrack::job::JobListener::bind("127.0.0.1:0", None).unwrap();
     let [core, wrappers] = racetrack::mpirun::libs(racetrack_impl(imp), &bin_dir()).unwrap();
     let env = [
@@ -925,12 +928,12 @@ fn the_window_shows_a_deadlock(imp: Impl) {
         ("LD_PRELOAD", format!("{}:{}", core.display(), wrappers.display())),
     ];
     let mut job = imp.mpiexec(RANKS, &env);
-    job.arg(dir.join("deadlock"))
-        .args(["--kind", "recv_recv"])
+    job.arg(dir.join(prog))
+        .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null());
-    let _job = Group::spawn(&mut job);
+    let job = Group::spawn(&mut job);
     let conn = listener
         .accept(RANKS, JOB_LIMIT, Box::new(|| {}), || None)
         .unwrap();
@@ -941,29 +944,41 @@ fn the_window_shows_a_deadlock(imp: Impl) {
             |ui, app: &mut racetrack::gui::app::App| app.frame_ui(ui),
             racetrack::gui::app::App::new(session, None),
         );
-    let deadline = Instant::now() + JOB_LIMIT;
-    // Every rank waits at its first call: Continue, as a user would.
-    while h.state().model.control.held.len() < RANKS {
-        assert!(
-            Instant::now() < deadline,
-            "the ranks were not held at their start"
-        );
-        h.step();
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    pump_window(&mut h, "every rank held at its start", |a| {
+        a.model.control.held.len() >= RANKS
+    });
     h.step();
+    // The toolbar's Continue comes first (each rank's own follow in the ranks panel).
     h.get_all_by_label("Continue").next().unwrap().click();
-    while h.state().model.control.deadlock.is_none() {
+    h.step();
+    Some((h, job))
+}
+
+/// Step the window until `done` holds of its app, within [`JOB_LIMIT`].
+fn pump_window(h: &mut Window, what: &str, done: impl Fn(&racetrack::gui::app::App) -> bool) {
+    let deadline = Instant::now() + JOB_LIMIT;
+    while !done(h.state()) {
+        let m = &h.state().model.control;
         assert!(
             Instant::now() < deadline,
-            "no deadlock: attached {}, {} events, log {:?}",
-            h.state().model.control.attached,
-            h.state().model.control.event_count,
-            h.state().model.control.log
+            "{what}: not reached; attached {}, {} events, log {:?}",
+            m.attached,
+            m.event_count,
+            m.log
         );
         h.step();
         std::thread::sleep(Duration::from_millis(10));
     }
+}
+
+/// The GUI's toolbar names a deadlock and the log tells it in words (egui_kittest on the
+/// real widgets, the job's ranks connected to an in-process job listener).
+fn the_window_shows_a_deadlock(imp: Impl) {
+    use egui_kittest::kittest::Queryable;
+    let Some((mut h, _job)) = window_on_job(imp, "deadlock", &["--kind", "recv_recv"]) else {
+        return;
+    };
+    pump_window(&mut h, "a deadlock", |a| a.model.control.deadlock.is_some());
     h.step();
     let _ = h.get_by_label("deadlock: 4 ranks stuck, cycle rank[0] -> rank[1]");
     let _ = h.get_by_label_contains("[deadlock] rank[0] in MPI_Recv at ");
@@ -975,6 +990,165 @@ fn the_window_shows_a_deadlock(imp: Impl) {
     assert!(app.model.deadlocked(key("MPI_Recv", "rank[0]")));
     assert!(app.model.deadlocked(key("MPI_Barrier", "rank[3]")));
     assert!(!app.model.deadlocked(key("MPI_Init", "rank[0]")));
+    // The ranks panel says where each rank is stuck; in the message-passing graph the
+    // stuck calls are each rank's last.
+    assert_eq!(h.get_all_by_label("deadlocked in MPI_Recv").count(), 2);
+    assert_eq!(h.get_all_by_label("deadlocked in MPI_Barrier").count(), 2);
+    let g = app.model.messages().unwrap();
+    for lane in g.lanes() {
+        let last = &g.vertices()[*lane.vertices.last().unwrap() as usize];
+        let call = app.model.first().op_name(last.call);
+        assert!(matches!(call, "MPI_Recv" | "MPI_Barrier"), "{call}");
+        assert!(last.open, "still in {call}");
+    }
+}
+
+/// The name of call `v` of the window's message-passing graph.
+fn call_of(app: &racetrack::gui::app::App, v: u32) -> String {
+    let g = app.model.messages().unwrap();
+    app.model
+        .first()
+        .op_name(g.vertices()[v as usize].call)
+        .to_owned()
+}
+
+/// The message-passing graph of a whole `mergesort` job, through the window's widgets:
+/// one column per rank, every receive below the send it took, collectives lined up; a
+/// call's tooltip; a click selects it; a rank hidden; a file's calls highlighted.
+fn the_message_graph_shows_the_job(imp: Impl) {
+    use egui_kittest::kittest::Queryable;
+    use racetrack::gui::mpstyle::Family;
+    let Some((mut h, _job)) = window_on_job(imp, "mergesort", &[]) else {
+        return;
+    };
+    pump_window(&mut h, "the job's end", |a| a.model.control.exited.is_some());
+    h.step();
+    let app = h.state();
+    let g = app.model.messages().unwrap();
+    let name = |v: u32| call_of(app, v);
+    let label = format!("message-passing graph, {} calls, 4 ranks", g.vertices().len());
+    assert!(h.query_by_label(&label).is_some(), "{label}");
+    assert_eq!(g.lanes().len(), RANKS);
+    assert!(
+        g.lanes().iter().all(|l| l.finished),
+        "every rank called MPI_Finalize"
+    );
+    // mergesort scatters, exchanges halves point to point, and gathers.
+    assert!(g.edges().len() >= 3, "{} edges", g.edges().len());
+    for &(s, r) in g.edges() {
+        let (xs, xr) = (&g.vertices()[s as usize], &g.vertices()[r as usize]);
+        assert!(
+            xs.row < xr.row,
+            "{} at {} -> {} at {}",
+            name(s),
+            xs.row,
+            name(r),
+            xr.row
+        );
+        assert_ne!(xs.lane, xr.lane);
+        let family = Family::of(&name(s), false);
+        assert!(matches!(family, Family::Send | Family::SendRecv), "{}", name(s));
+    }
+    let scatter = g
+        .collectives()
+        .iter()
+        .find(|c| name(c.members[0]) == "MPI_Scatterv")
+        .expect("the scatter");
+    assert_eq!(scatter.members.len(), RANKS);
+    assert!(scatter
+        .members
+        .iter()
+        .all(|&m| g.vertices()[m as usize].row == scatter.row));
+
+    // The wildcard receive of rank 0: its tooltip, then a click selects it.
+    let lane0 = g.lane_order()[0];
+    let recv = *g.lanes()[lane0 as usize]
+        .vertices
+        .iter()
+        .find(|&&v| name(v) == "MPI_Recv" && g.vertices()[v as usize].params.wildcard())
+        .expect("rank 0's wildcard receive");
+    let site = g
+        .name(g.vertices()[recv as usize].params.site.unwrap())
+        .to_owned();
+    {
+        let app = h.state_mut();
+        app.mp.reveal(app.model.messages().unwrap(), recv);
+    }
+    h.step();
+    let rect = {
+        let app = h.state();
+        app.mp.screen_rect(app.model.messages().unwrap(), recv).unwrap()
+    };
+    // A tooltip shows once the pointer rests (egui's delay, in the harness's frames).
+    h.hover_at(rect.center());
+    for _ in 0..120 {
+        h.step();
+        if h.query_by_label_contains("MPI_Recv on rank[0]").is_some() {
+            break;
+        }
+    }
+    assert!(
+        h.query_by_label_contains("MPI_Recv on rank[0]").is_some(),
+        "the tooltip"
+    );
+    assert!(
+        h.query_by_label(&format!("at {site}")).is_some(),
+        "its site: {site}"
+    );
+    for pressed in [true, false] {
+        h.event(egui::Event::PointerButton {
+            pos: rect.center(),
+            button: egui::PointerButton::Primary,
+            pressed,
+            modifiers: egui::Modifiers::default(),
+        });
+    }
+    h.step();
+    h.step();
+    assert_eq!(h.state().mp.selected, Some(recv));
+    let key = h.state().model.node_key("MPI_Recv", "rank[0]").unwrap();
+    let node = h.state().model.unfolded().unwrap().find(key);
+    assert_eq!(h.state().ui.selected, node, "its rank's details below");
+
+    // Hide rank 2: three columns, none of its calls drawn.
+    h.get_by_label("rank[2]").click();
+    h.step();
+    h.step();
+    let app = h.state();
+    let g = app.model.messages().unwrap();
+    assert!(h.query_by_label_contains("calls, 3 ranks").is_some());
+    let lane2 = g.lane_order()[2];
+    let hidden = g.lanes()[lane2 as usize].vertices[0];
+    assert_eq!(app.mp.screen_rect(g, hidden), None);
+
+    // A file's calls highlighted from the call-site tree.
+    h.get_by_label("Call sites").click();
+    h.step();
+    h.get_all_by_label("every call in this file")
+        .next()
+        .unwrap()
+        .click();
+    h.step();
+    let app = h.state();
+    let g = app.model.messages().unwrap();
+    let name = |v: u32| call_of(app, v);
+    assert!(!app.mp.sites.is_empty());
+    let file_of = |s: u32| g.name(s).split(':').next().unwrap_or("").to_owned();
+    let file = |v: u32| g.vertices()[v as usize].params.site.map(file_of);
+    let first_file = g.sites().iter().map(|&s| file_of(s)).min();
+    let mut lit = 0;
+    for v in 0..g.vertices().len() as u32 {
+        let on = app.mp.highlighted(g, v);
+        assert_eq!(
+            on,
+            file(v).is_some() && file(v) == first_file,
+            "{} at {:?}",
+            name(v),
+            file(v)
+        );
+        lit += usize::from(on);
+    }
+    assert!(lit > 0);
 }
 
 on_both!(dies_after_a_wildcard_receive);

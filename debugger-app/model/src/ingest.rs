@@ -1,11 +1,11 @@
 //! Events into the model. Every event, full or compact, is first resolved to indexes
 //! (names interned per process; a compact event's indexes translated through a table, no
 //! name hashed), then handed to each part present: the [`crate::Control`] always, the
-//! [`crate::Unfolded`] graph when the model has one. A second graph (the message-passing
-//! graph of an MPI job) is one more part here, fed the same resolved events.
+//! [`crate::Unfolded`] graph and the [`crate::MpGraph`] when the model has them.
 
 use crate::control::Held;
 use crate::ids::{HeldId, NodeKey, OpId, ProcId, ThreadId, ThreadKey};
+use crate::mpgraph::MpEvent;
 use crate::unfolded::{MsgInfo, NodeStatus};
 use crate::Model;
 use racetrack_protocol::{
@@ -73,11 +73,45 @@ impl Model {
                 if let Some(c) = &mut self.clocks {
                     c.observe(ev);
                 }
+                if self.messages.is_some() {
+                    self.messages_full(p, ev);
+                }
                 self.notification(p, ev);
             }
             Event::Released { event_id, .. } => self.on_released(p, *event_id),
             _ => self.on_notice(p, ev),
         }
+    }
+
+    /// An MPI call's `send`, `recv`, `start` or `stop` into the message-passing graph.
+    fn messages_full(&mut self, p: ProcId, ev: &Event) {
+        let (kind, op, thread, call, from) = match ev {
+            Event::Start(s) => (Kind::Start, Some(&s.op), &s.thread, &s.call, None),
+            Event::Stop(s) => (Kind::Stop, Some(&s.op), &s.thread, &s.call, None),
+            Event::Recv(r) => (Kind::Recv, Some(&r.op), &r.thread, &r.call, r.from.as_ref()),
+            Event::Send(s) => match &s.thread {
+                Some(t) => (Kind::Send, s.op.as_ref(), t, &s.call, None),
+                None => return,
+            },
+            _ => return,
+        };
+        let (Some(info), Some(op)) = (call.as_deref(), op) else {
+            return;
+        };
+        let node = self.node_key_in(p, op, thread);
+        let (Some(m), pr) = (&mut self.messages, &self.procs[p.index()]) else {
+            return;
+        };
+        m.observe(&MpEvent {
+            kind,
+            thread: node.thread_key(),
+            thread_name: thread,
+            call: node.op,
+            call_name: pr.op_name(node.op),
+            event_id: ev.event_id().unwrap_or_default(),
+            from: from.map(|f| f.event_id),
+            info,
+        });
     }
 
     /// A `send`, `recv`, `start` or `stop`.
@@ -175,6 +209,20 @@ impl Model {
         let pr = self.proc_mut(p);
         let op = pr.packed_op(names, c.op);
         let node = thread.zip(op).map(|(thread, op)| NodeKey { proc: p, op, thread });
+        if let (Some(m), Some(node), Some(info)) = (&mut self.messages, node, &c.call) {
+            let pr = &self.procs[p.index()];
+            m.observe(&MpEvent {
+                kind: c.kind,
+                thread: node.thread_key(),
+                thread_name: pr.thread_name(node.thread),
+                call: node.op,
+                call_name: pr.op_name(node.op),
+                event_id: c.event_id,
+                from: c.from.as_ref().map(|f| f.event_id),
+                info,
+            });
+        }
+        let pr = self.proc_mut(p);
         match (c.kind, node) {
             (Kind::Send, from) => {
                 let send = SendIn {

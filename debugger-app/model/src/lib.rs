@@ -8,7 +8,8 @@
 //!   the user set, thread states, the log;
 //! - optional parts that front ends add by composition: the [`Unfolded`] flow graph
 //!   (the GUI's; [`Model::with_unfolded`]), the happens-before [`Clocks`] (`ctl`'s;
-//!   [`Model::with_clocks`]). A message-passing graph goes beside them.
+//!   [`Model::with_clocks`]), the [`MpGraph`] of an MPI job (the GUI's;
+//!   [`Model::with_messages`]).
 //!
 //! Views learn what changed since they last looked from [`Model::take_changes`].
 
@@ -19,6 +20,7 @@ pub mod deadlock;
 pub mod ids;
 mod ingest;
 pub mod links;
+pub mod mpgraph;
 mod process;
 mod unfolded;
 
@@ -26,6 +28,7 @@ pub use changes::Changes;
 pub use clocks::{Clocks, Order};
 pub use control::{CondBreakpoint, Control, Held, LogLine};
 pub use ids::{EdgeId, FastMap, Fnv, HeldId, NodeId, NodeKey, OpId, ProcId, ThreadId, ThreadKey};
+pub use mpgraph::MpGraph;
 pub use process::Process;
 pub use unfolded::{Edge, MsgInfo, Node, NodeStatus, Unfolded, HISTORY};
 
@@ -43,6 +46,8 @@ pub struct Model {
     unfolded: Option<Unfolded>,
     /// Happens-before, for front ends that answer questions about it.
     clocks: Option<Clocks>,
+    /// The message-passing graph, for front ends that draw an MPI job.
+    messages: Option<MpGraph>,
     changes: Changes,
 }
 
@@ -61,6 +66,7 @@ impl Model {
             control: Control::default(),
             unfolded: None,
             clocks: None,
+            messages: None,
             changes: Changes::default(),
         }
     }
@@ -77,6 +83,17 @@ impl Model {
     pub fn with_clocks(mut self) -> Self {
         self.clocks = Some(Clocks::new());
         self
+    }
+
+    /// This model, keeping the message-passing graph of MPI calls too ([`MpGraph`]).
+    pub fn with_messages(mut self) -> Self {
+        self.messages = Some(MpGraph::default());
+        self
+    }
+
+    /// The message-passing graph, if this model keeps one.
+    pub fn messages(&self) -> Option<&MpGraph> {
+        self.messages.as_ref()
     }
 
     /// Happens-before, if this model keeps it.
@@ -266,6 +283,9 @@ impl Model {
         self.changes.session = true;
         if let Some(u) = &mut self.unfolded {
             u.finish_all(&mut self.changes);
+        }
+        if let Some(m) = &mut self.messages {
+            m.finish_all();
         }
     }
 

@@ -4,6 +4,7 @@
 
 use super::canvas::Canvas;
 use super::graph::GraphSync;
+use super::mpview::MpView;
 use super::script::Script;
 use super::session::{ProcessEvent, Session};
 use crate::conn::ConnEvent;
@@ -62,6 +63,12 @@ pub struct UiState {
     /// Where the Session menu saves a scenario (empty: not chosen yet, the program's
     /// name is proposed).
     pub scenario_path: String,
+    /// The left panel's tab, for an MPI job.
+    pub left: super::panels::LeftTab,
+    /// The MPI breakpoints' filter.
+    pub bp_filter: String,
+    /// Show an MPI job's unfolded graph instead of its message-passing graph.
+    pub unfolded_view: bool,
     last_action: Option<(&'static str, Instant)>,
 }
 
@@ -98,6 +105,8 @@ pub struct App {
     pub(crate) graph: GraphSync,
     /// The view of graphs past [`LABELS_MAX`] nodes, painted directly.
     pub(crate) canvas: Canvas,
+    /// The view of an MPI job's message-passing graph.
+    pub mp: MpView,
     pub(crate) rate: Rate,
     pub(crate) script: Option<Script>,
     /// Set when the window should close with this exit code (scripted runs).
@@ -120,7 +129,7 @@ impl App {
     /// A window on `session`, optionally driven by a script.
     pub fn new(session: Session, script: Option<Script>) -> Self {
         Self {
-            model: Model::new().with_unfolded(),
+            model: Model::new().with_unfolded().with_messages(),
             session: Some(session),
             ui: UiState {
                 tab: Some(Tab::ThreadQueue),
@@ -129,6 +138,7 @@ impl App {
             },
             graph: GraphSync::default(),
             canvas: Canvas::default(),
+            mp: MpView::default(),
             rate: Rate::default(),
             script,
             quit: None,
@@ -158,6 +168,7 @@ impl App {
             },
             graph: GraphSync::default(),
             canvas: Canvas::default(),
+            mp: MpView::default(),
             rate: Rate::default(),
             script: None,
             quit: None,
@@ -276,7 +287,7 @@ impl App {
         egui::Panel::left("breakpoints")
             .resizable(true)
             .default_size(260.0)
-            .show(ui, |ui| self.breakpoints_ui(ui));
+            .show(ui, |ui| self.left_ui(ui));
         egui::Panel::right("log")
             .resizable(true)
             .default_size(280.0)

@@ -262,13 +262,15 @@ fn vertex(pos: Pos2, color: Color32) -> Vertex {
     }
 }
 
-fn quad(mesh: &mut Mesh, corners: [Pos2; 4], color: Color32) {
+/// A filled quadrilateral into `mesh`.
+pub(crate) fn quad(mesh: &mut Mesh, corners: [Pos2; 4], color: Color32) {
     let i = mesh.vertices.len() as u32;
     mesh.vertices.extend(corners.map(|p| vertex(p, color)));
     mesh.indices.extend([i, i + 1, i + 2, i, i + 2, i + 3]);
 }
 
-fn triangle(mesh: &mut Mesh, corners: [Pos2; 3], color: Color32) {
+/// A filled triangle into `mesh`.
+pub(crate) fn triangle(mesh: &mut Mesh, corners: [Pos2; 3], color: Color32) {
     let i = mesh.vertices.len() as u32;
     mesh.vertices.extend(corners.map(|p| vertex(p, color)));
     mesh.indices.extend([i, i + 1, i + 2]);

@@ -5,6 +5,8 @@
 pub mod app;
 pub mod canvas;
 pub mod graph;
+pub mod mpstyle;
+pub mod mpview;
 pub mod node;
 pub mod panels;
 pub mod script;

@@ -4,12 +4,17 @@
 use crate::gui::app::App;
 use crate::gui::app::LABELS_MAX;
 use crate::gui::graph::{status_color, status_name, FixedLayout, FixedState, DEADLOCKED};
-use crate::model::{NodeId, NodeStatus};
+use crate::gui::mpstyle::Family;
+use crate::model::{NodeId, NodeKey, NodeStatus, ProcId};
 use egui::RichText;
 use egui_graphs::{GraphView, SettingsInteraction, SettingsNavigation, SettingsStyle};
 
 impl App {
     pub(crate) fn graph_ui(&mut self, ui: &mut egui::Ui) {
+        if self.mpi_job() && !self.ui.unfolded_view {
+            self.messages_ui(ui);
+            return;
+        }
         self.legend_ui(ui);
         if self.model.nodes().len() < 2 {
             self.no_graph_yet_ui(ui);
@@ -70,7 +75,57 @@ impl App {
             };
             ui.label(RichText::new(labels).small().weak());
             ui.toggle_value(&mut self.ui.fit, "Fit");
+            if self.mpi_job() && ui.button("Message-passing graph").clicked() {
+                self.ui.unfolded_view = false;
+            }
         });
+    }
+
+    /// An MPI job's message-passing graph, with its legend.
+    fn messages_ui(&mut self, ui: &mut egui::Ui) {
+        ui.horizontal_wrapped(|ui| {
+            for f in Family::ALL {
+                let (rect, _) = ui.allocate_exact_size(egui::vec2(14.0, 10.0), egui::Sense::hover());
+                ui.painter().rect_filled(rect, 2.0, f.color());
+                ui.label(RichText::new(f.name()).small());
+            }
+            ui.label(
+                RichText::new(
+                    "dashed: wildcard pending · red: held · white: in the call · arrows: send -> receive",
+                )
+                .small()
+                .weak(),
+            );
+            if self.model.control.deadlock.is_some() {
+                let (rect, _) = ui.allocate_exact_size(egui::vec2(14.0, 10.0), egui::Sense::hover());
+                ui.painter().rect_filled(rect, 2.0, DEADLOCKED);
+                ui.label(RichText::new("deadlocked").small());
+            }
+            ui.toggle_value(&mut self.mp.follow, "Follow")
+                .on_hover_text("keep the latest calls in view");
+            if ui.button("Fit width").clicked() {
+                self.mp.refit();
+            }
+            if ui.button("Unfolded graph").clicked() {
+                self.ui.unfolded_view = true;
+            }
+        });
+        let Some(g) = self.model.messages() else { return };
+        if g.dropped() > 0 {
+            ui.label(RichText::new(format!("{} later calls not drawn (graph full)", g.dropped())).small());
+        }
+        let Some(v) = self.mp.show(ui, &self.model, g) else {
+            return;
+        };
+        let x = &g.vertices()[v as usize];
+        let key = NodeKey {
+            proc: ProcId::FIRST,
+            op: x.call,
+            thread: g.lanes()[x.lane as usize].thread.thread,
+        };
+        if let Some(id) = self.model.unfolded().and_then(|u| u.find(key)) {
+            self.select_node(id);
+        }
     }
 
     /// Before the graph has two nodes: the view fits itself to the graph on its first

@@ -8,7 +8,9 @@ mod inspector;
 mod json;
 mod log;
 mod queues;
+mod ranks;
 mod toolbar;
 
 pub use conditions::CondForm;
 pub(crate) use json::json_tree_ui;
+pub use ranks::LeftTab;

@@ -1,0 +1,374 @@
+//! The message-passing graph of an MPI job: time runs down, one lane per rank, one vertex
+//! per call (a run of empty polls is one call, as the library reports it), an edge from
+//! each send to the call that received it, and one instance per collective (every
+//! member's Nth collective on a communicator).
+//!
+//! **Rows are logical time.** A vertex's row is one past the row of the vertex before it
+//! on its lane, and a receive sits below the send it took (a Lamport clock), so edges
+//! point down. A collective's members are lined up on one row: when a member enters, every
+//! member whose call is still its lane's latest vertex is moved down to the instance's
+//! row. Only a lane's latest vertex ever moves, and only down, so rows along a lane stay
+//! increasing and a view finds what is visible by binary search.
+//!
+//! Parameters are kept compact (names interned), since a long job has hundreds of
+//! thousands of calls; past [`MAX_VERTICES`] calls the graph stops growing and says so.
+
+use crate::ids::{FastMap, OpId, ThreadKey};
+use racetrack_protocol::{CallInfo, Kind, Peer, SmolStr, SpecialPeer, Tag};
+
+/// Most calls the graph keeps (about 100 bytes each).
+pub const MAX_VERTICES: usize = 2_000_000;
+
+/// A vertex, an edge's end or a collective instance: an index into the graph's tables.
+pub type Vx = u32;
+
+/// One call of one rank.
+#[derive(Debug, Clone)]
+pub struct Vertex {
+    /// Its rank's lane (index into [`MpGraph::lanes`]).
+    pub lane: u32,
+    /// The call (`MPI_Send`), as the operation of the job's structure.
+    pub call: OpId,
+    /// Logical time (see the module's documentation).
+    pub row: u32,
+    /// The number of the call's `start` event.
+    pub start: u64,
+    /// The call's parameters.
+    pub params: Params,
+    /// The collective instance it belongs to.
+    pub coll: Option<Vx>,
+    /// Still in the call (no `stop` yet).
+    pub open: bool,
+    /// It received a message (an edge ends here).
+    pub received: bool,
+}
+
+impl Vertex {
+    /// A wildcard receive or probe that has not matched yet: drawn as pending.
+    pub fn pending_wildcard(&self) -> bool {
+        self.open && !self.received && self.params.matched.is_none() && self.params.wildcard()
+    }
+}
+
+/// A call's parameters, with names as indexes into [`MpGraph::name`].
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Params {
+    pub peer: Option<Peer>,
+    pub tag: Option<Tag>,
+    pub bytes: Option<i64>,
+    pub count: Option<i32>,
+    pub root: Option<i32>,
+    pub comm: Option<u32>,
+    pub datatype: Option<u32>,
+    pub site: Option<u32>,
+    /// `MPI_Pcontrol`'s label.
+    pub label: Option<u32>,
+    /// The source a receive or probe matched (its `stop`).
+    pub matched: Option<i32>,
+    /// The source the debugger forced.
+    pub forced: Option<i32>,
+    /// Consecutive empty polls this vertex stands for.
+    pub polls: Option<u64>,
+}
+
+impl Params {
+    /// A receive or probe from `MPI_ANY_SOURCE`.
+    pub fn wildcard(&self) -> bool {
+        self.peer == Some(Peer::Special(SpecialPeer::AnySource))
+    }
+}
+
+/// One rank's calls.
+#[derive(Debug, Clone)]
+pub struct Lane {
+    pub thread: ThreadKey,
+    /// Its world rank (`rank[N]`), when the thread is named so.
+    pub rank: Option<i32>,
+    /// Its vertices, in call order (rows increasing).
+    pub vertices: Vec<Vx>,
+    /// Whether the rank called `MPI_Finalize` or the job ended.
+    pub finished: bool,
+}
+
+/// One collective call of every member: their Nth on one communicator.
+#[derive(Debug, Clone, Default)]
+pub struct Collective {
+    pub members: Vec<Vx>,
+    /// The row its members are lined up on.
+    pub row: u32,
+}
+
+/// One MPI event, its names resolved by the model.
+#[derive(Debug, Clone, Copy)]
+pub struct MpEvent<'a> {
+    pub kind: Kind,
+    pub thread: ThreadKey,
+    pub thread_name: &'a str,
+    pub call: OpId,
+    pub call_name: &'a str,
+    pub event_id: u64,
+    /// The number of the send a `recv` took.
+    pub from: Option<u64>,
+    pub info: &'a CallInfo,
+}
+
+/// The graph (see the module's documentation).
+#[derive(Debug, Default)]
+pub struct MpGraph {
+    vertices: Vec<Vertex>,
+    lanes: Vec<Lane>,
+    lane_of: FastMap<ThreadKey, u32>,
+    /// Send → receive, as (send's vertex, receive's vertex).
+    edges: Vec<(Vx, Vx)>,
+    colls: Vec<Collective>,
+    coll_of: FastMap<(u32, i32, u64), Vx>,
+    /// Sends not received yet, by event number: their vertex.
+    sends: FastMap<u64, Vx>,
+    names: Vec<SmolStr>,
+    name_ids: FastMap<SmolStr, u32>,
+    /// Names that are call sites, and communicators, in order of first sight.
+    sites: Vec<u32>,
+    comms: Vec<u32>,
+    /// By name: 1 listed in `sites`, 2 in `comms`.
+    listed: Vec<u8>,
+    /// Calls left out past [`MAX_VERTICES`].
+    dropped: u64,
+}
+
+impl MpGraph {
+    /// Every vertex, by [`Vx`].
+    pub fn vertices(&self) -> &[Vertex] {
+        &self.vertices
+    }
+
+    /// Every lane, in order of first sight (see [`MpGraph::lane_order`]).
+    pub fn lanes(&self) -> &[Lane] {
+        &self.lanes
+    }
+
+    /// The lanes by world rank (lanes without one last, in order of sight).
+    pub fn lane_order(&self) -> Vec<u32> {
+        let mut order: Vec<u32> = (0..self.lanes.len() as u32).collect();
+        order.sort_by_key(|&l| (self.lanes[l as usize].rank.unwrap_or(i32::MAX), l));
+        order
+    }
+
+    /// The lane of thread `t`, if it made a call.
+    pub fn lane(&self, t: ThreadKey) -> Option<u32> {
+        self.lane_of.get(&t).copied()
+    }
+
+    /// Every send → receive edge.
+    pub fn edges(&self) -> &[(Vx, Vx)] {
+        &self.edges
+    }
+
+    /// Every collective instance.
+    pub fn collectives(&self) -> &[Collective] {
+        &self.colls
+    }
+
+    /// An interned name (communicator, datatype, site, label).
+    pub fn name(&self, i: u32) -> &str {
+        self.names.get(i as usize).map_or("", SmolStr::as_str)
+    }
+
+    /// Every interned name, by index.
+    pub fn names(&self) -> &[SmolStr] {
+        &self.names
+    }
+
+    /// Every call site seen (interned names).
+    pub fn sites(&self) -> &[u32] {
+        &self.sites
+    }
+
+    /// Every communicator seen (interned names).
+    pub fn comms(&self) -> &[u32] {
+        &self.comms
+    }
+
+    /// Calls not kept (past [`MAX_VERTICES`]).
+    pub fn dropped(&self) -> u64 {
+        self.dropped
+    }
+
+    /// The vertices of `lane` whose rows lie in `rows` (a range of rows, inclusive).
+    pub fn in_rows(&self, lane: u32, lo: u32, hi: u32) -> &[Vx] {
+        let Some(l) = self.lanes.get(lane as usize) else {
+            return &[];
+        };
+        let row = |v: &Vx| self.vertices[*v as usize].row;
+        let a = l.vertices.partition_point(|v| row(v) < lo);
+        let b = l.vertices.partition_point(|v| row(v) <= hi);
+        &l.vertices[a..b.max(a)]
+    }
+
+    /// The last row of any vertex.
+    pub fn last_row(&self) -> u32 {
+        self.lanes
+            .iter()
+            .filter_map(|l| l.vertices.last())
+            .map(|&v| self.vertices[v as usize].row)
+            .max()
+            .unwrap_or(0)
+    }
+
+    fn intern(&mut self, s: &str) -> u32 {
+        if let Some(&i) = self.name_ids.get(s) {
+            return i;
+        }
+        let i = self.names.len() as u32;
+        let s = SmolStr::from(s);
+        self.names.push(s.clone());
+        self.listed.push(0);
+        self.name_ids.insert(s, i);
+        i
+    }
+
+    /// `s`'s index, listed among the sites (or the communicators) when first seen as one.
+    fn intern_in(&mut self, s: &str, sites: bool) -> u32 {
+        let i = self.intern(s);
+        let bit = if sites { 1 } else { 2 };
+        if self.listed[i as usize] & bit == 0 {
+            self.listed[i as usize] |= bit;
+            if sites { &mut self.sites } else { &mut self.comms }.push(i);
+        }
+        i
+    }
+
+    fn lane_mut(&mut self, t: ThreadKey, name: &str) -> u32 {
+        if let Some(&l) = self.lane_of.get(&t) {
+            return l;
+        }
+        let l = self.lanes.len() as u32;
+        self.lanes.push(Lane {
+            thread: t,
+            rank: crate::links::world_rank(name),
+            vertices: Vec::new(),
+            finished: false,
+        });
+        self.lane_of.insert(t, l);
+        l
+    }
+
+    /// The lane's latest vertex.
+    fn last(&self, lane: u32) -> Option<Vx> {
+        self.lanes[lane as usize].vertices.last().copied()
+    }
+
+    fn params(&mut self, c: &CallInfo) -> Params {
+        Params {
+            peer: c.peer,
+            tag: c.tag,
+            bytes: c.bytes,
+            count: c.count,
+            root: c.root,
+            comm: c.comm.as_deref().map(|s| self.intern_in(s, false)),
+            datatype: c.datatype.as_deref().map(|s| self.intern(s)),
+            site: c.site.as_deref().map(|s| self.intern_in(s, true)),
+            label: c.label.as_deref().map(|s| self.intern(s)),
+            matched: c.matched.as_ref().map(|m| m.source),
+            forced: c.forced.as_ref().map(|f| f.source),
+            polls: c.polls,
+        }
+    }
+
+    /// One MPI event (see [`MpEvent`]).
+    pub fn observe(&mut self, e: &MpEvent) {
+        let lane = self.lane_mut(e.thread, e.thread_name);
+        match e.kind {
+            Kind::Start => self.start(lane, e.call, e.event_id, e.info),
+            Kind::Send => {
+                if let Some(v) = self.last(lane) {
+                    self.sends.insert(e.event_id, v);
+                }
+            }
+            Kind::Recv => {
+                let (Some(v), Some(s)) = (self.last(lane), e.from.and_then(|f| self.sends.remove(&f))) else {
+                    return;
+                };
+                self.edges.push((s, v));
+                let below = self.vertices[s as usize].row + 1;
+                let x = &mut self.vertices[v as usize];
+                x.received = true;
+                x.row = x.row.max(below);
+            }
+            Kind::Stop => {
+                let Some(v) = self.last(lane) else { return };
+                let p = self.params(e.info);
+                let x = &mut self.vertices[v as usize];
+                x.open = false;
+                x.params.matched = p.matched.or(x.params.matched);
+                x.params.forced = p.forced.or(x.params.forced);
+                x.params.polls = p.polls;
+                if e.call_name == "MPI_Finalize" {
+                    self.lanes[lane as usize].finished = true;
+                }
+            }
+        }
+    }
+
+    fn start(&mut self, lane: u32, call: OpId, event_id: u64, info: &CallInfo) {
+        if self.vertices.len() >= MAX_VERTICES {
+            self.dropped += 1;
+            return;
+        }
+        let row = self.last(lane).map_or(0, |v| self.vertices[v as usize].row + 1);
+        let v = self.vertices.len() as Vx;
+        let params = self.params(info);
+        self.vertices.push(Vertex {
+            lane,
+            call,
+            row,
+            start: event_id,
+            params,
+            coll: None,
+            open: true,
+            received: false,
+        });
+        self.lanes[lane as usize].vertices.push(v);
+        if let Some(c) = &info.collective {
+            let key = (self.intern(&c.comm), c.leader, c.n);
+            self.join(key, v);
+        }
+    }
+
+    /// Vertex `v` enters collective instance `key`: members still at their lane's end are
+    /// lined up on the instance's row.
+    fn join(&mut self, key: (u32, i32, u64), v: Vx) {
+        let i = match self.coll_of.get(&key) {
+            Some(&i) => i,
+            None => {
+                let i = self.colls.len() as Vx;
+                self.colls.push(Collective::default());
+                self.coll_of.insert(key, i);
+                i
+            }
+        };
+        self.vertices[v as usize].coll = Some(i);
+        let c = &mut self.colls[i as usize];
+        c.members.push(v);
+        c.row = c.row.max(self.vertices[v as usize].row);
+        let row = c.row;
+        for &m in &self.colls[i as usize].members {
+            let lane = self.vertices[m as usize].lane;
+            if self.lanes[lane as usize].vertices.last() == Some(&m) {
+                self.vertices[m as usize].row = row;
+            }
+        }
+    }
+
+    /// The job ended: every lane is finished and no call is open.
+    pub(crate) fn finish_all(&mut self) {
+        for l in &mut self.lanes {
+            l.finished = true;
+        }
+        for v in &mut self.vertices {
+            v.open = false;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,225 @@
+use crate::Model;
+use racetrack_protocol::{
+    CallInfo, Collective, Event, Link, Peer, RecvEv, SendEv, SmolStr, SpecialPeer, Step, StepEv,
+};
+
+/// A job's events into a model that keeps the graph, numbered as the job's merge numbers
+/// them (rank R from R × 10^12).
+struct Job {
+    model: Model,
+    next: [u64; 4],
+}
+
+fn rank(r: usize) -> SmolStr {
+    format!("rank[{r}]").into()
+}
+
+fn p2p(peer: Peer) -> CallInfo {
+    CallInfo {
+        comm: Some("MPI_COMM_WORLD".into()),
+        peer: Some(peer),
+        bytes: Some(8),
+        site: Some("t.c:9 (main)".into()),
+        ..CallInfo::default()
+    }
+}
+
+fn coll(n: u64) -> CallInfo {
+    CallInfo {
+        comm: Some("MPI_COMM_WORLD".into()),
+        collective: Some(Collective {
+            comm: "MPI_COMM_WORLD".into(),
+            leader: 0,
+            n,
+        }),
+        ..CallInfo::default()
+    }
+}
+
+impl Job {
+    fn new() -> Self {
+        Job {
+            model: Model::new().with_messages(),
+            next: [0, 1, 2, 3].map(|r| r * 1_000_000_000_000),
+        }
+    }
+
+    fn id(&mut self, r: usize) -> u64 {
+        self.next[r] += 1;
+        self.next[r]
+    }
+
+    fn step(&mut self, r: usize, op: &str, call: CallInfo, start: bool) -> u64 {
+        let ev = StepEv {
+            event_id: self.id(r),
+            thread: rank(r),
+            op: op.into(),
+            msg: "0".into(),
+            instance: "0".into(),
+            step: Step::Run,
+            traced: false,
+            held: false,
+            reason: None,
+            call: Some(Box::new(call)),
+        };
+        let id = ev.event_id;
+        self.model
+            .ingest(&if start { Event::Start(ev) } else { Event::Stop(ev) });
+        id
+    }
+
+    /// Rank `r` calls `op` whole: start, stop.
+    fn call(&mut self, r: usize, op: &str, call: CallInfo) {
+        self.step(r, op, call.clone(), true);
+        self.step(r, op, call, false);
+    }
+
+    /// Rank `r` sends to `to` in `op`: start, send, stop; the send's number.
+    fn send(&mut self, r: usize, op: &str, to: i32) -> u64 {
+        let c = p2p(Peer::Rank(to));
+        self.step(r, op, c.clone(), true);
+        let id = self.id(r);
+        self.model.ingest(&Event::Send(SendEv {
+            event_id: id,
+            thread: Some(rank(r)),
+            op: Some(op.into()),
+            msg: "m".into(),
+            to_op: None,
+            to_thread: None,
+            type_name: "MPI_INT".into(),
+            traced: false,
+            held: false,
+            reason: None,
+            content: None,
+            call: Some(Box::new(c.clone())),
+        }));
+        self.step(r, op, c, false);
+        id
+    }
+
+    /// Rank `r`'s receive in its open call takes send `send` of rank `from`.
+    fn recv(&mut self, r: usize, op: &str, from: usize, send: u64) {
+        let id = self.id(r);
+        self.model.ingest(&Event::Recv(RecvEv {
+            event_id: id,
+            thread: rank(r),
+            op: op.into(),
+            msg: "m".into(),
+            position: 0,
+            traced: false,
+            from: Some(Link {
+                thread: rank(from),
+                event_id: send,
+            }),
+            call: Some(Box::new(p2p(Peer::Rank(from as i32)))),
+        }));
+    }
+
+    fn rows(&self, r: i32) -> Vec<(String, u32)> {
+        let g = self.model.messages().unwrap();
+        let lane = g.lanes().iter().find(|l| l.rank == Some(r)).unwrap();
+        lane.vertices
+            .iter()
+            .map(|&v| {
+                let x = &g.vertices()[v as usize];
+                (self.model.first().op_name(x.call).to_owned(), x.row)
+            })
+            .collect()
+    }
+}
+
+#[test]
+fn a_receive_sits_below_the_send_it_took_and_an_edge_joins_them() {
+    let mut j = Job::new();
+    for r in 0..2 {
+        j.call(r, "MPI_Init", CallInfo::default());
+    }
+    // Rank 0 computes (three calls) before it sends; rank 1 waits in a wildcard receive.
+    for _ in 0..3 {
+        j.call(0, "MPI_Comm_rank", CallInfo::default());
+    }
+    j.step(1, "MPI_Recv", p2p(Peer::Special(SpecialPeer::AnySource)), true);
+    let g = j.model.messages().unwrap();
+    let pending = g.vertices().iter().filter(|v| v.pending_wildcard()).count();
+    assert_eq!(pending, 1, "the wildcard receive is pending until it matches");
+    let send = j.send(0, "MPI_Send", 1);
+    j.recv(1, "MPI_Recv", 0, send);
+    j.step(1, "MPI_Recv", p2p(Peer::Special(SpecialPeer::AnySource)), false);
+
+    assert_eq!(
+        j.rows(0),
+        [
+            ("MPI_Init", 0),
+            ("MPI_Comm_rank", 1),
+            ("MPI_Comm_rank", 2),
+            ("MPI_Comm_rank", 3),
+            ("MPI_Send", 4)
+        ]
+        .map(|(a, b)| (a.to_owned(), b))
+    );
+    assert_eq!(
+        j.rows(1),
+        [("MPI_Init".to_owned(), 0), ("MPI_Recv".to_owned(), 5)]
+    );
+    let g = j.model.messages().unwrap();
+    assert_eq!(g.edges().len(), 1);
+    let (a, b) = g.edges()[0];
+    assert_eq!(g.vertices()[a as usize].row + 1, g.vertices()[b as usize].row);
+    assert!(g.vertices().iter().all(|v| !v.pending_wildcard()));
+    let site = g.vertices()[b as usize].params.site.map(|s| g.name(s));
+    assert_eq!(site, Some("t.c:9 (main)"));
+}
+
+#[test]
+fn a_collective_lines_up_its_members_and_later_calls_follow_it() {
+    let mut j = Job::new();
+    // Rank 0 enters the barrier at once; rank 1 after two other calls.
+    j.step(0, "MPI_Barrier", coll(0), true);
+    j.call(1, "MPI_Comm_size", CallInfo::default());
+    j.call(1, "MPI_Comm_rank", CallInfo::default());
+    j.step(1, "MPI_Barrier", coll(0), true);
+    j.step(1, "MPI_Barrier", coll(0), false);
+    j.step(0, "MPI_Barrier", coll(0), false);
+    j.call(0, "MPI_Finalize", CallInfo::default());
+    assert_eq!(
+        j.rows(0),
+        [("MPI_Barrier".to_owned(), 2), ("MPI_Finalize".to_owned(), 3)]
+    );
+    assert_eq!(j.rows(1)[2], ("MPI_Barrier".to_owned(), 2));
+    let g = j.model.messages().unwrap();
+    assert_eq!(g.collectives().len(), 1);
+    assert_eq!(g.collectives()[0].members.len(), 2);
+    assert!(g.lanes().iter().find(|l| l.rank == Some(0)).unwrap().finished);
+    assert!(!g.lanes().iter().find(|l| l.rank == Some(1)).unwrap().finished);
+    // A member that already went on is not moved: rows along a lane only grow.
+    j.step(0, "MPI_Barrier", coll(1), true);
+    for _ in 0..5 {
+        j.call(1, "MPI_Comm_rank", CallInfo::default());
+    }
+    j.step(1, "MPI_Barrier", coll(1), true);
+    for r in 0..2 {
+        let rows: Vec<u32> = j.rows(r).iter().map(|x| x.1).collect();
+        assert!(rows.windows(2).all(|w| w[0] < w[1]), "rank {r}: {rows:?}");
+    }
+    let g = j.model.messages().unwrap();
+    let lane = g.lane_order()[1];
+    assert_eq!(g.in_rows(lane, 3, 5).len(), 3, "binary search by rows");
+}
+
+#[test]
+fn runtime_events_leave_the_graph_empty() {
+    let mut m = Model::new().with_messages();
+    m.ingest(&Event::Start(StepEv {
+        event_id: 1,
+        thread: "proc[0]".into(),
+        op: "Heat".into(),
+        msg: "0".into(),
+        instance: "0".into(),
+        step: Step::Run,
+        traced: false,
+        held: false,
+        reason: None,
+        call: None,
+    }));
+    assert!(m.messages().unwrap().vertices().is_empty());
+}
