@@ -880,16 +880,42 @@ fn deadlocks_are_named(imp: Impl) {
     drop(s);
 
     // Both wildcard receives forced onto rank 1, which sends once: rank 2's message is on
-    // its way, but the second receive waits for rank 1 only.
+    // its way, but the second receive waits for rank 1 only. Rank 1 computes after its
+    // send, so the second pick cannot be refused: it might send again.
     let mut s = Ctl::mpirun(imp, &prog, &["--kind", "forced"]);
     s.all_held_at_start();
     s.send(json!({"cmd":"break","op":"MPI_Recv","thread":"rank[0]","on":true}));
     s.send(json!({"cmd":"continue"}));
-    for _ in 0..2 {
+    for i in 0..2 {
         let start = s.expect("rank[0] held at a receive", |v| {
             v["event"] == "start" && v["thread"] == "rank[0]" && v["held"] == true && v["op"] == "MPI_Recv"
         });
-        s.send(json!({"cmd":"match","event_id":start["event_id"],"source":1}));
+        if i == 1 {
+            // Picks that cannot happen are refused with the reason: rank 3 is in the
+            // barrier, which waits for rank 0; rank 7 is not in the job.
+            let in_barrier =
+                |v: &Value| v["event"] == "start" && v["thread"] == "rank[3]" && v["op"] == "MPI_Barrier";
+            if !s.seen.iter().any(in_barrier) {
+                s.expect("rank 3 in the barrier", in_barrier);
+            }
+            s.send(json!({"cmd":"match","thread":"rank[0]","source":3}));
+            let e = s.expect("a refusal", |v| v["event"] == "error");
+            let why = e["message"].as_str().unwrap();
+            assert!(
+                why.starts_with("match: source 3 for rank[0]'s receive: rank[3] cannot send before this receive completes: it is in MPI_Barrier at "),
+                "{why}"
+            );
+            s.send(json!({"cmd":"match","thread":"rank[0]","source":7}));
+            let e = s.expect("a refusal", |v| v["event"] == "error");
+            assert!(
+                e["message"]
+                    .as_str()
+                    .unwrap()
+                    .ends_with("MPI_COMM_WORLD has no rank 7 (its ranks are 0 … 3)"),
+                "{e}"
+            );
+        }
+        s.send(json!({"cmd":"match","thread":"rank[0]","source":1}));
         s.expect("the match applied", |v| v["event"] == "ok" && v["cmd"] == "match");
         s.send(json!({"cmd":"continue","event_id":start["event_id"]}));
     }

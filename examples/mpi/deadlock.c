@@ -7,7 +7,8 @@
  *   lost        rank 0 receives with MPI_ANY_SOURCE twice, but only one message is
  *               sent; the other ranks finish
  *   forced      no deadlock on its own: rank 0 receives twice with MPI_ANY_SOURCE, ranks 1
- *               and 2 send once each; a debugger that forces both receives onto rank 1
+ *               and 2 send once each (rank 1 then computes for 2 s, so it may still look
+ *               able to send again); a debugger that forces both receives onto rank 1
  *               makes the second wait for good
  *   slow        no deadlock: rank 1 computes for 1.5 s while rank 0 waits for its
  *               message and the others wait in MPI_Barrier; then it prints a result
@@ -68,6 +69,8 @@ int main(int argc, char **argv)
                 MPI_Recv(&v, 1, MPI_INT, MPI_ANY_SOURCE, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
         } else if (rank <= 2) {
             MPI_Send(&rank, 1, MPI_INT, 0, 0, MPI_COMM_WORLD);
+            if (rank == 1)
+                compute(2.0);
         }
         MPI_Barrier(MPI_COMM_WORLD);
     } else if (strcmp(kind, "slow") == 0) {

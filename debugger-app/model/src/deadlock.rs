@@ -183,6 +183,84 @@ impl Waits {
                 !rk.finished && (rk.open.is_none() || moving(r) || needs[r] == Need::Nothing)
             })
             .collect();
+        self.settle(&needs, &mut free);
+        let stuck: Vec<usize> = (0..n).filter(|&r| !free[r] && !self.ranks[r].finished).collect();
+        if stuck.is_empty() {
+            return None;
+        }
+        let waits = stuck.iter().map(|&r| self.waiting(r, &needs[r])).collect();
+        Some(Deadlock {
+            waits,
+            cycle: cycle(&stuck, &needs, &free),
+        })
+    }
+
+    /// Whether rank `r`'s open wildcard receive or probe can be forced onto `source` (a
+    /// rank of its communicator; `tag` forced too, if given): `Err` with the reason when
+    /// that source cannot send the message: it is not a member, it has finished, or it
+    /// has none pending and is in a call that waits, directly or through others, for this
+    /// receive to complete. A source that runs, or is in a call that may end without this
+    /// receive, might still send: that pick is allowed (if it never sends, the deadlock is
+    /// told).
+    pub fn pick(&self, r: usize, source: i32, tag: Option<i32>, linker: &mut Linker) -> Result<(), String> {
+        let Some(o) = self.ranks.get(r).and_then(|k| k.open.as_ref()) else {
+            return Ok(());
+        };
+        let Some(name) = o.call.comm.as_deref() else {
+            return Ok(());
+        };
+        let Some((key, me)) = linker.comms().of(&rank_name(r), name) else {
+            return Ok(());
+        };
+        let tag = tag.or(match o.call.tag {
+            Some(Tag::Tag(t)) => Some(t),
+            _ => None,
+        });
+        if linker.pending(key, me, Some(source), tag) {
+            return Ok(());
+        }
+        let members = linker.comms().members(key, self.ranks.len());
+        let Some(w) = members.iter().find(|(c, _)| *c == source).map(|&(_, w)| w) else {
+            let last = members.len().saturating_sub(1);
+            return Err(format!("{name} has no rank {source} (its ranks are 0 … {last})"));
+        };
+        let w = usize::try_from(w).unwrap_or(usize::MAX);
+        if w == r {
+            return Err(format!(
+                "{} has no message to itself pending, and is in this receive",
+                rank_name(r)
+            ));
+        }
+        if self.ranks.get(w).is_some_and(|k| k.finished) {
+            return Err(format!("{} has finished: it sends nothing more", rank_name(w)));
+        }
+        let n = self.ranks.len();
+        let mut needs: Vec<Need> = (0..n).map(|x| self.need(x, linker)).collect();
+        needs[r] = Need::All(vec![w]);
+        let mut free: Vec<bool> = (0..n)
+            .map(|x| {
+                let k = &self.ranks[x];
+                x != r && !k.finished && (k.open.is_none() || needs[x] == Need::Nothing)
+            })
+            .collect();
+        self.settle(&needs, &mut free);
+        if free.get(w).copied().unwrap_or(true) {
+            return Ok(());
+        }
+        let why = self.waiting(w, &needs[w]);
+        let site = why.site.map(|s| format!(" at {s}")).unwrap_or_default();
+        Err(format!(
+            "{} cannot send before this receive completes: it is in {}{site}, waiting for {}",
+            why.thread,
+            why.call,
+            why.waits_for
+                .join(if why.needs == Needs::Any { " or " } else { " and " })
+        ))
+    }
+
+    /// Free every rank whose wait is met by free ranks, until nothing changes.
+    fn settle(&self, needs: &[Need], free: &mut [bool]) {
+        let n = free.len();
         loop {
             let mut changed = false;
             for r in 0..n {
@@ -202,15 +280,6 @@ impl Waits {
                 break;
             }
         }
-        let stuck: Vec<usize> = (0..n).filter(|&r| !free[r] && !self.ranks[r].finished).collect();
-        if stuck.is_empty() {
-            return None;
-        }
-        let waits = stuck.iter().map(|&r| self.waiting(r, &needs[r])).collect();
-        Some(Deadlock {
-            waits,
-            cycle: cycle(&stuck, &needs, &free),
-        })
     }
 
     fn waiting(&self, r: usize, need: &Need) -> Waiting {

@@ -449,8 +449,9 @@ impl Merge {
         self.flush_snapshot(false);
     }
 
-    /// A `match`: the watch learns which held receive it forces, and onto what.
-    fn note_match(&mut self, cmd: &Command) {
+    /// A `match`: refused when its source cannot send the message (by the ranks'
+    /// wait-for graph); else the watch learns which held receive it forces, and onto what.
+    fn note_match(&mut self, cmd: &Command) -> Result<(), String> {
         if let Command::Match {
             event_id,
             thread,
@@ -459,11 +460,16 @@ impl Merge {
         } = cmd
         {
             // The held event it names, as the rank will find it.
-            let held = self.held.iter().find(|(_, (_, t))| Some(t) == thread.as_ref());
-            if let Some(id) = event_id.or(held.map(|(id, _)| *id)) {
+            let held = match event_id {
+                Some(id) => self.held.get_key_value(id),
+                None => self.held.iter().find(|(_, (_, t))| Some(t) == thread.as_ref()),
+            };
+            if let Some((&id, (_, t))) = held {
+                self.watch.pick(t, *source, *tag, &mut self.links)?;
                 self.watch.matching(id, *source, *tag);
             }
         }
+        Ok(())
     }
 
     async fn command(&mut self, mut req: Request) {
@@ -476,7 +482,9 @@ impl Merge {
         } else {
             None
         };
-        self.note_match(&req.cmd);
+        if let Err(why) = self.note_match(&req.cmd) {
+            return self.refuse(&req, why);
+        }
         let to: Vec<usize> = match target(&req.cmd) {
             Target::Event(id) | Target::Held(Some(id), None) => match self.held.get(&id) {
                 Some((i, _)) => vec![*i],

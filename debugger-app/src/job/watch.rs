@@ -41,6 +41,23 @@ impl Watch {
         self.matching.insert(id, (source, tag));
     }
 
+    /// Whether the receive `thread` is held at can be forced onto `source`: the reason
+    /// when that source cannot send its message ([`Waits::pick`]).
+    pub(super) fn pick(
+        &self,
+        thread: &str,
+        source: i32,
+        tag: Option<i32>,
+        links: &mut Links,
+    ) -> Result<(), String> {
+        let Some(r) = racetrack_model::links::world_rank(thread).and_then(|r| usize::try_from(r).ok()) else {
+            return Ok(());
+        };
+        self.waits
+            .pick(r, source, tag, links.linker())
+            .map_err(|why| format!("source {source} for {thread}'s receive: {why}"))
+    }
+
     /// A rank said its `match` of held event `target` applied: the receive waits for
     /// that source only.
     pub(super) fn matched(&mut self, target: &str) {

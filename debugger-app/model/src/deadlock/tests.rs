@@ -251,3 +251,42 @@ fn a_wildcard_forced_onto_a_source_waits_for_that_source_only() {
     assert_eq!(d.waits[0].waits_for, ["rank[1]"]);
     assert_eq!(d.cycle, ["rank[0]", "rank[1]"]);
 }
+
+#[test]
+fn a_pick_is_refused_when_its_source_cannot_send_before_the_receive_completes() {
+    let mut j = Job::new(5);
+    j.start(0, "MPI_Recv", any_source());
+    // Rank 1 waits for rank 0's message; rank 2 waits for rank 1 (through it, for 0);
+    // rank 3 runs; rank 4 has a message for rank 0 on its way, though it waits for 0 too.
+    j.start(1, "MPI_Recv", recv(0));
+    j.start(2, "MPI_Recv", recv(1));
+    j.send(4, 0, 0);
+    j.start(4, "MPI_Recv", recv(0));
+    let pick = |j: &mut Job, source: i32| j.waits.pick(0, source, None, &mut j.linker);
+    let why = pick(&mut j, 1).unwrap_err();
+    assert_eq!(
+        why,
+        "rank[1] cannot send before this receive completes: it is in MPI_Recv at t.c:7 (main), waiting for rank[0]"
+    );
+    assert!(
+        pick(&mut j, 2).unwrap_err().starts_with("rank[2] cannot send"),
+        "through rank 1"
+    );
+    assert_eq!(pick(&mut j, 3), Ok(()), "a running rank may still send");
+    assert_eq!(pick(&mut j, 4), Ok(()), "its message is pending");
+    assert_eq!(
+        pick(&mut j, 9).unwrap_err(),
+        "MPI_COMM_WORLD has no rank 9 (its ranks are 0 … 4)"
+    );
+    assert!(pick(&mut j, 0).unwrap_err().contains("in this receive"));
+    // A message with another tag is not the one this receive would take.
+    assert!(j.waits.pick(0, 4, Some(3), &mut j.linker).is_err());
+    j.start(3, "MPI_Barrier", barrier());
+    let why = pick(&mut j, 3).unwrap_err();
+    assert!(why.contains("MPI_Barrier"), "{why}");
+    j.waits.finished(3);
+    assert_eq!(
+        pick(&mut j, 3).unwrap_err(),
+        "rank[3] has finished: it sends nothing more"
+    );
+}
