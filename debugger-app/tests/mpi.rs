@@ -936,14 +936,24 @@ fn deadlocks_are_named(imp: Impl) {
     assert!(alarms.is_empty(), "a slow rank is not a deadlock: {alarms:?}");
 }
 
-on_both!(the_window_shows_a_deadlock, the_message_graph_shows_the_job);
+on_both!(
+    the_window_shows_a_deadlock,
+    the_message_graph_shows_the_job,
+    the_window_picks_the_mergesort_race
+);
 
 type Window = egui_kittest::Harness<'static, racetrack::gui::app::App>;
 
 /// The window's real widgets (egui_kittest) on a job of example `prog`, its ranks
-/// connected to an in-process job listener, once every rank is held at its start and
-/// released by the toolbar's Continue, as a user would.
-fn window_on_job(imp: Impl, prog: &str, args: &[&str]) -> Option<(Window, Group)> {
+/// connected to an in-process job listener, once every rank is held at its start,
+/// `prepare` has acted, and the toolbar's Continue released them, as a user would. The
+/// job's standard output goes to the file returned.
+fn window_on_job(
+    imp: Impl,
+    prog: &str,
+    args: &[&str],
+    prepare: impl FnOnce(&mut Window),
+) -> Option<(Window, Group, PathBuf)> {
     use egui_kittest::kittest::Queryable;
     let dir = setup(imp)?;
     let listener = racetrack::job::JobListener::bind("127.0.0.1:0", None).unwrap();
@@ -953,11 +963,12 @@ fn window_on_job(imp: Impl, prog: &str, args: &[&str]) -> Option<(Window, Group)
         ("RACETRACK_WAIT", "1".to_owned()),
         ("LD_PRELOAD", format!("{}:{}", core.display(), wrappers.display())),
     ];
+    let out = scratch(imp, &format!("{prog}-window.out"));
     let mut job = imp.mpiexec(RANKS, &env);
     job.arg(dir.join(prog))
         .args(args)
         .stdin(Stdio::null())
-        .stdout(Stdio::null())
+        .stdout(std::fs::File::create(&out).unwrap())
         .stderr(Stdio::null());
     let job = Group::spawn(&mut job);
     let conn = listener
@@ -974,10 +985,12 @@ fn window_on_job(imp: Impl, prog: &str, args: &[&str]) -> Option<(Window, Group)
         a.model.control.held.len() >= RANKS
     });
     h.step();
+    prepare(&mut h);
+    h.step();
     // The toolbar's Continue comes first (each rank's own follow in the ranks panel).
     h.get_all_by_label("Continue").next().unwrap().click();
     h.step();
-    Some((h, job))
+    Some((h, job, out))
 }
 
 /// Step the window until `done` holds of its app, within [`JOB_LIMIT`].
@@ -1001,7 +1014,7 @@ fn pump_window(h: &mut Window, what: &str, done: impl Fn(&racetrack::gui::app::A
 /// real widgets, the job's ranks connected to an in-process job listener).
 fn the_window_shows_a_deadlock(imp: Impl) {
     use egui_kittest::kittest::Queryable;
-    let Some((mut h, _job)) = window_on_job(imp, "deadlock", &["--kind", "recv_recv"]) else {
+    let Some((mut h, _job, _)) = window_on_job(imp, "deadlock", &["--kind", "recv_recv"], |_| {}) else {
         return;
     };
     pump_window(&mut h, "a deadlock", |a| a.model.control.deadlock.is_some());
@@ -1029,6 +1042,82 @@ fn the_window_shows_a_deadlock(imp: Impl) {
     }
 }
 
+/// The thesis' merge-sort race forced from the window: race mode on rank 0 only (its
+/// toggle in the ranks panel) holds its first wildcard receive; both children's sends
+/// are offered; a click on one forces it. Rank 1's is the one the receive is sized for:
+/// the sort is right. Rank 2's is too big: the receive is truncated, and the program
+/// says so.
+fn the_window_picks_the_mergesort_race(imp: Impl) {
+    for (source, right) in [("rank[1]", true), ("rank[2]", false)] {
+        let Some(last) = mergesort_race_in_window(imp, source) else {
+            return;
+        };
+        assert_eq!(last["matches_reference"], right, "{source}: {last}");
+        if !right {
+            let error = last["error"].as_str().unwrap_or_default();
+            assert!(
+                error.contains("MPI_ERR_TRUNCATE") || error.contains("truncat"),
+                "{last}"
+            );
+        }
+    }
+}
+
+/// One merge-sort job in the window, rank 0's first wildcard receive forced onto
+/// `source` by a click; the program's last JSON line.
+fn mergesort_race_in_window(imp: Impl, source: &str) -> Option<Value> {
+    use egui_kittest::kittest::Queryable;
+    let race_on_rank0 = |h: &mut Window| {
+        h.get_all_by_label("Race").next().unwrap().click();
+    };
+    let (mut h, mut job, out) = window_on_job(imp, "mergesort", &["--size", "4000"], race_on_rank0)?;
+    let both = |a: &racetrack::gui::app::App| {
+        a.races()
+            .iter()
+            .any(|r| r.thread == "rank[0]" && r.candidates.len() == 2)
+    };
+    pump_window(&mut h, "rank 0 held with both children's sends", both);
+    h.step();
+    let _ = h.get_by_label_contains("race: rank[0]'s MPI_Recv at ");
+    let sizes: Vec<bool> = h.state().races()[0].candidates.iter().map(|c| c.fits).collect();
+    assert_eq!(
+        sizes,
+        [true, false],
+        "rank 2's half does not fit the first receive"
+    );
+    h.get_by_label_contains(&format!("{source}: ")).click();
+    h.step();
+    // Once the rank agreed to the match, the window released it: its receive is done.
+    pump_window(&mut h, "the pick applied and released", |a| {
+        let done =
+            |g: &racetrack::model::MpGraph| g.vertices().iter().any(|v| v.params.forced.is_some() && !v.open);
+        a.model.messages().is_some_and(done)
+    });
+    let g = h.state().model.messages().unwrap();
+    let forced = g
+        .vertices()
+        .iter()
+        .find(|v| v.params.forced.is_some())
+        .expect("the forced receive");
+    let want: i32 = source[5..6].parse().unwrap();
+    assert_eq!(forced.params.forced, Some(want));
+    // Race mode off for rank 0, every later hold released: the job runs to its end.
+    h.get_all_by_label("Race").next().unwrap().click();
+    h.step();
+    let deadline = Instant::now() + JOB_LIMIT;
+    while h.state().model.control.exited.is_none() {
+        assert!(Instant::now() < deadline, "the job did not end");
+        if !h.state().model.control.held.is_empty() {
+            h.get_all_by_label("Continue").next().unwrap().click();
+        }
+        h.step();
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    job.wait_until(deadline, "the job");
+    let text = std::fs::read_to_string(&out).unwrap();
+    Some(last_json(&text))
+}
+
 /// The name of call `v` of the window's message-passing graph.
 fn call_of(app: &racetrack::gui::app::App, v: u32) -> String {
     let g = app.model.messages().unwrap();
@@ -1044,7 +1133,7 @@ fn call_of(app: &racetrack::gui::app::App, v: u32) -> String {
 fn the_message_graph_shows_the_job(imp: Impl) {
     use egui_kittest::kittest::Queryable;
     use racetrack::gui::mpstyle::Family;
-    let Some((mut h, _job)) = window_on_job(imp, "mergesort", &[]) else {
+    let Some((mut h, _job, _)) = window_on_job(imp, "mergesort", &[], |_| {}) else {
         return;
     };
     pump_window(&mut h, "the job's end", |a| a.model.control.exited.is_some());

@@ -88,6 +88,21 @@ pub struct Lane {
     pub vertices: Vec<Vx>,
     /// Whether the rank called `MPI_Finalize` or the job ended.
     pub finished: bool,
+    /// The communicators it joined (`MPI_Comm_split`, …): name, its rank there, and
+    /// the world rank of the communicator's rank 0.
+    comms: Vec<(u32, i32, i32)>,
+}
+
+/// A send a wildcard receive could take now: the earliest pending one of its sender that
+/// matches the receive's communicator and tag (MPI does not let later ones overtake it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Candidate {
+    /// The send's call.
+    pub send: Vx,
+    /// Its sender, as a rank of the receive's communicator: what `match` names.
+    pub source: i32,
+    /// Whether it fits the receive's buffer (else the receive would be truncated).
+    pub fits: bool,
 }
 
 /// One collective call of every member: their Nth on one communicator.
@@ -214,6 +229,73 @@ impl MpGraph {
             .unwrap_or(0)
     }
 
+    /// `lane`'s rank in communicator `comm`, and the world rank of that communicator's
+    /// rank 0 (which tells two colours of one split apart).
+    fn comm_rank(&self, lane: u32, comm: u32) -> Option<(i32, i32)> {
+        let l = self.lanes.get(lane as usize)?;
+        if self.name(comm) == "MPI_COMM_WORLD" {
+            return Some((l.rank?, 0));
+        }
+        let &(_, rank, leader) = l.comms.iter().rev().find(|c| c.0 == comm)?;
+        Some((rank, leader))
+    }
+
+    /// The sends wildcard receive `v` could take now, by source (none when `v` is not
+    /// an open wildcard receive or probe).
+    pub fn candidates(&self, v: Vx) -> Vec<Candidate> {
+        let Some(x) = self
+            .vertices
+            .get(v as usize)
+            .filter(|x| x.open && x.params.wildcard())
+        else {
+            return Vec::new();
+        };
+        let Some(comm) = x.params.comm else {
+            return Vec::new();
+        };
+        let Some((me, leader)) = self.comm_rank(x.lane, comm) else {
+            return Vec::new();
+        };
+        let tag = match x.params.tag {
+            Some(Tag::Tag(t)) => Some(t),
+            _ => None,
+        };
+        // The earliest matching pending send of each sender (event numbers grow along a
+        // rank): (send event, vertex, source).
+        let mut first: FastMap<u32, (u64, Vx, i32)> = FastMap::default();
+        for (&ev, &s) in &self.sends {
+            let y = &self.vertices[s as usize];
+            let p = &y.params;
+            let to_me = p.comm == Some(comm) && p.peer == Some(Peer::Rank(me));
+            if !to_me || tag.is_some_and(|t| p.tag != Some(Tag::Tag(t))) {
+                continue;
+            }
+            let Some((source, l)) = self.comm_rank(y.lane, comm) else {
+                continue;
+            };
+            if l != leader {
+                continue;
+            }
+            let slot = first.entry(y.lane).or_insert((ev, s, source));
+            if ev < slot.0 {
+                *slot = (ev, s, source);
+            }
+        }
+        let mut out: Vec<Candidate> = first
+            .into_values()
+            .map(|(_, send, source)| Candidate {
+                send,
+                source,
+                fits: match (self.vertices[send as usize].params.bytes, x.params.bytes) {
+                    (Some(sent), Some(room)) => sent <= room,
+                    _ => true,
+                },
+            })
+            .collect();
+        out.sort_by_key(|c| c.source);
+        out
+    }
+
     fn intern(&mut self, s: &str) -> u32 {
         if let Some(&i) = self.name_ids.get(s) {
             return i;
@@ -247,6 +329,7 @@ impl MpGraph {
             rank: crate::links::world_rank(name),
             vertices: Vec::new(),
             finished: false,
+            comms: Vec::new(),
         });
         self.lane_of.insert(t, l);
         l
@@ -302,6 +385,10 @@ impl MpGraph {
                 x.params.matched = p.matched.or(x.params.matched);
                 x.params.forced = p.forced.or(x.params.forced);
                 x.params.polls = p.polls;
+                if let Some(c) = &e.info.created {
+                    let name = self.intern(&c.comm);
+                    self.lanes[lane as usize].comms.push((name, c.rank, c.leader));
+                }
                 if e.call_name == "MPI_Finalize" {
                     self.lanes[lane as usize].finished = true;
                 }

@@ -69,6 +69,14 @@ pub struct UiState {
     pub bp_filter: String,
     /// Show an MPI job's unfolded graph instead of its message-passing graph.
     pub unfolded_view: bool,
+    /// Race mode: the thread whose `match` was sent and not answered yet, then (once the
+    /// rank said `ok`) the thread to release.
+    pub pick: Option<String>,
+    pub picked: Option<String>,
+    /// Sites of wildcard receives whose order the user accepts (released at once).
+    pub accepted: std::collections::BTreeSet<String>,
+    /// Held events released because of an accepted site.
+    pub released: std::collections::BTreeSet<u64>,
     last_action: Option<(&'static str, Instant)>,
 }
 
@@ -351,7 +359,16 @@ fn ingest_event(ui: &mut UiState, model: &mut Model, ev: &Event) {
         if let Some((what, at)) = ui.last_action {
             if at.elapsed() < Duration::from_secs(3) {
                 ui.action_error = Some((what, message.clone()));
+                if what == "match" {
+                    // A refused pick: the receive stays held.
+                    ui.pick = None;
+                }
             }
+        }
+    }
+    if let Event::Ok { cmd, .. } = ev {
+        if cmd == "match" {
+            ui.picked = ui.pick.take();
         }
     }
     model.ingest(ev);

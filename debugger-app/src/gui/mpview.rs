@@ -13,7 +13,7 @@ use super::canvas::{quad, triangle};
 use super::graph::DEADLOCKED;
 use super::mpstyle::{lane_status, HELD};
 use super::mpstyle::{short_label, tooltip_lines, Family};
-use crate::model::mpgraph::{MpGraph, Vx};
+use crate::model::mpgraph::{Candidate, MpGraph, Vx};
 use crate::model::Model;
 use egui::epaint::Mesh;
 use egui::{Align2, Color32, FontId, Pos2, Rect, Sense, Shape, Stroke, StrokeKind, Vec2};
@@ -35,6 +35,8 @@ const LABEL_MIN_H: f32 = 14.0;
 const LABELS_MAX: usize = 1_000;
 const EDGE: Color32 = Color32::from_rgb(190, 190, 205);
 const HIGHLIGHT: Color32 = Color32::from_rgb(250, 210, 40);
+/// A candidate send's arrow, in race mode.
+const CANDIDATE: Color32 = Color32::from_rgb(255, 140, 30);
 
 /// What the view of the message-passing graph remembers between frames.
 #[derive(Debug, Clone)]
@@ -125,7 +127,13 @@ impl MpView {
     }
 
     /// Draw the graph in the remaining space; returns the call clicked this frame.
-    pub fn show(&mut self, ui: &mut egui::Ui, model: &Model, g: &MpGraph) -> Option<Vx> {
+    pub fn show(
+        &mut self,
+        ui: &mut egui::Ui,
+        model: &Model,
+        g: &MpGraph,
+        races: &[(Vx, Vec<Candidate>)],
+    ) -> Option<Vx> {
         let (rect, resp) = ui.allocate_exact_size(ui.available_size(), Sense::click_and_drag());
         let area = Rect::from_min_max(rect.min + Vec2::new(GUTTER, HEADER), rect.max);
         self.area = Some(area);
@@ -156,6 +164,7 @@ impl MpView {
         self.edges(&mut mesh, g, &column, (lo, hi));
         painter.add(Shape::mesh(mesh));
         self.outlines(&painter, g, &boxes, &marks);
+        self.candidates(&painter, g, &column, races);
         self.labels(ui, &painter, model, g, &boxes);
         self.axis(ui, rect, area, (lo, hi));
         self.headers(ui, rect, area, model, g, &cols);
@@ -397,6 +406,43 @@ impl MpView {
                 painter.extend(Shape::dashed_line(&c, stroke, 5.0, 3.0));
             } else {
                 painter.rect_stroke(r, 3.0, stroke, StrokeKind::Outside);
+            }
+        }
+    }
+
+    /// Race mode: a dashed arrow from each candidate send to the held wildcard receive
+    /// (grey when the message would not fit).
+    fn candidates(
+        &self,
+        painter: &egui::Painter,
+        g: &MpGraph,
+        column: &[Option<usize>],
+        races: &[(Vx, Vec<Candidate>)],
+    ) {
+        let Some(area) = self.area else { return };
+        let at = |v: Vx| {
+            let x = &g.vertices()[v as usize];
+            column[x.lane as usize].map(|c| self.box_at(area, c, x.row))
+        };
+        for (recv, candidates) in races {
+            let Some(to) = at(*recv) else { continue };
+            for c in candidates {
+                let Some(from) = at(c.send) else { continue };
+                let color = if c.fits {
+                    CANDIDATE
+                } else {
+                    Color32::from_gray(130)
+                };
+                let (s, e) = (from.center(), to.center_top());
+                painter.extend(Shape::dashed_line(&[s, e], Stroke::new(2.5, color), 8.0, 4.0));
+                let dir = (e - s).normalized();
+                let back = e - dir * 10.0;
+                let side = dir.rot90() * 5.0;
+                painter.add(Shape::convex_polygon(
+                    vec![e, back + side, back - side],
+                    color,
+                    Stroke::NONE,
+                ));
             }
         }
     }

@@ -1,6 +1,6 @@
 use crate::Model;
 use racetrack_protocol::{
-    CallInfo, Collective, Event, Link, Peer, RecvEv, SendEv, SmolStr, SpecialPeer, Step, StepEv,
+    CallInfo, Collective, Event, Link, Peer, RecvEv, SendEv, SmolStr, SpecialPeer, Step, StepEv, Tag,
 };
 
 /// A job's events into a model that keeps the graph, numbered as the job's merge numbers
@@ -76,7 +76,11 @@ impl Job {
 
     /// Rank `r` sends to `to` in `op`: start, send, stop; the send's number.
     fn send(&mut self, r: usize, op: &str, to: i32) -> u64 {
-        let c = p2p(Peer::Rank(to));
+        self.send_with(r, op, p2p(Peer::Rank(to)))
+    }
+
+    /// Rank `r` sends in `op` with `c` (start, send, stop); the send's number.
+    fn send_with(&mut self, r: usize, op: &str, c: CallInfo) -> u64 {
         self.step(r, op, c.clone(), true);
         let id = self.id(r);
         self.model.ingest(&Event::Send(SendEv {
@@ -222,4 +226,43 @@ fn runtime_events_leave_the_graph_empty() {
         call: None,
     }));
     assert!(m.messages().unwrap().vertices().is_empty());
+}
+
+#[test]
+fn a_wildcard_receive_lists_each_senders_first_matching_send() {
+    let mut j = Job::new();
+    let with = |bytes: i64, tag: i32| CallInfo {
+        bytes: Some(bytes),
+        tag: Some(Tag::Tag(tag)),
+        ..p2p(Peer::Rank(0))
+    };
+    let recv = CallInfo {
+        bytes: Some(8),
+        tag: Some(Tag::Tag(0)),
+        ..p2p(Peer::Special(SpecialPeer::AnySource))
+    };
+    j.step(0, "MPI_Recv", recv.clone(), true);
+    let first = j.send_with(1, "MPI_Isend", with(8, 0));
+    j.send_with(1, "MPI_Isend", with(4, 0));
+    j.send_with(2, "MPI_Send", with(16, 0));
+    j.send_with(3, "MPI_Send", with(4, 5));
+    let g = j.model.messages().unwrap();
+    let lane = |name: &str| g.lane(j.model.thread_key(name).unwrap()).unwrap() as usize;
+    let v = *g.lanes()[lane("rank[0]")].vertices.last().unwrap();
+    let c = g.candidates(v);
+    let got: Vec<(i32, bool)> = c.iter().map(|c| (c.source, c.fits)).collect();
+    assert_eq!(
+        got,
+        [(1, true), (2, false)],
+        "rank 3's tag differs; rank 2's would truncate"
+    );
+    assert_eq!(
+        c[0].send,
+        g.lanes()[lane("rank[1]")].vertices[0],
+        "rank 1's first send"
+    );
+    // Once it took rank 1's first message, the receive is no wildcard in waiting.
+    j.recv(0, "MPI_Recv", 1, first);
+    j.step(0, "MPI_Recv", recv, false);
+    assert!(j.model.messages().unwrap().candidates(v).is_empty());
 }

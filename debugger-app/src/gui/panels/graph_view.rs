@@ -101,6 +101,14 @@ impl App {
                 ui.painter().rect_filled(rect, 2.0, DEADLOCKED);
                 ui.label(RichText::new("deadlocked").small());
             }
+            let mut race = self.race_on(None);
+            let toggle = ui.toggle_value(&mut race, "Race mode");
+            if toggle
+                .on_hover_text("hold every wildcard receive, to pick the send it takes")
+                .changed()
+            {
+                self.set_race(None, race);
+            }
             ui.toggle_value(&mut self.mp.follow, "Follow")
                 .on_hover_text("keep the latest calls in view");
             if ui.button("Fit width").clicked() {
@@ -110,13 +118,20 @@ impl App {
                 self.ui.unfolded_view = true;
             }
         });
+        self.race_ui(ui);
+        let races: Vec<_> = self.races().into_iter().map(|r| (r.recv, r.candidates)).collect();
         let Some(g) = self.model.messages() else { return };
         if g.dropped() > 0 {
             ui.label(RichText::new(format!("{} later calls not drawn (graph full)", g.dropped())).small());
         }
-        let Some(v) = self.mp.show(ui, &self.model, g) else {
+        let Some(v) = self.mp.show(ui, &self.model, g, &races) else {
             return;
         };
+        // A click on a candidate send picks it; on another call, selects it.
+        if self.pick_by_send(v) {
+            return;
+        }
+        let Some(g) = self.model.messages() else { return };
         let x = &g.vertices()[v as usize];
         let key = NodeKey {
             proc: ProcId::FIRST,

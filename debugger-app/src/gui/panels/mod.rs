@@ -8,9 +8,11 @@ mod inspector;
 mod json;
 mod log;
 mod queues;
+mod race;
 mod ranks;
 mod toolbar;
 
 pub use conditions::CondForm;
 pub(crate) use json::json_tree_ui;
+pub use race::Race;
 pub use ranks::LeftTab;

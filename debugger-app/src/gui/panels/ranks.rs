@@ -167,6 +167,14 @@ impl App {
                 }
                 self.act("continue", release);
             }
+            let mut race = self.race_on(Some(&r.name));
+            let toggle = ui.toggle_value(&mut race, "Race");
+            if toggle
+                .on_hover_text("hold its wildcard receives, to pick their sends")
+                .changed()
+            {
+                self.set_race(Some(r.name.clone()), race);
+            }
             let mut paused = r.paused;
             if ui.toggle_value(&mut paused, "Pause").changed() {
                 let pause = Command::Pause {
