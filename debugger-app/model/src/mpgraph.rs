@@ -3,12 +3,15 @@
 //! each send to the call that received it, and one instance per collective (every
 //! member's Nth collective on a communicator).
 //!
-//! **Rows are logical time.** A vertex's row is one past the row of the vertex before it
-//! on its lane, and a receive sits below the send it took (a Lamport clock), so edges
-//! point down. A collective's members are lined up on one row: when a member enters, every
-//! member whose call is still its lane's latest vertex is moved down to the instance's
-//! row. Only a lane's latest vertex ever moves, and only down, so rows along a lane stay
-//! increasing and a view finds what is visible by binary search.
+//! **Rows are logical time.** A vertex's row is past the row of the vertex before it on
+//! its lane, a receive sits below the send it took, and a collective's members share one
+//! row (a Lamport clock in which a collective is one event), so edges point down and a
+//! collective is one band. The ranks' events reach the debugger in any interleaving, so a
+//! row is a lower bound that may grow: when a receive or a collective member comes in
+//! below where its partners are, [`MpGraph::lift`] moves it down, with the calls after it
+//! on its lane and whatever they sent or joined. Vertices only ever move down, rows along
+//! a lane stay increasing, and a view finds what is visible by binary search. A lift
+//! moves at most [`LIFT_MAX`] vertices (past that, a band may slant).
 //!
 //! Parameters are kept compact (names interned), since a long job has hundreds of
 //! thousands of calls; past [`MAX_VERTICES`] calls the graph stops growing and says so.
@@ -18,6 +21,9 @@ use racetrack_protocol::{CallInfo, Kind, Peer, SmolStr, SpecialPeer, Tag};
 
 /// Most calls the graph keeps (about 100 bytes each).
 pub const MAX_VERTICES: usize = 2_000_000;
+
+/// Most vertices one lift moves.
+pub const LIFT_MAX: usize = 100_000;
 
 /// A vertex, an edge's end or a collective instance: an index into the graph's tables.
 pub type Vx = u32;
@@ -29,8 +35,8 @@ pub struct Vertex {
     pub lane: u32,
     /// The call (`MPI_Send`), as the operation of the job's structure.
     pub call: OpId,
-    /// Logical time (see the module's documentation).
-    pub row: u32,
+    /// Its place on its lane.
+    at: u32,
     /// The number of the call's `start` event.
     pub start: u64,
     /// The call's parameters.
@@ -131,10 +137,15 @@ pub struct MpEvent<'a> {
 #[derive(Debug, Default)]
 pub struct MpGraph {
     vertices: Vec<Vertex>,
+    /// Each vertex's row (logical time; see the module's documentation) and lane, apart
+    /// from the rest: views read them for every call in a range, many per frame.
+    place: Vec<(u32, u32)>,
     lanes: Vec<Lane>,
     lane_of: FastMap<ThreadKey, u32>,
     /// Send → receive, as (send's vertex, receive's vertex).
     edges: Vec<(Vx, Vx)>,
+    /// The receives of each send's vertex.
+    out: FastMap<Vx, Vec<Vx>>,
     colls: Vec<Collective>,
     coll_of: FastMap<(u32, i32, u64), Vx>,
     /// Sends not received yet, by event number: their vertex.
@@ -154,6 +165,16 @@ impl MpGraph {
     /// Every vertex, by [`Vx`].
     pub fn vertices(&self) -> &[Vertex] {
         &self.vertices
+    }
+
+    /// Vertex `v`'s row: its logical time.
+    pub fn row(&self, v: Vx) -> u32 {
+        self.place.get(v as usize).map_or(0, |p| p.0)
+    }
+
+    /// Vertex `v`'s row and lane.
+    pub fn place(&self, v: Vx) -> (u32, u32) {
+        self.place.get(v as usize).copied().unwrap_or_default()
     }
 
     /// Every lane, in order of first sight (see [`MpGraph::lane_order`]).
@@ -213,7 +234,7 @@ impl MpGraph {
         let Some(l) = self.lanes.get(lane as usize) else {
             return &[];
         };
-        let row = |v: &Vx| self.vertices[*v as usize].row;
+        let row = |v: &Vx| self.place[*v as usize].0;
         let a = l.vertices.partition_point(|v| row(v) < lo);
         let b = l.vertices.partition_point(|v| row(v) <= hi);
         &l.vertices[a..b.max(a)]
@@ -224,7 +245,7 @@ impl MpGraph {
         self.lanes
             .iter()
             .filter_map(|l| l.vertices.last())
-            .map(|&v| self.vertices[v as usize].row)
+            .map(|&v| self.place[v as usize].0)
             .max()
             .unwrap_or(0)
     }
@@ -372,10 +393,9 @@ impl MpGraph {
                     return;
                 };
                 self.edges.push((s, v));
-                let below = self.vertices[s as usize].row + 1;
-                let x = &mut self.vertices[v as usize];
-                x.received = true;
-                x.row = x.row.max(below);
+                self.out.entry(s).or_default().push(v);
+                self.vertices[v as usize].received = true;
+                self.lift(v, self.place[s as usize].0 + 1);
             }
             Kind::Stop => {
                 let Some(v) = self.last(lane) else { return };
@@ -401,13 +421,15 @@ impl MpGraph {
             self.dropped += 1;
             return;
         }
-        let row = self.last(lane).map_or(0, |v| self.vertices[v as usize].row + 1);
+        let row = self.last(lane).map_or(0, |v| self.place[v as usize].0 + 1);
         let v = self.vertices.len() as Vx;
+        let at = self.lanes[lane as usize].vertices.len() as u32;
         let params = self.params(info);
+        self.place.push((row, lane));
         self.vertices.push(Vertex {
             lane,
             call,
-            row,
+            at,
             start: event_id,
             params,
             coll: None,
@@ -421,8 +443,8 @@ impl MpGraph {
         }
     }
 
-    /// Vertex `v` enters collective instance `key`: members still at their lane's end are
-    /// lined up on the instance's row.
+    /// Vertex `v` enters collective instance `key`: every member is lined up on the
+    /// instance's row.
     fn join(&mut self, key: (u32, i32, u64), v: Vx) {
         let i = match self.coll_of.get(&key) {
             Some(&i) => i,
@@ -436,12 +458,44 @@ impl MpGraph {
         self.vertices[v as usize].coll = Some(i);
         let c = &mut self.colls[i as usize];
         c.members.push(v);
-        c.row = c.row.max(self.vertices[v as usize].row);
         let row = c.row;
-        for &m in &self.colls[i as usize].members {
-            let lane = self.vertices[m as usize].lane;
-            if self.lanes[lane as usize].vertices.last() == Some(&m) {
-                self.vertices[m as usize].row = row;
+        self.lift(v, row);
+    }
+
+    /// Move vertex `v` down to `row` at least, and with it what must stay below or beside
+    /// it: the calls after it on its lane, the receives of what it sent, the other
+    /// members of its collective (see the module's documentation).
+    fn lift(&mut self, v: Vx, row: u32) {
+        let mut work = vec![(v, row)];
+        let mut moved = 0;
+        while let Some((v, row)) = work.pop() {
+            let x = &self.vertices[v as usize];
+            let coll = x.coll;
+            let now = self.place[v as usize].0;
+            // A new collective member sets its instance's row as it joins.
+            let joining = coll.is_some_and(|c| self.colls[c as usize].row < row.max(now));
+            if now >= row && !joining {
+                continue;
+            }
+            moved += 1;
+            if moved > LIFT_MAX {
+                break;
+            }
+            let row = row.max(now);
+            let (lane, at) = (x.lane, x.at);
+            self.place[v as usize].0 = row;
+            if let Some(&next) = self.lanes[lane as usize].vertices.get(at as usize + 1) {
+                work.push((next, row + 1));
+            }
+            for &r in self.out.get(&v).into_iter().flatten() {
+                work.push((r, row + 1));
+            }
+            if let Some(c) = coll {
+                let c = &mut self.colls[c as usize];
+                if c.row < row {
+                    c.row = row;
+                    work.extend(c.members.iter().map(|&m| (m, row)));
+                }
             }
         }
     }

@@ -170,9 +170,9 @@ pub fn short_label(g: &MpGraph, v: &Vertex, name: &str) -> String {
 
 /// The lines of a vertex's tooltip: the call and rank, its parameters, what it matched,
 /// and its site.
-pub fn tooltip_lines(g: &MpGraph, v: &Vertex, name: &str, rank: &str) -> Vec<String> {
+pub fn tooltip_lines(g: &MpGraph, v: &Vertex, row: u32, name: &str, rank: &str) -> Vec<String> {
     let p: &Params = &v.params;
-    let mut lines = vec![format!("{name} on {rank} (logical time {})", v.row)];
+    let mut lines = vec![format!("{name} on {rank} (logical time {row})")];
     let family = Family::of(name, v.coll.is_some());
     let mut parts = Vec::new();
     if let Some(peer) = p.peer {

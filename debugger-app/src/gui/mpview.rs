@@ -30,7 +30,7 @@ const GUTTER: f32 = 52.0;
 const HEADER: f32 = 20.0;
 /// Label size in screen points, and the least box height on screen that fits one.
 const LABEL_PT: f32 = 12.0;
-const LABEL_MIN_H: f32 = 14.0;
+const LABEL_MIN_H: f32 = 13.0;
 /// Most calls in view that get labels.
 const LABELS_MAX: usize = 1_000;
 const EDGE: Color32 = Color32::from_rgb(190, 190, 205);
@@ -58,6 +58,8 @@ pub struct MpView {
     area: Option<Rect>,
     labelled: usize,
     drawn: usize,
+    /// Fit every call into view on the next frame.
+    whole: bool,
 }
 
 impl Default for MpView {
@@ -74,6 +76,7 @@ impl Default for MpView {
             area: None,
             labelled: 0,
             drawn: 0,
+            whole: false,
         }
     }
 }
@@ -174,7 +177,7 @@ impl MpView {
                 let x = &g.vertices()[v as usize];
                 let name = model.first().op_name(x.call);
                 let rank = model.thread_name(g.lanes()[x.lane as usize].thread);
-                for line in tooltip_lines(g, x, name, rank) {
+                for line in tooltip_lines(g, x, g.row(v), name, rank) {
                     ui.label(line);
                 }
             }),
@@ -209,13 +212,20 @@ impl MpView {
         if !self.placed || self.follow {
             self.place(area, g, ncols);
         }
+        if std::mem::take(&mut self.whole) {
+            let width = ncols.max(1) as f32 * LANE_DX;
+            let height = (g.last_row() + 2) as f32 * ROW_DY;
+            self.zoom = (area.width() / width).min(area.height() / height).max(1e-4);
+            self.pan = Vec2::new(LANE_DX / 2.0, ROW_DY) * self.zoom;
+            self.placed = true;
+        }
     }
 
     /// Fit the columns to the width (labels stay readable: the zoom has a floor) and show
     /// the latest rows.
     fn place(&mut self, area: Rect, g: &MpGraph, ncols: usize) {
         let width = ncols.max(1) as f32 * LANE_DX;
-        self.zoom = (area.width() / width).clamp(0.6, 1.5);
+        self.zoom = (area.width() / width).clamp(0.65, 1.5);
         let used = (ncols.max(1) as f32 - 1.0) * LANE_DX * self.zoom;
         self.pan.x = ((area.width() - used) / 2.0).max(BOX.x * self.zoom / 2.0 + 4.0);
         let top = BOX.y * self.zoom;
@@ -245,10 +255,16 @@ impl MpView {
         let Some(col) = self.columns(g).iter().position(|&l| l == x.lane) else {
             return;
         };
-        let at = Vec2::new(col as f32 * LANE_DX, x.row as f32 * ROW_DY) * self.zoom;
+        let at = Vec2::new(col as f32 * LANE_DX, g.row(v) as f32 * ROW_DY) * self.zoom;
         self.pan = area.size() / 2.0 - at;
         self.follow = false;
         self.placed = true;
+    }
+
+    /// Show the whole job at once, every call in view (boxes as thin as it takes).
+    pub fn whole(&mut self) {
+        self.whole = true;
+        self.follow = false;
     }
 
     /// Show the whole graph's width again and follow the latest calls.
@@ -276,20 +292,23 @@ impl MpView {
     /// Bands across the ranks of each collective in view.
     fn collectives(&self, mesh: &mut Mesh, g: &MpGraph, column: &[Option<usize>], (lo, hi): (u32, u32)) {
         let Some(area) = self.area else { return };
+        // Zoomed far out, many bands share a pixel row: one stands for them.
+        let mut last_y = f32::NEG_INFINITY;
         for c in g.collectives() {
             let mut span: Option<Rect> = None;
             for &m in &c.members {
-                let x = &g.vertices()[m as usize];
-                let Some(col) = column[x.lane as usize] else {
+                let (row, lane) = g.place(m);
+                let Some(col) = column[lane as usize] else {
                     continue;
                 };
-                if x.row < lo || x.row > hi {
+                if row < lo || row > hi {
                     continue;
                 }
-                let r = self.box_at(area, col, x.row).expand(3.0 * self.zoom.min(1.0));
+                let r = self.box_at(area, col, row).expand(3.0 * self.zoom.min(1.0));
                 span = Some(span.map_or(r, |s| s.union(r)));
             }
-            if let Some(r) = span.filter(|_| c.members.len() > 1) {
+            if let Some(r) = span.filter(|r| c.members.len() > 1 && (r.center().y - last_y).abs() >= 1.0) {
+                last_y = r.center().y;
                 quad(
                     mesh,
                     [r.left_top(), r.right_top(), r.right_bottom(), r.left_bottom()],
@@ -304,16 +323,25 @@ impl MpView {
         let Some(area) = self.area else { return };
         let half = (0.8 * self.zoom).clamp(0.5, 1.2);
         let head = (6.0 * self.zoom).clamp(3.0, 8.0);
+        // Zoomed far out, many arrows between two columns share a pixel row: one stands
+        // for them (by the pair of columns, the last one's screen row).
+        let ncols = column.iter().flatten().count();
+        let mut last_y = vec![f32::NEG_INFINITY; ncols * ncols];
         for &(a, b) in g.edges() {
-            let (xa, xb) = (&g.vertices()[a as usize], &g.vertices()[b as usize]);
-            if xb.row < lo || xa.row > hi {
+            let ((ra, la), (rb, lb)) = (g.place(a), g.place(b));
+            if rb < lo || ra > hi {
                 continue;
             }
-            let (Some(ca), Some(cb)) = (column[xa.lane as usize], column[xb.lane as usize]) else {
+            let (Some(ca), Some(cb)) = (column[la as usize], column[lb as usize]) else {
                 continue;
             };
-            let s = self.box_at(area, ca, xa.row).center_bottom();
-            let e = self.box_at(area, cb, xb.row).center_top();
+            let s = self.box_at(area, ca, ra).center_bottom();
+            let e = self.box_at(area, cb, rb).center_top();
+            let pair = &mut last_y[ca * ncols + cb];
+            if (e.y - *pair).abs() < 1.0 {
+                continue;
+            }
+            *pair = e.y;
             let d = e - s;
             let len = d.length();
             if len < 1.0 {
@@ -346,13 +374,13 @@ impl MpView {
         for (col, &lane) in cols.iter().enumerate() {
             let mut last_y = f32::NEG_INFINITY;
             for &v in g.in_rows(lane, rows.0, rows.1) {
-                let x = &g.vertices()[v as usize];
-                let r = self.box_at(area, col, x.row);
+                let r = self.box_at(area, col, g.row(v));
                 // Zoomed far out, many calls share a pixel row: one box stands for them.
                 if r.center().y - last_y < 1.0 && !marks.stuck.contains(&v) {
                     continue;
                 }
                 last_y = r.center().y;
+                let x = &g.vertices()[v as usize];
                 let op = x.call.index();
                 if families.len() <= op {
                     families.resize(op + 1, None);
@@ -422,7 +450,7 @@ impl MpView {
         let Some(area) = self.area else { return };
         let at = |v: Vx| {
             let x = &g.vertices()[v as usize];
-            column[x.lane as usize].map(|c| self.box_at(area, c, x.row))
+            column[x.lane as usize].map(|c| self.box_at(area, c, g.row(v)))
         };
         for (recv, candidates) in races {
             let Some(to) = at(*recv) else { continue };
@@ -577,10 +605,7 @@ impl MpView {
         g.in_rows(lane, row as u32, row as u32)
             .iter()
             .copied()
-            .find(|&v| {
-                self.box_at(area, col as usize, g.vertices()[v as usize].row)
-                    .contains(p)
-            })
+            .find(|&v| self.box_at(area, col as usize, g.row(v)).contains(p))
     }
 
     /// Where call `v` was drawn in the last frame (tests click it).
@@ -588,7 +613,7 @@ impl MpView {
         let area = self.area?;
         let x = g.vertices().get(v as usize)?;
         let col = self.columns(g).iter().position(|&l| l == x.lane)?;
-        Some(self.box_at(area, col, x.row))
+        Some(self.box_at(area, col, g.row(v)))
     }
 
     /// Calls drawn and labelled in the last frame.

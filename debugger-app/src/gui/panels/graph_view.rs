@@ -114,6 +114,9 @@ impl App {
             if ui.button("Fit width").clicked() {
                 self.mp.refit();
             }
+            if ui.button("Whole job").clicked() {
+                self.mp.whole();
+            }
             if ui.button("Unfolded graph").clicked() {
                 self.ui.unfolded_view = true;
             }
