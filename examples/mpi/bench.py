@@ -11,13 +11,18 @@ prints the medians and their ratios to configuration 0 as a Markdown table:
    the controller printing every event as a JSON line to a file this script counts
    afterwards;
 3. `racetrack mpirun --record LOG -n 4 -- PROGRAM`: a free run recording a replay log
-   (the log's bytes and choices are printed with it).
+   (the log's bytes and choices are printed with it);
+4. with `--gui` (hpcc only): the debugger's real window under `xvfb-run`, driven by a GUI
+   script (`continue`, then wait for the exit), the message-passing graph drawing the
+   whole job. The window's own start-up is taken out: its wall time is the GUI run's
+   less the GUI's fixed cost, measured as a GUI run of `ring --rounds 1` less a plain one.
 
 Workloads: Debian's `hpcc` on `hpcc/hpccinf.txt` (wall time of the whole job, and hpcc's
 own HPL and MPIRandomAccess times from `hpccoutf.txt`), and `ring --rounds R` (4 ranks,
 `MPI_Send`/`MPI_Recv`: µs per call, each rank making 2 R calls).
 
-Usage: examples/mpi/bench.py [--reps N] [--rounds R] [--only hpcc|ring]
+Usage: examples/mpi/bench.py [--reps N] [--rounds R] [--only hpcc|ring] [--gui] [--n N]
+(`--n`: hpcc's problem size, default 200; `--gui` needs `xvfb-run`)
 Needs the release build: `cargo build --release -p racetrack -p racetrack-mpi`
 (`$CARGO_TARGET_DIR`, else `target/`), `hpcc`, Open MPI and `mpicc.openmpi`.
 """
@@ -36,7 +41,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 RANKS = 4
 CONFIGS = ["0. plain mpiexec", "1. library preloaded, idle", "2. ctl attached, free run",
-           "3. recording (mpirun --record)"]
+           "3. recording (mpirun --record)", "4. GUI attached, free run"]
+GUI_SCRIPT = ('{"cmd":"wait","until":"held","timeout_ms":60000}\n{"cmd":"continue"}\n'
+              '{"cmd":"wait","until":"exit","timeout_ms":600000}\n{"cmd":"quit"}\n')
 CTL_INPUT = '{"cmd":"continue"}\n{"cmd":"wait","until":"exit","timeout_ms":600000}\n'
 
 
@@ -76,6 +83,13 @@ def run(config, rel, prog, cwd):
         if not m:
             sys.exit(f"the recorded job wrote no log: {p.stderr!r}")
         return elapsed, tuple(int(g) for g in m.groups())
+    elif config == 4:
+        script = os.path.join(cwd, "bench-gui.jsonl")
+        with open(script, "w") as f:
+            f.write(GUI_SCRIPT)
+        cmd = ["xvfb-run", "-a", "-s", "-screen 0 1600x1000x24", f"{rel}/racetrack", "mpirun",
+               "--impl", "openmpi", "--script", script, "-n", str(RANKS), "--"]
+        subprocess.run(cmd + prog, stdout=subprocess.DEVNULL, check=True, **quiet)
     else:
         # The events go to a file, counted after the run: a script reading them as they
         # come would take CPU from the job on this machine's two cores, and be measured
@@ -114,29 +128,50 @@ def table(rows, headers):
         print("| " + " | ".join(r) + " |")
 
 
-def bench_hpcc(rel, reps):
+def gui_fixed_cost(rel, ring):
+    """The GUI's own cost on a job that does nothing: a GUI run of `ring --rounds 1` less
+    a plain one (s)."""
+    work = os.path.dirname(ring)
+    gui, _ = run(4, rel, [ring, "--rounds", "1"], work)
+    plain, _ = run(0, rel, [ring, "--rounds", "1"], work)
+    return gui - plain
+
+
+def bench_hpcc(rel, reps, n, gui):
     work = tempfile.mkdtemp(prefix="racetrack-bench-hpcc-")
-    shutil.copy(os.path.join(HERE, "hpcc", "hpccinf.txt"), work)
-    samples = {c: [] for c in range(4)}
+    inf = open(os.path.join(HERE, "hpcc", "hpccinf.txt")).read()
+    with open(os.path.join(work, "hpccinf.txt"), "w") as f:
+        f.write(re.sub(r"^200( +Ns)$", rf"{n}\1", inf, count=1, flags=re.M))
+    configs = list(range(5 if gui else 4))
+    ring = None
+    if gui:
+        subprocess.run(["bash", os.path.join(HERE, "build.sh"), "openmpi", work], check=True,
+                       stdout=subprocess.DEVNULL)
+        ring = os.path.join(work, "ring")
+    samples = {c: [] for c in configs}
     for _ in range(reps):
-        for c in range(4):
+        for c in configs:
             out = os.path.join(work, "hpccoutf.txt")
             if os.path.exists(out):
                 os.remove(out)
             secs, events = run(c, rel, ["hpcc"], work)
+            if c == 4:
+                secs -= gui_fixed_cost(rel, ring)
             samples[c].append((secs, *hpcc_figures(work), events))
     shutil.rmtree(work)
     base = [statistics.median(s[i] for s in samples[0]) for i in range(3)]
     rows = []
-    for c in range(4):
+    for c in configs:
         med = [statistics.median(s[i] for s in samples[c]) for i in range(3)]
-        ev = "-" if c < 2 else (f"{statistics.median(s[3] for s in samples[c]):.0f}" if c == 2
-                                else log_figures(s[3] for s in samples[c]))
-        rows.append(["hpcc, N = 200", CONFIGS[c], f"{med[0]:.2f}", f"{med[0] / base[0]:.2f}",
+        ev = "-" if c in (0, 1, 4) else (f"{statistics.median(s[3] for s in samples[c]):.0f}" if c == 2
+                                         else log_figures(s[3] for s in samples[c]))
+        spread = [s[0] / base[0] for s in samples[c]]
+        rows.append([f"hpcc, N = {n}", CONFIGS[c], f"{med[0]:.2f}", f"{med[0] / base[0]:.2f}",
                      f"{med[1] * 1e3:.0f}", f"{med[1] / base[1]:.2f}",
-                     f"{med[2]:.2f}", f"{med[2] / base[2]:.2f}", ev])
+                     f"{med[2]:.2f}", f"{med[2] / base[2]:.2f}", ev,
+                     f"{min(spread):.2f}–{max(spread):.2f}"])
     table(rows, ["workload", "configuration", "wall s", "ratio", "HPL ms", "ratio",
-                 "RandomAccess s", "ratio", "events / log"])
+                 "RandomAccess s", "ratio", "events / log", "wall ratios, each rep"])
 
 
 def log_figures(logs):
@@ -178,11 +213,13 @@ def main():
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--rounds", type=int, default=20000)
     ap.add_argument("--only", choices=["hpcc", "ring"])
+    ap.add_argument("--gui", action="store_true")
+    ap.add_argument("--n", type=int, default=200)
     a = ap.parse_args()
     rel = release_dir()
     print(f"load average before: {os.getloadavg()[0]:.2f}; {a.reps} reps, interleaved")
     if a.only in (None, "hpcc"):
-        bench_hpcc(rel, a.reps)
+        bench_hpcc(rel, a.reps, a.n, a.gui)
         print()
     if a.only in (None, "ring"):
         bench_ring(rel, a.reps, a.rounds)

@@ -11,7 +11,8 @@
 //! below where its partners are, [`MpGraph::lift`] moves it down, with the calls after it
 //! on its lane and whatever they sent or joined. Vertices only ever move down, rows along
 //! a lane stay increasing, and a view finds what is visible by binary search. A lift
-//! moves at most [`LIFT_MAX`] vertices (past that, a band may slant).
+//! reaches other lanes only where few calls follow (a rank whose events are far ahead
+//! stays: there a band may slant), so an event costs little however late it comes.
 //!
 //! Parameters are kept compact (names interned), since a long job has hundreds of
 //! thousands of calls; past [`MAX_VERTICES`] calls the graph stops growing and says so.
@@ -22,8 +23,11 @@ use racetrack_protocol::{CallInfo, Kind, Peer, SmolStr, SpecialPeer, Tag};
 /// Most calls the graph keeps (about 100 bytes each).
 pub const MAX_VERTICES: usize = 2_000_000;
 
-/// Most vertices one lift moves.
-pub const LIFT_MAX: usize = 100_000;
+/// Most calls one lift moves on other lanes than its own (see [`MpGraph::lift`]).
+pub const LIFT_MAX: usize = 64;
+
+/// Most calls after a call on its lane for a lift to move it from another lane.
+pub const TAIL_MAX: usize = 32;
 
 /// A vertex, an edge's end or a collective instance: an index into the graph's tables.
 pub type Vx = u32;
@@ -462,40 +466,53 @@ impl MpGraph {
         self.lift(v, row);
     }
 
-    /// Move vertex `v` down to `row` at least, and with it what must stay below or beside
-    /// it: the calls after it on its lane, the receives of what it sent, the other
-    /// members of its collective (see the module's documentation).
+    /// Move vertex `v` down to `row` at least, with the calls after it on its lane (rows
+    /// along a lane stay increasing), then what must stay below or beside those: the
+    /// receives of what they sent, the other members of their collectives. Those are
+    /// moved only while [`LIFT_MAX`] allows, and only when few calls follow them on
+    /// their lanes ([`TAIL_MAX`]): a rank far ahead stays where it is, so one late event
+    /// costs little (see the module's documentation).
     fn lift(&mut self, v: Vx, row: u32) {
         let mut work = vec![(v, row)];
-        let mut moved = 0;
+        let mut budget = LIFT_MAX;
         while let Some((v, row)) = work.pop() {
-            let x = &self.vertices[v as usize];
-            let coll = x.coll;
-            let now = self.place[v as usize].0;
-            // A new collective member sets its instance's row as it joins.
-            let joining = coll.is_some_and(|c| self.colls[c as usize].row < row.max(now));
-            if now >= row && !joining {
-                continue;
-            }
-            moved += 1;
-            if moved > LIFT_MAX {
-                break;
-            }
-            let row = row.max(now);
-            let (lane, at) = (x.lane, x.at);
-            self.place[v as usize].0 = row;
-            if let Some(&next) = self.lanes[lane as usize].vertices.get(at as usize + 1) {
-                work.push((next, row + 1));
-            }
-            for &r in self.out.get(&v).into_iter().flatten() {
-                work.push((r, row + 1));
-            }
-            if let Some(c) = coll {
-                let c = &mut self.colls[c as usize];
-                if c.row < row {
-                    c.row = row;
-                    work.extend(c.members.iter().map(|&m| (m, row)));
+            let (mut next, lane) = (v, self.vertices[v as usize].lane);
+            let mut row = row;
+            loop {
+                let now = self.place[next as usize].0;
+                let x = &self.vertices[next as usize];
+                // A collective member sets its instance's row as it joins.
+                let joining = x.coll.is_some_and(|c| self.colls[c as usize].row < row.max(now));
+                if now >= row && !joining {
+                    break;
                 }
+                row = row.max(now);
+                self.place[next as usize].0 = row;
+                let at = x.at as usize;
+                for &r in self.out.get(&next).into_iter().flatten() {
+                    work.push((r, row + 1));
+                }
+                if let Some(c) = x.coll {
+                    let c = &mut self.colls[c as usize];
+                    if c.row < row {
+                        c.row = row;
+                        work.extend(c.members.iter().map(|&m| (m, row)));
+                    }
+                }
+                match self.lanes[lane as usize].vertices.get(at + 1) {
+                    Some(&n) => (next, row) = (n, row + 1),
+                    None => break,
+                }
+            }
+            // Others' calls, when they are cheap to move.
+            work.retain(|&(u, _)| {
+                let x = &self.vertices[u as usize];
+                let tail = self.lanes[x.lane as usize].vertices.len() - x.at as usize;
+                tail <= TAIL_MAX
+            });
+            budget = budget.saturating_sub(1);
+            if budget == 0 {
+                break;
             }
         }
     }

@@ -50,9 +50,11 @@ pub struct Session {
     _child: Option<Arc<std::sync::Mutex<std::process::Child>>>,
 }
 
+/// New events: a frame within [`STREAM_FRAME`](super::app::STREAM_FRAME), not at once (see
+/// there why the window draws few frames while events pour in).
 fn wake(w: &Waker) {
     if let Some(ctx) = w.get() {
-        ctx.request_repaint();
+        ctx.request_repaint_after(super::app::STREAM_FRAME);
     }
 }
 
