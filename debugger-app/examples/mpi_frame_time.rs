@@ -6,6 +6,10 @@
 //!
 //! `cargo run --release -p racetrack --example mpi_frame_time [-- CALLS...]` (default
 //! 10000 100000 300000). Prints one line per size and view; nothing is asserted.
+//!
+//! `... -- --events FILE`: the same over a real job's events instead, as `racetrack mpirun
+//! --ctl` printed them (one JSON object a line; other lines are skipped), all ingested
+//! first, then drawn with no more arriving.
 
 use racetrack::gui::app::App;
 use racetrack::model::Model;
@@ -211,7 +215,58 @@ fn frame_times(calls: usize, whole: bool) {
     );
 }
 
+/// Frame times over the events `racetrack mpirun --ctl` printed to `path`.
+fn from_file(path: &str) {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let mut model = Model::new().with_unfolded().with_messages();
+    let t = Instant::now();
+    let mut n = 0;
+    for line in text.lines() {
+        if let Ok(ev) = serde_json::from_str::<Event>(line) {
+            model.ingest(&ev);
+            n += 1;
+        }
+    }
+    let ingest = t.elapsed().as_secs_f64();
+    let calls = model.messages().map_or(0, |g| g.vertices().len());
+    println!("{path}: {n} events ingested in {ingest:.2} s, {calls} calls");
+    for whole in [false, true] {
+        let mut app = App::offline(std::mem::take(&mut model));
+        let ctx = egui::Context::default();
+        let input = || egui::RawInput {
+            screen_rect: Some(egui::Rect::from_min_size(
+                egui::Pos2::ZERO,
+                egui::vec2(1280.0, 800.0),
+            )),
+            ..Default::default()
+        };
+        let mut times = Vec::with_capacity(FRAMES);
+        for frame in 0..FRAMES {
+            if whole {
+                app.mp.whole();
+            }
+            let t = Instant::now();
+            let mut out = ctx.run_ui(input(), |ui| app.frame_ui(ui));
+            out.textures_delta.clear();
+            std::hint::black_box(ctx.tessellate(out.shapes, out.pixels_per_point));
+            if frame >= 5 {
+                times.push(t.elapsed().as_secs_f64() * 1e3);
+            }
+        }
+        let worst = times.iter().copied().fold(0.0, f64::max);
+        let med = median(&mut times);
+        let (drawn, labelled) = app.mp.drawn();
+        let view = if whole { "whole job" } else { "default view" };
+        println!("  {view}: frame median {med:.1} ms, worst {worst:.1} ms; {drawn} boxes drawn, {labelled} labelled");
+        model = app.model;
+    }
+}
+
 fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(i) = args.iter().position(|a| a == "--events") {
+        return from_file(args.get(i + 1).map_or("", String::as_str));
+    }
     let sizes: Vec<usize> = std::env::args().skip(1).filter_map(|a| a.parse().ok()).collect();
     let sizes = if sizes.is_empty() {
         vec![10_000, 100_000, 300_000]

@@ -144,7 +144,14 @@ pub fn short_label(g: &MpGraph, v: &Vertex, name: &str) -> String {
     let mut s = n.to_owned();
     match (Family::of(name, v.coll.is_some()), p.peer) {
         (Family::Send, Some(peer)) => s += &format!(" -> {}", peer_text(peer)),
-        (Family::Recv | Family::SendRecv, Some(peer)) => {
+        // A sendrecv names its destination; its source shows once matched.
+        (Family::SendRecv, Some(peer)) => {
+            s += &format!(" -> {}", peer_text(peer));
+            if let Some(m) = p.forced.or(p.matched) {
+                s += &format!(" <- {m}");
+            }
+        }
+        (Family::Recv, Some(peer)) => {
             s += &format!(" <- {}", peer_text(peer));
             if let (true, Some(m)) = (p.wildcard(), p.matched.or(p.forced)) {
                 s += &format!(" ({m})");
@@ -176,7 +183,11 @@ pub fn tooltip_lines(g: &MpGraph, v: &Vertex, row: u32, name: &str, rank: &str) 
     let family = Family::of(name, v.coll.is_some());
     let mut parts = Vec::new();
     if let Some(peer) = p.peer {
-        let word = if family == Family::Send { "dest" } else { "source" };
+        let word = if matches!(family, Family::Send | Family::SendRecv) {
+            "dest"
+        } else {
+            "source"
+        };
         parts.push(format!("{word} {}", peer_text(peer)));
     }
     if let Some(r) = p.root {

@@ -13,6 +13,7 @@ use super::canvas::{quad, triangle};
 use super::graph::DEADLOCKED;
 use super::mpstyle::{lane_status, HELD};
 use super::mpstyle::{short_label, tooltip_lines, Family};
+use super::node::elided;
 use crate::model::mpgraph::{Candidate, MpGraph, Vx};
 use crate::model::Model;
 use egui::epaint::Mesh;
@@ -561,9 +562,11 @@ impl MpView {
                 None => break,
             };
         }
-        painter.text(
-            Pos2::new(rect.min.x + 2.0, area.min.y),
-            Align2::LEFT_TOP,
+        // Above the axis, in the rank names' band.
+        let over = ui.painter_at(Rect::from_min_max(rect.min, Pos2::new(area.min.x, area.min.y)));
+        over.text(
+            Pos2::new(rect.min.x + 4.0, rect.min.y + HEADER / 2.0),
+            Align2::LEFT_CENTER,
             "time",
             FontId::proportional(10.0),
             color,
@@ -582,13 +585,12 @@ impl MpView {
             let x = self.to_screen(area, col, 0).x;
             let (status, color) = lane_status(model, g, lane);
             let name = model.thread_name(g.lanes()[lane as usize].thread);
-            painter.text(
-                Pos2::new(x, band.center().y),
-                Align2::CENTER_CENTER,
-                format!("{name} · {status}"),
-                FontId::proportional(11.0),
-                color,
-            );
+            // Elided to its column, so that neighbours' statuses never overlap.
+            let room = (LANE_DX * self.zoom - 8.0).max(24.0);
+            let text = format!("{name} · {status}");
+            let galley = elided(ui.ctx(), text, FontId::proportional(11.0), color, room);
+            let at = Pos2::new(x - galley.size().x / 2.0, band.center().y - galley.size().y / 2.0);
+            painter.galley(at, galley, color);
         }
     }
 
