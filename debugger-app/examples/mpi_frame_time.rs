@@ -65,6 +65,27 @@ impl Job {
         self.next[r]
     }
 
+    /// Every rank's next `MPI_Allreduce`.
+    fn allreduce(&mut self, out: &mut Vec<Event>) {
+        let call = CallInfo {
+            comm: Some("MPI_COMM_WORLD".into()),
+            count: Some(1),
+            site: Some("ring.c:40 (main)".into()),
+            collective: Some(Collective {
+                comm: "MPI_COMM_WORLD".into(),
+                leader: 0,
+                n: self.collectives,
+            }),
+            ..CallInfo::default()
+        };
+        for r in 0..RANKS {
+            let (a, b) = (self.id(r), self.id(r));
+            out.push(step(r, a, "MPI_Allreduce", &call, true));
+            out.push(step(r, b, "MPI_Allreduce", &call, false));
+        }
+        self.collectives += 1;
+    }
+
     /// One round: every rank makes its next call (an allreduce every 50th, else a send
     /// to its successor or a receive from its predecessor, alternately).
     fn round(&mut self, out: &mut Vec<Event>) {
@@ -72,23 +93,7 @@ impl Job {
         let site = |line: u32| Some(format!("ring.c:{line} (main)").into());
         let n = self.calls[0];
         if n % 50 == 49 {
-            let call = CallInfo {
-                comm: world(),
-                count: Some(1),
-                site: site(40),
-                collective: Some(Collective {
-                    comm: "MPI_COMM_WORLD".into(),
-                    leader: 0,
-                    n: self.collectives,
-                }),
-                ..CallInfo::default()
-            };
-            for r in 0..RANKS {
-                let (a, b) = (self.id(r), self.id(r));
-                out.push(step(r, a, "MPI_Allreduce", &call, true));
-                out.push(step(r, b, "MPI_Allreduce", &call, false));
-            }
-            self.collectives += 1;
+            self.allreduce(out);
         } else if n % 2 == 0 {
             for r in 0..RANKS {
                 let to = (r + 1) % RANKS;

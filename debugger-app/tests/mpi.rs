@@ -2680,3 +2680,50 @@ fn replay_clock(imp: Impl) {
         );
     }
 }
+
+on_both!(scenario_after_ranks_finished);
+
+/// A scenario saved while rank 0 is held at `MPI_Finalize` and the other ranks may be
+/// gone (their parts are those they sent as they finished): it replays the forced race.
+fn scenario_after_ranks_finished(imp: Impl) {
+    let Some(dir) = setup(imp) else { return };
+    let prog = dir.join("mergesort");
+    let args = ["--size", "4000"];
+    let scenario = scratch(imp, "after-finish.rtrec");
+    let mut s = Ctl::mpirun(imp, &prog, &args);
+    s.all_held_at_start();
+    s.send(json!({"cmd":"break","op":"MPI_Recv","thread":"rank[0]","on":true}));
+    s.send(json!({"cmd":"continue"}));
+    s.expect("rank[0]'s receive held", |v| {
+        v["event"] == "start" && v["thread"] == "rank[0]" && v["op"] == "MPI_Recv" && v["held"] == true
+    });
+    s.send(json!({"cmd":"match","thread":"rank[0]","source":2}));
+    s.expect("the match applied", |v| v["event"] == "ok" && v["cmd"] == "match");
+    s.send(json!({"cmd":"break","op":"MPI_Recv","thread":"rank[0]","on":false}));
+    s.send(json!({"cmd":"break","op":"MPI_Finalize","thread":"rank[0]","on":true}));
+    s.send(json!({"cmd":"continue","thread":"rank[0]"}));
+    s.expect("rank[0] held at MPI_Finalize", |v| {
+        v["event"] == "start" && v["thread"] == "rank[0]" && v["op"] == "MPI_Finalize" && v["held"] == true
+    });
+    // The others finish meanwhile: their stops of MPI_Finalize, or their exit.
+    s.send(json!({"cmd":"save_scenario","path":scenario.display().to_string()}));
+    let ok = s.expect("save_scenario answered", |v| {
+        v["cmd"] == "save_scenario" || v["event"] == "error"
+    });
+    assert_eq!(ok["event"], "ok", "{ok}");
+    eprintln!("{}: {}", imp.key(), ok["target"]);
+    s.send(json!({"cmd":"continue"}));
+    s.send(json!({"cmd":"wait","until":"exit","timeout_ms":30000}));
+    let (code, last) = s.finish();
+    assert_eq!(
+        (code, &last["matches_reference"]),
+        (Some(1), &json!(false)),
+        "{last}"
+    );
+    for i in 0..2 {
+        let (code, report, err) = racetrack_cli(&["replay", scenario.to_str().unwrap()], &prog, &args);
+        assert_eq!(code, Some(1), "replay {i}: {err}");
+        let error = report["error"].as_str().unwrap_or_default();
+        assert!(error.contains("matched rank 2's message"), "replay {i}: {report}");
+    }
+}

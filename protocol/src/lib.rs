@@ -334,6 +334,16 @@ pub enum Event {
         /// the first (empty: they wait for finished ranks).
         cycle: Vec<String>,
     },
+    /// An MPI rank's part of a scenario, sent as it calls `MPI_Finalize`: its choices
+    /// so far, as the replay-log part `save_scenario` would have it write
+    /// ([`replay_log::rank_part_path`]), in hex. The job's debugger keeps it, so that a
+    /// scenario can still be saved once the rank has finished.
+    Part {
+        /// The rank (in `MPI_COMM_WORLD`).
+        rank: u32,
+        /// The part's bytes, two lowercase hex digits each.
+        part: String,
+    },
     /// An operation panicked or broke a rule; the schedule call fails.
     Panic {
         thread: String,

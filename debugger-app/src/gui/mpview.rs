@@ -11,14 +11,15 @@
 
 use super::canvas::{quad, triangle};
 use super::graph::DEADLOCKED;
-use super::mpstyle::{lane_status, HELD};
+use super::mpstyle::HELD;
 use super::mpstyle::{short_label, tooltip_lines, Family};
-use super::node::elided;
 use crate::model::mpgraph::{Candidate, MpGraph, Vx};
 use crate::model::Model;
 use egui::epaint::Mesh;
 use egui::{Align2, Color32, FontId, Pos2, Rect, Sense, Shape, Stroke, StrokeKind, Vec2};
 use std::collections::BTreeSet;
+
+mod decor;
 
 /// Distance between two ranks' columns, in graph units.
 pub const LANE_DX: f32 = 180.0;
@@ -530,67 +531,6 @@ impl MpView {
                 ink,
             );
             self.labelled += 1;
-        }
-    }
-
-    /// Logical time down the left: a tick every few rows, at least 40 points apart.
-    fn axis(&self, ui: &egui::Ui, rect: Rect, area: Rect, (lo, hi): (u32, u32)) {
-        let painter = ui.painter_at(Rect::from_min_max(
-            Pos2::new(rect.min.x, area.min.y),
-            Pos2::new(area.min.x, rect.max.y),
-        ));
-        let px = ROW_DY * self.zoom;
-        let step = [
-            1u32, 2, 5, 10, 20, 50, 100, 200, 500, 1_000, 2_000, 5_000, 10_000, 100_000, 1_000_000,
-        ]
-        .into_iter()
-        .find(|&s| s as f32 * px >= 40.0)
-        .unwrap_or(10_000_000);
-        let color = ui.visuals().weak_text_color();
-        let mut r = lo.div_ceil(step) * step;
-        while r <= hi {
-            let y = self.to_screen(area, 0, r).y;
-            painter.text(
-                Pos2::new(area.min.x - 6.0, y),
-                Align2::RIGHT_CENTER,
-                r.to_string(),
-                FontId::monospace(10.0),
-                color,
-            );
-            r = match r.checked_add(step) {
-                Some(n) => n,
-                None => break,
-            };
-        }
-        // Above the axis, in the rank names' band.
-        let over = ui.painter_at(Rect::from_min_max(rect.min, Pos2::new(area.min.x, area.min.y)));
-        over.text(
-            Pos2::new(rect.min.x + 4.0, rect.min.y + HEADER / 2.0),
-            Align2::LEFT_CENTER,
-            "time",
-            FontId::proportional(10.0),
-            color,
-        );
-    }
-
-    /// Each column's rank and status, above the graph.
-    fn headers(&self, ui: &egui::Ui, rect: Rect, area: Rect, model: &Model, g: &MpGraph, cols: &[u32]) {
-        let band = Rect::from_min_max(
-            Pos2::new(area.min.x, rect.min.y),
-            Pos2::new(rect.max.x, area.min.y),
-        );
-        let painter = ui.painter_at(band);
-        painter.rect_filled(band, 0.0, ui.visuals().faint_bg_color);
-        for (col, &lane) in cols.iter().enumerate() {
-            let x = self.to_screen(area, col, 0).x;
-            let (status, color) = lane_status(model, g, lane);
-            let name = model.thread_name(g.lanes()[lane as usize].thread);
-            // Elided to its column, so that neighbours' statuses never overlap.
-            let room = (LANE_DX * self.zoom - 8.0).max(24.0);
-            let text = format!("{name} · {status}");
-            let galley = elided(ui.ctx(), text, FontId::proportional(11.0), color, room);
-            let at = Pos2::new(x - galley.size().x / 2.0, band.center().y - galley.size().y / 2.0);
-            painter.galley(at, galley, color);
         }
     }
 

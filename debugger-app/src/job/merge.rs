@@ -3,6 +3,7 @@
 
 use super::links::{Item, Links, TICK};
 use super::out::Out;
+use super::scenario::Parts;
 use super::watch::{Watch, LOOK};
 use super::Ws;
 use crate::conn::{ConnEvent, Waker};
@@ -63,6 +64,8 @@ pub(super) struct Merge {
     links: Links,
     /// The ranks' blocking calls, looked at for deadlocks.
     watch: Watch,
+    /// The parts of a scenario the ranks sent as they finished.
+    parts: Parts,
 }
 
 /// Where a command goes.
@@ -120,6 +123,7 @@ impl Merge {
             saving: HashMap::new(),
             links: Links::new(n),
             watch: Watch::new(n),
+            parts: Parts::default(),
         }
     }
 
@@ -257,6 +261,13 @@ impl Merge {
             Event::Ok {
                 cmd, target: Some(t), ..
             } if cmd == "match" => self.watch.matched(t),
+            // Kept here, for a scenario saved once the rank is gone; not passed on.
+            Event::Part { rank, part } => {
+                if let Err(message) = self.parts.keep(*rank, part) {
+                    self.forward(Item::Full(Event::Error { message, req: None }));
+                }
+                return;
+            }
             _ => {}
         }
         // Taken out for the call: what it lets out goes straight on.
@@ -525,6 +536,10 @@ impl Merge {
             }
             Target::All => (0..self.ranks.len()).filter(|i| !self.ranks[*i].closed).collect(),
         };
+        if let (Some(path), true) = (&saving, to.is_empty()) {
+            // Every rank has finished: the scenario is their kept parts.
+            return self.forward(Item::Full(self.merge_scenario(path, None, req.req)));
+        }
         if matches!(target(&req.cmd), Target::All)
             && req.req.is_none()
             && (to.len() > 1 || saving.is_some())
@@ -549,29 +564,20 @@ impl Merge {
         }
     }
 
-    /// Every rank answered `save_scenario` (writing `PATH.rank<R>`): their parts as one
-    /// scenario at `path`, or the first rank's refusal.
+    /// Every running rank answered `save_scenario` (writing `PATH.rank<R>`): their parts
+    /// and the kept parts of the finished ranks as one scenario at `path`, or the first
+    /// rank's refusal.
     fn merge_scenario(&self, path: &str, first_error: Option<Event>, req: Option<u64>) -> Event {
-        if let Some(Event::Error { message, .. }) = first_error {
-            return Event::Error { message, req };
-        }
-        match crate::mpirun::merge_parts(path, self.ranks.len(), None, true) {
-            Ok(m) => Event::Ok {
-                cmd: "save_scenario".into(),
-                target: Some(format!(
-                    "scenario {path}: {} choices in {} calls of {} ranks, {} clock readings",
-                    m.choices,
-                    m.calls,
-                    self.ranks.len(),
-                    m.clocks
-                )),
-                req,
-            },
-            Err(e) => Event::Error {
-                message: format!("save_scenario: {e}"),
-                req,
-            },
-        }
+        let gone: Vec<usize> = self
+            .ranks
+            .iter()
+            .filter(|r| r.closed)
+            .flat_map(|r| &r.threads)
+            .filter_map(|t| racetrack_model::links::world_rank(t).and_then(|r| usize::try_from(r).ok()))
+            .collect();
+        let mut gone = gone;
+        gone.sort_unstable();
+        self.parts.merge(path, self.ranks.len(), &gone, first_error, req)
     }
 
     fn refuse(&mut self, req: &Request, message: String) {

@@ -29,6 +29,7 @@ use tokio_tungstenite::WebSocketStream;
 mod links;
 mod merge;
 mod out;
+mod scenario;
 mod watch;
 use merge::Merge;
 

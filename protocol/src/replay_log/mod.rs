@@ -309,6 +309,29 @@ pub fn rank_part_path(log: &str, rank: usize) -> std::path::PathBuf {
     std::path::PathBuf::from(format!("{log}.rank{rank}"))
 }
 
+/// `bytes` as lowercase hex (an MPI rank's scenario part in a `part` event).
+pub fn to_hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(2 * bytes.len());
+    for b in bytes {
+        s.push(char::from(DIGITS[usize::from(b >> 4)]));
+        s.push(char::from(DIGITS[usize::from(b & 15)]));
+    }
+    s
+}
+
+/// The bytes of hex text `s`, or `None` if it is not an even number of hex digits.
+pub fn from_hex(s: &str) -> Option<Vec<u8>> {
+    let digit = |c: u8| char::from(c).to_digit(16);
+    s.as_bytes()
+        .chunks(2)
+        .map(|p| match p {
+            [a, b] => Some((digit(*a)? << 4 | digit(*b)?) as u8),
+            _ => None,
+        })
+        .collect()
+}
+
 /// Append a record of `rank`'s choices (consecutive, in call order), `next` being the
 /// first call after the rank's previous record (0 for its first); returns the `next` of
 /// the record after it.

@@ -231,3 +231,14 @@ fn a_log_that_cannot_be_read_names_its_path() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn hex_round_trips_and_refuses_what_is_not_hex() {
+    let bytes: Vec<u8> = (0..=255).collect();
+    let text = to_hex(&bytes);
+    assert_eq!(&text[..8], "00010203");
+    assert_eq!(from_hex(&text), Some(bytes));
+    assert_eq!(from_hex("0g"), None);
+    assert_eq!(from_hex("abc"), None);
+    assert_eq!(from_hex(""), Some(Vec::new()));
+}

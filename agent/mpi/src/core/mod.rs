@@ -219,6 +219,16 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Core {
+    /// The rank is finishing: its part of a scenario goes to the debugger, which keeps it
+    /// for a `save_scenario` after this rank is gone (nothing when it records nothing).
+    fn send_part(&self) {
+        if let Ok((bytes, _)) = crate::choices::part() {
+            let part = racetrack_protocol::replay_log::to_hex(&bytes);
+            let rank = u32::try_from(self.rank).unwrap_or_default();
+            self.agent.emit(Event::Part { rank, part }, true);
+        }
+    }
+
     /// The operation index and name of call `name` (registering a call outside
     /// [`CALLS`]).
     fn op(&self, name: &'static str) -> (usize, Arc<str>) {
@@ -354,6 +364,9 @@ pub fn start(mut call: Call) -> Started {
         return Started::default();
     };
     let seq = core.seq.fetch_add(1, Relaxed);
+    if call.name == "MPI_Finalize" {
+        core.send_part();
+    }
     let (op, op_name) = core.op(call.name);
     let info = Arc::new(call.info(core.site(call.caller)));
     let sends = call.sends();
