@@ -174,6 +174,7 @@ fn build_examples(imp: Impl) -> Result<PathBuf, String> {
         "dies",
         "receives",
         "deadlock",
+        "sendrecv_any",
         "threads",
         "ring_f",
     ] {
@@ -2725,5 +2726,40 @@ fn scenario_after_ranks_finished(imp: Impl) {
         assert_eq!(code, Some(1), "replay {i}: {err}");
         let error = report["error"].as_str().unwrap_or_default();
         assert!(error.contains("matched rank 2's message"), "replay {i}: {report}");
+    }
+}
+
+on_both!(sendrecv_wildcard_forced);
+
+/// An `MPI_Sendrecv` from `MPI_ANY_SOURCE` is a receive like any other: race mode (a
+/// break on `peer: MPI_ANY_SOURCE`) holds it, its `source` says so, and `match` by thread
+/// forces either sender's message first.
+fn sendrecv_wildcard_forced(imp: Impl) {
+    let Some(dir) = setup(imp) else { return };
+    let prog = dir.join("sendrecv_any");
+    for source in [1, 2] {
+        let mut s = Ctl::mpirun(imp, &prog, &[]);
+        s.all_held_at_start();
+        s.send(json!({"cmd":"break","op":"*","thread":"rank[0]","on":true,"when":{"peer":"MPI_ANY_SOURCE"}}));
+        s.send(json!({"cmd":"continue"}));
+        let held = s.expect("rank[0] held at its sendrecv", |v| {
+            v["event"] == "start" && v["thread"] == "rank[0]" && v["held"] == true
+        });
+        assert_eq!(held["op"], "MPI_Sendrecv", "{held}");
+        assert_eq!(
+            (&held["call"]["peer"], &held["call"]["source"]),
+            (&json!(1), &json!("MPI_ANY_SOURCE")),
+            "{held}"
+        );
+        s.send(json!({"cmd":"match","thread":"rank[0]","source":source}));
+        s.expect("the match applied", |v| v["event"] == "ok" && v["cmd"] == "match");
+        s.send(
+            json!({"cmd":"break","op":"*","thread":"rank[0]","on":false,"when":{"peer":"MPI_ANY_SOURCE"}}),
+        );
+        s.send(json!({"cmd":"continue"}));
+        s.send(json!({"cmd":"wait","until":"exit","timeout_ms":30000}));
+        let (code, last) = s.finish();
+        assert_eq!((code, &last["first"]), (Some(0), &json!(source)), "{last}");
+        assert!(s.errors().is_empty(), "{:?}", s.errors());
     }
 }

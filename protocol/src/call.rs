@@ -156,6 +156,10 @@ pub struct CallInfo {
     /// nothing but possibly the last. Absent: one call.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub polls: Option<u64>,
+    /// `MPI_Sendrecv`'s and `MPI_Sendrecv_replace`'s source (their receive side; `peer`
+    /// is their destination), `MPI_ANY_SOURCE` for a wildcard.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<Peer>,
 }
 
 /// The condition of a conditional breakpoint (`break` with `when`): each field given must
@@ -208,7 +212,8 @@ impl When {
         let bytes_ok = |bound: Option<i64>, ok: fn(i64, i64) -> bool| {
             bound.is_none_or(|b| c.bytes.is_some_and(|have| ok(have, b)))
         };
-        self.peer.is_none_or(|p| c.peer == Some(p))
+        // A sendrecv is a receive from its source as much as a send to its peer.
+        self.peer.is_none_or(|p| c.peer == Some(p) || c.source == Some(p))
             && self.tag.is_none_or(|t| c.tag == Some(t))
             && self.datatype.as_deref().is_none_or(|w| {
                 c.datatype

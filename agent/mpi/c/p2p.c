@@ -101,8 +101,8 @@ int rtw_irecv(void *caller, void *buf, int count, MPI_Datatype type, int source,
     return rc;
 }
 
-/* Sendrecv reports its send side (peer, tag, content); the receive side's source and tag
- * appear through rt_matched, and a wildcard source can be forced as for MPI_Recv. */
+/* Sendrecv reports its send side (peer, tag, content) and its source; the receive side's
+ * match appears through rt_matched, and a wildcard source can be forced as for MPI_Recv. */
 int rtw_sendrecv(void *caller, const void *sbuf, int scount, MPI_Datatype stype, int dest,
                  int stag, void *rbuf, int rcount, MPI_Datatype rtype, int source, int rtag,
                  MPI_Comm comm, MPI_Status *st) {
@@ -114,6 +114,7 @@ int rtw_sendrecv(void *caller, const void *sbuf, int scount, MPI_Datatype stype,
     if (st == MPI_STATUS_IGNORE) st = &local;
     wc_begin(&w, "MPI_Sendrecv", caller);
     send_fields(&w, sbuf, scount, stype, dest, stag, comm);
+    w.c.source = rt_norm_rank(source);
     rt_start(&w.c);
     const void *b = w.c.edited_buf ? w.c.edited_buf : sbuf;
     int rc = PMPI_Sendrecv(b, scount, stype, dest, stag, rbuf, rcount, rtype,
@@ -132,6 +133,7 @@ int rtw_sendrecv_replace(void *caller, void *buf, int count, MPI_Datatype type, 
     if (st == MPI_STATUS_IGNORE) st = &local;
     wc_begin(&w, "MPI_Sendrecv_replace", caller);
     send_fields(&w, buf, count, type, dest, stag, comm);
+    w.c.source = rt_norm_rank(source);
     rt_start(&w.c);
     /* The buffer is overwritten by the receive anyway: an edit goes into it. Only basic
      * types (contiguous, bytes = count × size) can be edited. */

@@ -47,6 +47,9 @@ typedef struct rt_call {
                                'b' byte; 0 for anything else (derived types, pairs) */
     int32_t elem_size;      /* bytes per element when elem_kind != 0 (1, 2, 4 or 8) */
     void *caller;           /* the wrapper's return address: the program's call site */
+    int32_t source;         /* MPI_Sendrecv(_replace): the receive side's source in `comm`
+                               (`peer` is the destination); RT_ANY, RT_PROC_NULL, or
+                               RT_NONE for other calls */
 
     /* ---- out: set by rt_start, applied by the wrapper ---- */
     int32_t forced_source;  /* RT_NONE, or the source (in `comm`) a wildcard receive or

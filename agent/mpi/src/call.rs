@@ -16,6 +16,8 @@ pub struct Call {
     pub name: &'static str,
     /// Destination or source in `comm` (normalised wildcards and specials).
     pub peer: Option<i32>,
+    /// A sendrecv's source (`peer` is its destination).
+    pub source: Option<i32>,
     /// The same rank in `MPI_COMM_WORLD`.
     pub peer_world: Option<i32>,
     pub tag: Option<i32>,
@@ -38,7 +40,12 @@ impl Call {
     /// Whether the call's source is `MPI_ANY_SOURCE` or its tag `MPI_ANY_TAG` (a receive
     /// or probe whose match the debugger may force).
     pub fn is_wildcard(&self) -> bool {
-        self.peer == Some(RT_ANY) || self.tag == Some(RT_ANY)
+        self.recv_peer() == Some(RT_ANY) || self.tag == Some(RT_ANY)
+    }
+
+    /// Where the call receives from: a sendrecv's source, else its peer.
+    pub fn recv_peer(&self) -> Option<i32> {
+        self.source.or(self.peer)
     }
 
     /// Whether the call receives a message (its match is a `recv` event); probes match
@@ -95,6 +102,7 @@ impl Call {
         CallInfo {
             comm: self.comm.take(),
             peer: self.peer.map(peer),
+            source: self.source.map(peer),
             tag: self.tag.map(tag),
             count: self.count,
             datatype: self.datatype.take(),

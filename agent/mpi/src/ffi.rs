@@ -32,6 +32,7 @@ pub struct RtCall {
     elem_kind: c_char,
     elem_size: i32,
     caller: *mut c_void,
+    source: i32,
     forced_source: i32,
     forced_tag: i32,
     edited_buf: *const c_void,
@@ -100,6 +101,7 @@ unsafe fn read(c: &RtCall) -> Call {
     Call {
         name: name.unwrap_or("MPI_(unknown)"),
         peer: opt(c.peer),
+        source: opt(c.source),
         peer_world: opt(c.peer_world),
         tag: opt(c.tag),
         count: opt(c.count),

@@ -154,7 +154,7 @@ impl Site for RankSite<'_> {
         if !call.can_force() || self.is_send {
             return Err(SiteError::NotAWildcard {
                 call: call.name.to_string(),
-                peer: call.peer,
+                peer: call.recv_peer(),
             });
         }
         let world = self.fl.info.comm.as_deref() == Some("MPI_COMM_WORLD");
@@ -175,9 +175,10 @@ impl Site for RankSite<'_> {
                 return Err(SiteError::OtherTag { only, tag });
             }
         }
-        if call.peer != Some(-1) && call.peer != Some(source) {
+        let from = call.recv_peer();
+        if from != Some(-1) && from != Some(source) {
             return Err(SiteError::OtherSource {
-                only: call.peer.unwrap_or(-1),
+                only: from.unwrap_or(-1),
             });
         }
         self.fl.forced = Some(Forced { source, tag });

@@ -212,8 +212,9 @@ impl Waits {
         let Some((key, me)) = linker.comms().of(&rank_name(r), name) else {
             return Ok(());
         };
-        let tag = tag.or(match o.call.tag {
-            Some(Tag::Tag(t)) => Some(t),
+        // A sendrecv's tag is its send's: its receive's is not reported.
+        let tag = tag.or(match (o.call.tag, o.call.source) {
+            (Some(Tag::Tag(t)), None) => Some(t),
             _ => None,
         });
         if linker.pending(key, me, Some(source), tag) {

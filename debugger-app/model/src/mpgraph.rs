@@ -64,6 +64,8 @@ impl Vertex {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Params {
     pub peer: Option<Peer>,
+    /// A sendrecv's source (`peer` is its destination).
+    pub source: Option<Peer>,
     pub tag: Option<Tag>,
     pub bytes: Option<i64>,
     pub count: Option<i32>,
@@ -82,9 +84,9 @@ pub struct Params {
 }
 
 impl Params {
-    /// A receive or probe from `MPI_ANY_SOURCE`.
+    /// A receive, probe or sendrecv from `MPI_ANY_SOURCE`.
     pub fn wildcard(&self) -> bool {
-        self.peer == Some(Peer::Special(SpecialPeer::AnySource))
+        self.source.or(self.peer) == Some(Peer::Special(SpecialPeer::AnySource))
     }
 }
 
@@ -281,8 +283,9 @@ impl MpGraph {
         let Some((me, leader)) = self.comm_rank(x.lane, comm) else {
             return Vec::new();
         };
-        let tag = match x.params.tag {
-            Some(Tag::Tag(t)) => Some(t),
+        // A sendrecv's tag is its send's: its receive's is not reported.
+        let tag = match (x.params.tag, x.params.source) {
+            (Some(Tag::Tag(t)), None) => Some(t),
             _ => None,
         };
         // The earliest matching pending send of each sender (event numbers grow along a
@@ -368,6 +371,7 @@ impl MpGraph {
     fn params(&mut self, c: &CallInfo) -> Params {
         Params {
             peer: c.peer,
+            source: c.source,
             tag: c.tag,
             bytes: c.bytes,
             count: c.count,

@@ -147,8 +147,13 @@ pub fn short_label(g: &MpGraph, v: &Vertex, name: &str) -> String {
         // A sendrecv names its destination; its source shows once matched.
         (Family::SendRecv, Some(peer)) => {
             s += &format!(" -> {}", peer_text(peer));
-            if let Some(m) = p.forced.or(p.matched) {
-                s += &format!(" <- {m}");
+            match (p.forced.or(p.matched), p.source) {
+                (Some(m), _) => s += &format!(" <- {m}"),
+                (None, Some(src)) => s += &format!(" <- {}", peer_text(src)),
+                (None, None) => {}
+            }
+            if v.pending_wildcard() {
+                s += " ?";
             }
         }
         (Family::Recv, Some(peer)) => {
@@ -189,6 +194,9 @@ pub fn tooltip_lines(g: &MpGraph, v: &Vertex, row: u32, name: &str, rank: &str) 
             "source"
         };
         parts.push(format!("{word} {}", peer_text(peer)));
+    }
+    if let Some(src) = p.source {
+        parts.push(format!("source {}", peer_text(src)));
     }
     if let Some(r) = p.root {
         parts.push(format!("root {r}"));

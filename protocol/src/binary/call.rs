@@ -1,9 +1,9 @@
 //! An MPI call's parameters in a binary packed frame: a varint mask of the fields present
-//! (bit 0 `comm` … bit 15 `saw`, in [`CallInfo`]'s order), then each present one:
+//! (bit 0 `comm` … bit 15 `saw`, bit 16 `source`), then each present one:
 //!
 //! - strings (`comm`, `datatype`, `site`, `label`) as their byte length, then UTF-8;
-//! - `peer` a varint: 0 `MPI_ANY_SOURCE`, 1 `MPI_PROC_NULL`, 2 `MPI_ROOT`, else 3 + the
-//!   zigzagged rank;
+//! - `peer` and `source` a varint: 0 `MPI_ANY_SOURCE`, 1 `MPI_PROC_NULL`, 2 `MPI_ROOT`,
+//!   else 3 + the zigzagged rank;
 //! - `tag` a varint: 0 `MPI_ANY_TAG`, else 1 + the zigzagged tag;
 //! - `count`, `bytes`, `root`, `rc` signed varints;
 //! - `matched` its source, tag and bytes, signed;
@@ -37,6 +37,7 @@ pub(super) fn put_call(out: &mut Vec<u8>, c: &CallInfo) {
         c.polls.is_some(),
         c.collective.is_some(),
         c.saw.is_some(),
+        c.source.is_some(),
     ];
     let mask = present
         .iter()
@@ -44,17 +45,7 @@ pub(super) fn put_call(out: &mut Vec<u8>, c: &CallInfo) {
         .fold(0u64, |m, (i, p)| m | (u64::from(*p) << i));
     put_u(out, mask);
     c.comm.as_deref().inspect(|s| put_str(out, s));
-    if let Some(p) = c.peer {
-        put_u(
-            out,
-            match p {
-                Peer::Special(SpecialPeer::AnySource) => 0,
-                Peer::Special(SpecialPeer::ProcNull) => 1,
-                Peer::Special(SpecialPeer::Root) => 2,
-                Peer::Rank(r) => 3 + zigzag(i64::from(r)),
-            },
-        );
-    }
+    c.peer.inspect(|p| put_peer(out, *p));
     if let Some(t) = c.tag {
         put_u(
             out,
@@ -95,6 +86,19 @@ pub(super) fn put_call(out: &mut Vec<u8>, c: &CallInfo) {
         put_str(out, &l.thread);
         put_u(out, l.event_id);
     }
+    c.source.inspect(|p| put_peer(out, *p));
+}
+
+fn put_peer(out: &mut Vec<u8>, p: Peer) {
+    put_u(
+        out,
+        match p {
+            Peer::Special(SpecialPeer::AnySource) => 0,
+            Peer::Special(SpecialPeer::ProcNull) => 1,
+            Peer::Special(SpecialPeer::Root) => 2,
+            Peer::Rank(r) => 3 + zigzag(i64::from(r)),
+        },
+    );
 }
 
 fn put_str(out: &mut Vec<u8>, s: &str) {
@@ -130,7 +134,7 @@ impl Reader<'_> {
     pub(super) fn call(&mut self) -> Result<CallInfo, DecodeError> {
         let at = self.i;
         let mask = self.u()?;
-        if mask >> 16 != 0 {
+        if mask >> 17 != 0 {
             return Err(DecodeError::UnknownCallFields {
                 mask,
                 at: at + HEADER + 1,
@@ -200,6 +204,9 @@ impl Reader<'_> {
                 thread: self.text()?,
                 event_id: self.u()?,
             });
+        }
+        if has(16) {
+            c.source = Some(self.peer()?);
         }
         Ok(c)
     }

@@ -229,6 +229,7 @@ fn every_field() -> crate::CallInfo {
             thread: "rank[3]".into(),
             event_id: 3_000_000_000_009,
         }),
+        source: Some(Peer::Special(SpecialPeer::AnySource)),
     }
 }
 
