@@ -206,6 +206,10 @@ impl Waits {
         let Some(o) = self.ranks.get(r).and_then(|k| k.open.as_ref()) else {
             return Ok(());
         };
+        // Only a wildcard's pick is judged here; the rank refuses any other `match` itself.
+        if o.call.source.or(o.call.peer) != Some(Peer::Special(SpecialPeer::AnySource)) {
+            return Ok(());
+        }
         let Some(name) = o.call.comm.as_deref() else {
             return Ok(());
         };

@@ -290,3 +290,13 @@ fn a_pick_is_refused_when_its_source_cannot_send_before_the_receive_completes() 
         "rank[3] has finished: it sends nothing more"
     );
 }
+
+#[test]
+fn only_a_wildcard_pick_is_judged() {
+    // Rank 0 held at a send to rank 1, which waits for it: `match` there is the rank's to
+    // refuse (not a wildcard), not a pick that cannot happen.
+    let mut j = Job::new(2);
+    j.start(0, "MPI_Send", call("MPI_COMM_WORLD", Some(Peer::Rank(1)), 0));
+    j.start(1, "MPI_Recv", recv(0));
+    assert_eq!(j.waits.pick(0, 1, None, &mut j.linker), Ok(()));
+}
