@@ -75,12 +75,8 @@ impl Canvas {
         if resp.dragged() {
             self.pan += resp.drag_delta();
         }
-        if let Some(p) = resp.hover_pos() {
-            let (pinch, scroll) = ui.input(|i| (i.zoom_delta(), i.smooth_scroll_delta.y));
-            let factor = pinch * (scroll / 200.0).exp();
-            if factor != 1.0 && factor.is_finite() {
-                self.zoom_at(rect, p, factor);
-            }
+        if let Some((p, factor)) = zoom_asked(ui, &resp) {
+            self.zoom_at(rect, p, factor);
         }
 
         let painter = ui.painter_at(rect);
@@ -207,11 +203,7 @@ impl Canvas {
     /// Zoom by `factor` keeping the graph point under `at` in place.
     fn zoom_at(&mut self, rect: Rect, at: Pos2, factor: f32) {
         // Fitting a very wide graph can need a very small zoom: the bounds leave room.
-        let new = (self.zoom * factor).clamp(1e-6, 100.0);
-        let local = at - rect.min;
-        let graph = (local - self.pan) / self.zoom;
-        self.zoom = new;
-        self.pan = local - graph * new;
+        zoom_about(&mut self.zoom, &mut self.pan, at - rect.min, factor, 1e-6..=100.0);
     }
 
     /// Every visible edge (a thin quad and an arrow head) and node (a disc) in one mesh.
@@ -260,6 +252,30 @@ fn vertex(pos: Pos2, color: Color32) -> Vertex {
         uv: WHITE_UV,
         color,
     }
+}
+
+/// The zoom the pointer asks of a view drawn in `resp` (a pinch, or the scroll wheel):
+/// where, and by what factor.
+pub(crate) fn zoom_asked(ui: &egui::Ui, resp: &egui::Response) -> Option<(Pos2, f32)> {
+    let p = resp.hover_pos()?;
+    let (pinch, scroll) = ui.input(|i| (i.zoom_delta(), i.smooth_scroll_delta.y));
+    let factor = pinch * (scroll / 200.0).exp();
+    (factor != 1.0 && factor.is_finite()).then_some((p, factor))
+}
+
+/// Zoom a view (`screen = origin + pan + graph * zoom`) by `factor`, within `range`,
+/// keeping the graph point at `local` (screen, from the origin) in place.
+pub(crate) fn zoom_about(
+    zoom: &mut f32,
+    pan: &mut Vec2,
+    local: Vec2,
+    factor: f32,
+    range: std::ops::RangeInclusive<f32>,
+) {
+    let new = (*zoom * factor).clamp(*range.start(), *range.end());
+    let graph = (local - *pan) / *zoom;
+    *zoom = new;
+    *pan = local - graph * new;
 }
 
 /// A filled quadrilateral into `mesh`.

@@ -9,7 +9,7 @@
 //! While the job runs the view follows its latest calls ("Follow"); dragging or zooming
 //! stops that.
 
-use super::canvas::{quad, triangle};
+use super::canvas::{quad, triangle, zoom_about, zoom_asked};
 use super::graph::DEADLOCKED;
 use super::mpstyle::HELD;
 use super::mpstyle::{short_label, tooltip_lines, Family};
@@ -203,13 +203,9 @@ impl MpView {
             self.pan += resp.drag_delta();
             self.follow = false;
         }
-        if let Some(p) = resp.hover_pos() {
-            let (pinch, scroll) = ui.input(|i| (i.zoom_delta(), i.smooth_scroll_delta.y));
-            let factor = pinch * (scroll / 200.0).exp();
-            if factor != 1.0 && factor.is_finite() {
-                self.zoom_at(area, p, factor);
-                self.follow = false;
-            }
+        if let Some((p, factor)) = zoom_asked(ui, resp) {
+            zoom_about(&mut self.zoom, &mut self.pan, p - area.min, factor, 1e-4..=8.0);
+            self.follow = false;
         }
         if !self.placed || self.follow {
             self.place(area, g, ncols);
@@ -238,15 +234,6 @@ impl MpView {
             area.height() - bottom
         };
         self.placed = true;
-    }
-
-    /// Zoom by `factor` keeping the graph point under `at` in place.
-    fn zoom_at(&mut self, area: Rect, at: Pos2, factor: f32) {
-        let new = (self.zoom * factor).clamp(1e-4, 8.0);
-        let local = at - area.min;
-        let graph = (local - self.pan) / self.zoom;
-        self.zoom = new;
-        self.pan = local - graph * new;
     }
 
     /// Bring call `v` to the middle of the view (and stop following).
