@@ -3,6 +3,7 @@
 //! (batches flattened, in order), commands leave through another. Nothing here blocks the
 //! UI: a waker is called whenever events arrive.
 
+use crate::scenarios::Kept;
 use futures_util::{SinkExt, StreamExt};
 use racetrack_protocol::{
     Decoded, Decoder, Event, Names, PackedEv, Request, BINARY_HEADER, MAX_FRAME_BYTES, PROTOCOL_VERSION,
@@ -71,6 +72,7 @@ pub struct Connection {
     /// Events in arrival order.
     pub events: mpsc::Receiver<ConnEvent>,
     cmds: tokio::sync::mpsc::UnboundedSender<Request>,
+    kept: Kept,
 }
 
 /// Called after events arrive (a GUI asks for a repaint there).
@@ -98,6 +100,8 @@ impl Connection {
         let (cmd_tx, cmd_rx) = tokio::sync::mpsc::unbounded_channel();
         let (ready_tx, ready_rx) = mpsc::channel();
         let url = url.to_owned();
+        let kept = Kept::default();
+        let k = kept.clone();
         std::thread::Builder::new()
             .name("racetrack-conn".into())
             .spawn(move || {
@@ -108,13 +112,14 @@ impl Connection {
                         return;
                     }
                 };
-                rt.block_on(run(url, ev_tx, cmd_rx, ready_tx, waker));
+                rt.block_on(run(url, ev_tx, cmd_rx, ready_tx, waker, k));
             })
             .map_err(ConnectError::Thread)?;
         match ready_rx.recv_timeout(timeout) {
             Ok(Ok(())) => Ok(Self {
                 events: ev_rx,
                 cmds: cmd_tx,
+                kept,
             }),
             Ok(Err(e)) => Err(e),
             Err(_) => Err(ConnectError::Timeout {
@@ -124,12 +129,13 @@ impl Connection {
     }
 
     /// A connection made elsewhere (the merged ranks of a job, [`crate::job`]) from its
-    /// event receiver and command sender.
+    /// event receiver and command sender, and where it keeps the session as it ended.
     pub(crate) fn from_parts(
         events: mpsc::Receiver<ConnEvent>,
         cmds: tokio::sync::mpsc::UnboundedSender<Request>,
+        kept: Kept,
     ) -> Self {
-        Self { events, cmds }
+        Self { events, cmds, kept }
     }
 
     /// Send a command (never blocks), with or without a request number (a
@@ -141,19 +147,38 @@ impl Connection {
 
     /// Separate the sending half (cloneable, for other threads) from the events.
     pub fn split(self) -> (CommandSender, mpsc::Receiver<ConnEvent>) {
-        (CommandSender(self.cmds), self.events)
+        (
+            CommandSender {
+                cmds: self.cmds,
+                kept: self.kept,
+            },
+            self.events,
+        )
+    }
+
+    /// `save_scenario` to `path` once the program has ended (see [`Kept::save`]).
+    pub fn save_kept(&self, path: &str, req: Option<u64>) -> Event {
+        self.kept.save(path, req)
     }
 }
 
 /// The sending half of a [`Connection`]; dropping every clone closes the connection.
 #[derive(Clone)]
-pub struct CommandSender(tokio::sync::mpsc::UnboundedSender<Request>);
+pub struct CommandSender {
+    cmds: tokio::sync::mpsc::UnboundedSender<Request>,
+    kept: Kept,
+}
 
 impl CommandSender {
     /// Send a command (never blocks), with or without a request number. False if the
     /// connection is closed.
     pub fn send(&self, cmd: impl Into<Request>) -> bool {
-        self.0.send(cmd.into()).is_ok()
+        self.cmds.send(cmd.into()).is_ok()
+    }
+
+    /// `save_scenario` to `path` once the program has ended (see [`Kept::save`]).
+    pub fn save_kept(&self, path: &str, req: Option<u64>) -> Event {
+        self.kept.save(path, req)
     }
 }
 
@@ -188,6 +213,7 @@ async fn run(
     mut cmds: tokio::sync::mpsc::UnboundedReceiver<Request>,
     ready: mpsc::Sender<Result<(), ConnectError>>,
     waker: Waker,
+    kept: Kept,
 ) {
     let ws = match connect(&url).await {
         Ok(ws) => ws,
@@ -218,6 +244,11 @@ async fn run(
                         waker();
                     }
                     Ok(Decoded::Events(evs)) => {
+                        // Scenarios are written here, or kept: never passed on.
+                        let evs: Vec<Event> = evs.into_iter().filter_map(|ev| crate::scenarios::take(ev, &kept)).collect();
+                        if evs.is_empty() {
+                            continue;
+                        }
                         if let Some(Event::Hello { protocol, .. }) = evs.first() {
                             if *protocol != PROTOCOL_VERSION {
                                 break Some(format!("the agent speaks protocol {protocol}; this debugger speaks {PROTOCOL_VERSION}"));

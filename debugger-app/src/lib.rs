@@ -9,6 +9,7 @@ pub mod gui;
 pub mod job;
 pub mod launch;
 pub mod mpirun;
+pub mod scenarios;
 pub mod synthetic;
 
 /// The session model, its own crate (`racetrack-model`: plain Rust on protocol types).

@@ -216,6 +216,39 @@ pub fn merge_parts(
     header: Option<&racetrack_protocol::replay_log::LogHeader>,
     prefix: bool,
 ) -> Result<Merged, MpirunError> {
+    use racetrack_protocol::replay_log as rl;
+    let paths: Vec<PathBuf> = (0..ranks).map(|r| rl::rank_part_path(log, r)).collect();
+    let mut parts = Vec::with_capacity(ranks);
+    for (rank, path) in paths.iter().enumerate() {
+        parts.push(std::fs::read(path).map_err(|source| MpirunError::NoPart {
+            rank,
+            path: path.clone(),
+            source,
+        })?);
+    }
+    let (out, merged) =
+        merge_bytes(&parts, header, prefix).map_err(|(rank, source)| MpirunError::DamagedPart {
+            path: paths[rank].clone(),
+            source,
+        })?;
+    std::fs::write(log, &out).map_err(|source| MpirunError::Write {
+        path: log.to_owned(),
+        source,
+    })?;
+    for path in paths {
+        let _ = std::fs::remove_file(path);
+    }
+    Ok(merged)
+}
+
+/// The ranks' parts of a job's log (rank R's at index R) as one log, with `header` (else
+/// rank 0's), and what it holds; or the first part that is damaged, and why. `prefix`:
+/// the parts are a scenario saved mid-session.
+pub fn merge_bytes(
+    parts: &[Vec<u8>],
+    header: Option<&racetrack_protocol::replay_log::LogHeader>,
+    prefix: bool,
+) -> Result<(Vec<u8>, Merged), (usize, racetrack_protocol::replay_log::LogError)> {
     use racetrack_protocol::replay_log::{self as rl, LogEnd, LogThread, ReplayLog};
     let mut out = Vec::new();
     let mut merged = Merged {
@@ -225,18 +258,9 @@ pub fn merge_parts(
         calls: 0,
         unfinished: Vec::new(),
     };
-    let mut threads = Vec::with_capacity(ranks);
-    let parts: Vec<PathBuf> = (0..ranks).map(|r| rl::rank_part_path(log, r)).collect();
-    for (rank, part) in parts.iter().enumerate() {
-        let bytes = std::fs::read(part).map_err(|source| MpirunError::NoPart {
-            rank,
-            path: part.clone(),
-            source,
-        })?;
-        let got = ReplayLog::parse(&bytes).map_err(|source| MpirunError::DamagedPart {
-            path: part.clone(),
-            source,
-        })?;
+    let mut threads = Vec::with_capacity(parts.len());
+    for (rank, bytes) in parts.iter().enumerate() {
+        let got = ReplayLog::parse(bytes).map_err(|e| (rank, e))?;
         if rank == 0 {
             out = rl::header_bytes(header.unwrap_or(&got.header));
         }
@@ -268,15 +292,8 @@ pub fn merge_parts(
             prefix,
         }));
     }
-    std::fs::write(log, &out).map_err(|source| MpirunError::Write {
-        path: log.to_owned(),
-        source,
-    })?;
-    for part in parts {
-        let _ = std::fs::remove_file(part);
-    }
     merged.bytes = out.len() as u64;
-    Ok(merged)
+    Ok((out, merged))
 }
 
 /// The two libraries to preload for `imp`, or why they are missing.

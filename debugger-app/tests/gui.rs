@@ -410,7 +410,7 @@ fn provoking_the_heat_race_through_the_widgets_shows_the_mismatch() {
     let _ = std::fs::remove_file(&scenario);
     h.get_by_label("Session").click();
     h.step();
-    let label = "File (on the program's machine)";
+    let label = "File (on this machine)";
     h.get_by_label(label).focus();
     h.step();
     h.key_press_modifiers(egui::Modifiers::COMMAND, egui::Key::A);
@@ -460,6 +460,44 @@ fn provoking_the_heat_race_through_the_widgets_shows_the_mismatch() {
     assert_eq!(
         report["matches_reference"], false,
         "the scenario replays the race"
+    );
+
+    // After the program exited, the Session menu saves the session as it ended.
+    pump(&mut h, "the connection closed", |a| {
+        a.model.control.exited.is_some() && !a.model.control.attached
+    });
+    let after = std::env::temp_dir().join(format!("racetrack-gui-after-{}.rtrec", std::process::id()));
+    let _ = std::fs::remove_file(&after);
+    h.get_by_label("Session").click();
+    h.step();
+    h.get_by_label(label).focus();
+    h.step();
+    h.key_press_modifiers(egui::Modifiers::COMMAND, egui::Key::A);
+    h.step();
+    h.get_by_label(label).type_text(&after.display().to_string());
+    h.step();
+    h.get_by_label("Save scenario").click();
+    pump(&mut h, "the session saved after the exit", |a| {
+        a.model
+            .control
+            .session_note
+            .as_deref()
+            .is_some_and(|n| n.ends_with("(the session as the program ended)"))
+    });
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_racetrack"))
+        .arg("replay")
+        .arg(&after)
+        .arg("--")
+        .arg(support::example_bin("heat"))
+        .args(["--threads", "4"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let report: serde_json::Value =
+        serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().last().unwrap()).unwrap();
+    assert_eq!(
+        report["matches_reference"], false,
+        "the session as it ended replays the race"
     );
 }
 

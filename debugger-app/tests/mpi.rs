@@ -302,6 +302,15 @@ impl Ctl {
         let _ = writeln!(stdin, "{cmd}").and_then(|()| stdin.flush());
     }
 
+    /// Several commands in one write: the controller reads them as one batch, so it
+    /// handles the later ones even after the program exited (a session ends when no
+    /// command is pending).
+    fn send_together(&mut self, cmds: &[Value]) {
+        let text: String = cmds.iter().map(|c| format!("{c}\n")).collect();
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        let _ = stdin.write_all(text.as_bytes()).and_then(|()| stdin.flush());
+    }
+
     fn pull(&mut self) -> bool {
         let now = Instant::now();
         if now >= self.deadline {
@@ -2720,6 +2729,56 @@ fn scenario_after_ranks_finished(imp: Impl) {
         (code, &last["matches_reference"]),
         (Some(1), &json!(false)),
         "{last}"
+    );
+    for i in 0..2 {
+        let (code, report, err) = racetrack_cli(&["replay", scenario.to_str().unwrap()], &prog, &args);
+        assert_eq!(code, Some(1), "replay {i}: {err}");
+        let error = report["error"].as_str().unwrap_or_default();
+        assert!(error.contains("matched rank 2's message"), "replay {i}: {report}");
+    }
+}
+
+on_both!(scenario_after_exit);
+
+/// A forced race saved after the whole job exited, from the ranks' parts as they
+/// finished: it replays the race.
+fn scenario_after_exit(imp: Impl) {
+    let Some(dir) = setup(imp) else { return };
+    let prog = dir.join("mergesort");
+    let args = ["--size", "4000"];
+    let scenario = scratch(imp, "after-exit.rtrec");
+    let mut s = Ctl::mpirun(imp, &prog, &args);
+    s.all_held_at_start();
+    s.send(json!({"cmd":"break","op":"MPI_Recv","thread":"rank[0]","on":true}));
+    s.send(json!({"cmd":"continue"}));
+    s.expect("rank[0]'s receive held", |v| {
+        v["event"] == "start" && v["thread"] == "rank[0]" && v["op"] == "MPI_Recv" && v["held"] == true
+    });
+    s.send(json!({"cmd":"match","thread":"rank[0]","source":2}));
+    s.expect("the match applied", |v| v["event"] == "ok" && v["cmd"] == "match");
+    s.send(json!({"cmd":"break","op":"MPI_Recv","thread":"rank[0]","on":false}));
+    s.send_together(&[
+        json!({"cmd":"continue"}),
+        json!({"cmd":"wait","until":"exit","timeout_ms":30000}),
+        json!({"cmd":"save_scenario","path":scenario.display().to_string(),"req":77}),
+    ]);
+    let ok = s.expect("save_scenario answered", |v| v["req"] == 77);
+    assert_eq!(ok["event"], "ok", "{ok}");
+    let target = ok["target"].as_str().unwrap();
+    assert!(
+        target
+            .ends_with("(ranks 0, 1, 2, 3: their parts as they finished) (the session as the program ended)"),
+        "{target}"
+    );
+    let (code, last) = s.finish();
+    assert_eq!(
+        (code, &last["matches_reference"]),
+        (Some(1), &json!(false)),
+        "{last}"
+    );
+    assert!(
+        s.seen.iter().position(|v| v["req"] == 77) < s.seen.iter().position(|v| v["event"] == "exit"),
+        "saved before the controller ended"
     );
     for i in 0..2 {
         let (code, report, err) = racetrack_cli(&["replay", scenario.to_str().unwrap()], &prog, &args);

@@ -401,6 +401,52 @@ fn a_provoked_heat_race_saves_and_replays() {
     }
 }
 
+/// The same race, saved by the debugger after the program exited (from the session as
+/// it ended, which the agent sent as its schedule finished): it replays the race too.
+#[test]
+fn a_race_saved_after_the_program_exited_replays() {
+    let log = scratch("heat-race-after-exit.rtrec");
+    let l = log.to_str().unwrap();
+    let race = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/scenarios/heat_race.jsonl"),
+    )
+    .unwrap()
+    .replace("${THREAD-1}", "proc[0]")
+    .replace("${THREAD+1}", "proc[2]")
+    .replace("${THREAD}", "proc[1]");
+    let script = format!(
+        "{race}\n{{\"cmd\":\"wait\",\"until\":\"exit\",\"timeout_ms\":30000}}\n\
+         {{\"cmd\":\"save_scenario\",\"path\":\"{l}\"}}\n"
+    );
+    let events = ctl(&["run"], &script, "heat", &["--threads", "4"]);
+    let exit = events.iter().position(|e| e["event"] == "exit").expect("an exit");
+    let saved = events
+        .iter()
+        .position(|e| e["event"] == "ok" && e["cmd"] == "save_scenario")
+        .expect("an ok for save_scenario");
+    let target = events[saved]["target"].as_str().unwrap();
+    assert!(
+        target.contains(" steps in ") && target.ends_with("(the session as the program ended)"),
+        "{target}"
+    );
+    assert!(
+        saved < exit,
+        "saved while the controller waited to print the exit"
+    );
+    assert_eq!(
+        outcome(&events)["matches_reference"],
+        false,
+        "the session provoked the race"
+    );
+    let heat = support::example_bin("heat");
+    for i in 0..5 {
+        let out = racetrack(&["replay", l, "--", heat.to_str().unwrap(), "--threads", "4"]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "replay {i}: {stderr}");
+        assert_eq!(report(&out)["matches_reference"], false, "replay {i}: {stderr}");
+    }
+}
+
 /// A replay under the controller: held at its start, a breakpoint holds during the replay,
 /// and the result is the recording's; `take_over` ends the replay (once).
 #[test]

@@ -334,15 +334,24 @@ pub enum Event {
         /// the first (empty: they wait for finished ranks).
         cycle: Vec<String>,
     },
-    /// An MPI rank's part of a scenario, sent as it calls `MPI_Finalize`: its choices
-    /// so far, as the replay-log part `save_scenario` would have it write
-    /// ([`replay_log::rank_part_path`]), in hex. The job's debugger keeps it, so that a
-    /// scenario can still be saved once the rank has finished.
-    Part {
-        /// The rank (in `MPI_COMM_WORLD`).
-        rank: u32,
-        /// The part's bytes, two lowercase hex digits each.
-        part: String,
+    /// A scenario: the session's choices as a replay log, in hex, for the debugger to
+    /// write on its own machine. With `path`: the answer to `save_scenario` (an MPI
+    /// rank's is its part of the job's scenario, which the job's debugger merges). Without:
+    /// the program's session as it ended (a runtime program's when its schedule finished,
+    /// an MPI rank's as it calls `MPI_Finalize`), which the debugger keeps so that a
+    /// scenario can still be saved once the program, or the rank, is gone. The debugger
+    /// does not pass it on: it writes the file and answers `ok` or `error`.
+    Scenario {
+        /// Where `save_scenario` asked for it (absent: the session as it ended).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        path: Option<String>,
+        /// The replay log's bytes, two lowercase hex digits each.
+        log: String,
+        /// What it holds, in words.
+        summary: String,
+        /// The request number `save_scenario` carried.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        req: Option<u64>,
     },
     /// An operation panicked or broke a rule; the schedule call fails.
     Panic {

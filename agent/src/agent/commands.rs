@@ -6,7 +6,7 @@
 use super::debuggee::Thread;
 use super::held::HeldCmd;
 use super::policy::CondBreak;
-use super::{lock, Agent, QUEUE_LIST_MAX};
+use super::{lock, scenario_event, Agent, QUEUE_LIST_MAX};
 use racetrack_protocol::{self as proto, Command, Event, When};
 use serde_json::Value;
 
@@ -84,9 +84,7 @@ impl Agent {
             } => self.cmd_set_state(self.held_event(event_id, thread.as_deref())?, content, req),
             Command::Detach => self.cmd_detach(),
             Command::TakeOver => self.cmd_replay(req, "take_over", |r| r.take_over()),
-            Command::SaveScenario { path } => {
-                self.cmd_replay(req, "save_scenario", |r| r.save_scenario(&path))
-            }
+            Command::SaveScenario { path } => self.cmd_save_scenario(req, path),
         }
     }
 
@@ -107,6 +105,17 @@ impl Agent {
             target: Some(done),
             req,
         });
+        Ok(Answer::ByHeldThread)
+    }
+
+    /// `save_scenario`: the session's choices go to the debugger, which writes them at
+    /// `path` on its own machine and answers.
+    fn cmd_save_scenario(&self, req: Option<u64>, path: String) -> Result<Answer, String> {
+        let control = self.replay.get().and_then(std::sync::Weak::upgrade).ok_or(
+            "this program records no choices: only a program started under the debugger (held at its start) or replayed can",
+        )?;
+        let (bytes, summary) = control.scenario().map_err(|e| e.to_string())?;
+        self.reply(scenario_event(Some(path), &bytes, summary, req)?);
         Ok(Answer::ByHeldThread)
     }
 

@@ -210,8 +210,9 @@ pub struct Agent {
 pub trait ReplayControl: Send + Sync {
     /// End the replay; `Ok`: what was replayed.
     fn take_over(&self) -> Result<String, ReplayError>;
-    /// Save the session's choices so far at `path`; `Ok`: what was written.
-    fn save_scenario(&self, path: &str) -> Result<String, ReplayError>;
+    /// The session's choices so far, as a scenario's bytes (the debugger writes them on
+    /// its own machine), and what they hold in words.
+    fn scenario(&self) -> Result<(Vec<u8>, String), ReplayError>;
 }
 
 /// Why a [`ReplayControl`] cannot take over a replay or save a scenario (the command's
@@ -236,14 +237,6 @@ pub enum ReplayError {
     /// `save_scenario` after the recording stopped, its choices lost.
     #[error("its recording stopped (too many choices buffered)")]
     RecordingStopped,
-    /// The scenario cannot be written.
-    #[error("cannot write {}: {source}", path.display())]
-    Write {
-        /// The file.
-        path: std::path::PathBuf,
-        /// Why.
-        source: std::io::Error,
-    },
     /// One MPI rank's refusal.
     #[error("rank {rank}: {error}")]
     Rank {
@@ -252,6 +245,31 @@ pub enum ReplayError {
         /// Its refusal.
         error: Box<ReplayError>,
     },
+}
+
+/// A scenario's `bytes` as the event that carries them to the debugger (`path`: where
+/// `save_scenario` asked for it, absent for the session as it ended); refused when it
+/// would not fit in one frame.
+pub fn scenario_event(
+    path: Option<String>,
+    bytes: &[u8],
+    summary: String,
+    req: Option<u64>,
+) -> Result<Event, String> {
+    // Hex doubles the bytes; the event's other fields are small.
+    let room = proto::MAX_FRAME_BYTES / 2 - summary.len() - 4096;
+    if bytes.len() > room {
+        return Err(format!(
+            "the scenario is {} bytes, more than one message to the debugger carries ({room} bytes)",
+            bytes.len()
+        ));
+    }
+    Ok(Event::Scenario {
+        path,
+        log: proto::replay_log::to_hex(bytes),
+        summary,
+        req,
+    })
 }
 
 impl Agent {

@@ -126,8 +126,8 @@ impl ReplayControl for Choices {
         self.replay.as_ref().ok_or(ReplayError::NotReplaying)?.take_over()
     }
 
-    fn save_scenario(&self, path: &str) -> Result<String, ReplayError> {
-        self.record.as_ref().ok_or(ReplayError::NotRecording)?.save(path)
+    fn scenario(&self) -> Result<(Vec<u8>, String), ReplayError> {
+        self.record.as_ref().ok_or(ReplayError::NotRecording)?.scenario()
     }
 }
 
@@ -303,6 +303,13 @@ impl Hook for Choices {
     fn on_finished(&self) {
         if let Some(r) = &self.record {
             r.finish();
+            // The session as it ended goes to the debugger, which keeps it: a scenario
+            // can be saved after the program is gone.
+            if let (Some(a), Ok((bytes, summary))) = (&self.inner, r.scenario()) {
+                if let Ok(ev) = crate::agent::scenario_event(None, &bytes, summary, None) {
+                    a.emit(ev, true);
+                }
+            }
         }
         if let Some(r) = &self.replay {
             r.finish();

@@ -3,8 +3,8 @@
 //! took that sender's messages in a row) under a lock of its own, and encodes a run only
 //! when the sender changes. For a file, the `racetrack-record` thread takes the encoded
 //! runs every [`FLUSH`] and writes them, so a program thread never waits on the disk; in
-//! memory they stay until `save` writes the log so far as a scenario. A thread whose encoded runs pass [`MAX_PENDING`] (the disk
-//! is far behind) stops the recording: the log then ends without its summary and covers
+//! memory they stay until `scenario` takes the log so far. A thread whose encoded runs
+//! pass [`MAX_PENDING`] (the disk is far behind) stops the recording: the log then ends without its summary and covers
 //! the run up to there, and the program is told on stderr.
 
 use super::sender_code;
@@ -95,7 +95,7 @@ impl Recorder {
         })
     }
 
-    /// A recording kept in memory, for `save`.
+    /// A recording kept in memory, for `scenario`.
     pub(super) fn in_memory() -> Self {
         Self {
             shared: Self::shared(),
@@ -148,9 +148,9 @@ impl Recorder {
         });
     }
 
-    /// Write the session so far to `path` as a scenario (a log that ends with a
-    /// summary marked `prefix`).
-    pub(super) fn save(&self, path: &str) -> Result<String, ReplayError> {
+    /// The session so far as a scenario's bytes (a log that ends with a summary marked
+    /// `prefix`), and what they hold in words.
+    pub(super) fn scenario(&self) -> Result<(Vec<u8>, String), ReplayError> {
         if !self.memory {
             return Err(ReplayError::RecordedToFile);
         }
@@ -183,15 +183,12 @@ impl Recorder {
         }
         let total: u64 = steps.iter().sum();
         out.extend(end_record(&self.shared.summary(steps, true)));
-        std::fs::write(path, &out).map_err(|source| ReplayError::Write {
-            path: path.into(),
-            source,
-        })?;
-        Ok(format!(
-            "{path}: {} bytes, {total} steps in {runs} runs, {} edits",
+        let summary = format!(
+            "{} bytes, {total} steps in {runs} runs, {} edits",
             out.len(),
             edits.len()
-        ))
+        );
+        Ok((out, summary))
     }
 
     pub(super) fn collection(&self, info: &CollectionInfo) {

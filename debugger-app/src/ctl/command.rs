@@ -345,20 +345,49 @@ pub(super) fn handle_line(
         CtlCommand::Agent(cmd) => cmd,
     };
     let req = own.or(default_req);
-    note_sent(ctl, &cmd);
-    if !conn.send(Request { req, cmd }) {
-        return Err(Failed::here(
-            "not connected: the command was not sent".into(),
-            own,
-        ));
+    if let Command::SaveScenario { path } = &cmd {
+        if ctl.lock().closed {
+            return saved_here(ctl, conn.save_kept(path, req), own);
+        }
     }
-    match req {
-        Some(n) => verdict(ctl, n).map_err(|(message, answered)| Failed {
+    note_sent(ctl, &cmd);
+    // The program gone, the controller answers `save_scenario` from what it kept.
+    let saving = match &cmd {
+        Command::SaveScenario { path } => Some(path.clone()),
+        _ => None,
+    };
+    let kept = |path: &str| saved_here(ctl, conn.save_kept(path, req), own);
+    if !conn.send(Request { req, cmd }) {
+        return match saving {
+            Some(path) => kept(&path),
+            None => Err(Failed::here(
+                "not connected: the command was not sent".into(),
+                own,
+            )),
+        };
+    }
+    match (req.map(|n| verdict(ctl, n)), saving) {
+        (Some(Err((_, false))), Some(path)) if ctl.lock().closed => kept(&path),
+        (Some(Err((message, answered))), _) => Err(Failed {
             message,
             req: own,
             answered,
         }),
-        None => Ok(()),
+        _ => Ok(()),
+    }
+}
+
+/// The verdict of a `save_scenario` the controller answered itself, the program gone:
+/// printed, and an error is the line's.
+fn saved_here(ctl: &Ctl, verdict: Event, own: Option<u64>) -> Result<(), Failed> {
+    ctl.print(&verdict);
+    match verdict {
+        Event::Error { message, .. } => Err(Failed {
+            message,
+            req: own,
+            answered: true,
+        }),
+        _ => Ok(()),
     }
 }
 

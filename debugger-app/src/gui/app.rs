@@ -282,6 +282,14 @@ impl App {
     pub fn apply(&mut self) {
         for cmd in std::mem::take(&mut self.commands) {
             self.model.note_command(&cmd);
+            // The program gone, a scenario is saved from the session as it ended.
+            if let (Command::SaveScenario { path }, Some(s), false) =
+                (&cmd, &self.session, self.model.control.attached)
+            {
+                let verdict = s.save_kept(path);
+                self.model.ingest(&verdict);
+                continue;
+            }
             let sent = self.session.as_ref().is_some_and(|s| s.send(cmd));
             if !sent {
                 self.model.log("error", "not connected: command not sent".into());

@@ -168,4 +168,9 @@ impl Session {
     pub fn send(&self, cmd: Command) -> bool {
         self.sender.send(cmd)
     }
+
+    /// `save_scenario` to `path` once the program has ended: its `ok` or `error`.
+    pub fn save_kept(&self, path: &str) -> racetrack_protocol::Event {
+        self.sender.save_kept(path, None)
+    }
 }

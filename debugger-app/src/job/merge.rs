@@ -7,6 +7,7 @@ use super::scenario::Parts;
 use super::watch::{Watch, LOOK};
 use super::Ws;
 use crate::conn::{ConnEvent, Waker};
+use crate::scenarios::Kept;
 use futures_util::stream::{select_all, SplitSink};
 use futures_util::{SinkExt, StreamExt};
 use racetrack_protocol::{
@@ -57,15 +58,14 @@ pub(super) struct Merge {
     /// The request numbers given here, and the next one.
     internal: std::collections::HashSet<u64>,
     next_internal: u64,
-    /// `save_scenario` commands every rank is answering, by request number: the file
-    /// their parts merge into once all did.
-    saving: HashMap<u64, String>,
     /// Every `recv` linked to its `send` on the way out.
     links: Links,
     /// The ranks' blocking calls, looked at for deadlocks.
     watch: Watch,
-    /// The parts of a scenario the ranks sent as they finished.
+    /// The parts of scenarios: the ranks' as they finished, and those being saved.
     parts: Parts,
+    /// Where the job's scenario is kept once every rank is gone.
+    kept: Kept,
 }
 
 /// Where a command goes.
@@ -104,7 +104,7 @@ fn index_of(thread: &str) -> usize {
 }
 
 impl Merge {
-    pub(super) fn new(socks: Vec<Ws>, out: mpsc::SyncSender<ConnEvent>, waker: Waker) -> Self {
+    pub(super) fn new(socks: Vec<Ws>, out: mpsc::SyncSender<ConnEvent>, waker: Waker, kept: Kept) -> Self {
         let (sinks, streams): (Vec<_>, Vec<_>) = socks.into_iter().map(StreamExt::split).unzip();
         let n = streams.len();
         Self {
@@ -120,10 +120,10 @@ impl Merge {
             failure: None,
             internal: std::collections::HashSet::new(),
             next_internal: INTERNAL_REQ,
-            saving: HashMap::new(),
             links: Links::new(n),
             watch: Watch::new(n),
             parts: Parts::default(),
+            kept,
         }
     }
 
@@ -169,6 +169,9 @@ impl Merge {
         }
         self.expire(true);
         self.flush_snapshot(true);
+        if let Some((bytes, summary)) = self.parts.at_end(self.ranks.len()) {
+            self.kept.set(bytes, summary);
+        }
         let closed = ConnEvent::Closed(self.failure.take());
         self.out.send(closed);
     }
@@ -248,6 +251,42 @@ impl Merge {
             {
                 return self.verdict(i, *n, ev);
             }
+            // A rank's part of a scenario being saved, or of the job's as it ended: kept
+            // here, not passed on.
+            Event::Scenario { path, log, req, .. } => {
+                let (rank, n) = (self.world_rank(i), *req);
+                let got = match (path, n) {
+                    (Some(_), Some(n)) if self.parts.is_saving(n) => self.parts.answered(n, rank, log),
+                    (None, _) => self.parts.keep(rank, log),
+                    _ => Ok(()),
+                };
+                match (got, n) {
+                    (Err(message), Some(n)) if self.verdicts.contains_key(&n) => {
+                        self.verdict(
+                            i,
+                            n,
+                            Event::Error {
+                                message,
+                                req: Some(n),
+                            },
+                        );
+                    }
+                    (Err(message), _) => self.forward(Item::Full(Event::Error { message, req: None })),
+                    (Ok(()), Some(n)) if self.verdicts.contains_key(&n) => {
+                        self.verdict(
+                            i,
+                            n,
+                            Event::Ok {
+                                cmd: "save_scenario".into(),
+                                target: None,
+                                req: Some(n),
+                            },
+                        );
+                    }
+                    (Ok(()), _) => {}
+                }
+                return;
+            }
             Event::Start(s) | Event::Stop(s) if s.held => {
                 self.held.insert(s.event_id, (i, s.thread.to_string()));
             }
@@ -261,13 +300,6 @@ impl Merge {
             Event::Ok {
                 cmd, target: Some(t), ..
             } if cmd == "match" => self.watch.matched(t),
-            // Kept here, for a scenario saved once the rank is gone; not passed on.
-            Event::Part { rank, part } => {
-                if let Err(message) = self.parts.keep(*rank, part) {
-                    self.forward(Item::Full(Event::Error { message, req: None }));
-                }
-                return;
-            }
             _ => {}
         }
         // Taken out for the call: what it lets out goes straight on.
@@ -423,10 +455,9 @@ impl Merge {
         }
         if let Some((_, first_error)) = self.verdicts.remove(&n) {
             let internal = self.internal.remove(&n);
-            if let Some(path) = self.saving.remove(&n) {
-                let ev = self.merge_scenario(&path, first_error, if internal { None } else { Some(n) });
-                self.forward(Item::Full(ev));
-                return;
+            let req = if internal { None } else { Some(n) };
+            if let Some(ev) = self.parts.finish(n, self.ranks.len(), first_error.clone(), req) {
+                return self.forward(Item::Full(ev));
             }
             if internal {
                 // Numbered here: only a refusal is told, as it would have been.
@@ -484,14 +515,9 @@ impl Merge {
     }
 
     async fn command(&mut self, mut req: Request) {
-        // The ranks write their parts beside the file, wherever they run from.
-        let saving = if let Command::SaveScenario { path } = &mut req.cmd {
-            if let Ok(abs) = std::path::absolute(&*path) {
-                *path = abs.display().to_string();
-            }
-            Some(path.clone())
-        } else {
-            None
+        let saving = match &req.cmd {
+            Command::SaveScenario { path } => Some(path.clone()),
+            _ => None,
         };
         if let Err(why) = self.note_match(&req.cmd) {
             return self.refuse(&req, why);
@@ -538,7 +564,8 @@ impl Merge {
         };
         if let (Some(path), true) = (&saving, to.is_empty()) {
             // Every rank has finished: the scenario is their kept parts.
-            return self.forward(Item::Full(self.merge_scenario(path, None, req.req)));
+            let ev = self.parts.save(path, self.ranks.len(), &HashMap::new(), req.req);
+            return self.forward(Item::Full(ev));
         }
         if matches!(target(&req.cmd), Target::All)
             && req.req.is_none()
@@ -552,7 +579,7 @@ impl Merge {
         if let (Target::All, Some(n)) = (target(&req.cmd), req.req) {
             self.verdicts.insert(n, (to.clone(), None));
             if let Some(path) = saving {
-                self.saving.insert(n, path);
+                self.parts.begin(n, path);
             }
         }
         let text = req.to_json();
@@ -564,20 +591,13 @@ impl Merge {
         }
     }
 
-    /// Every running rank answered `save_scenario` (writing `PATH.rank<R>`): their parts
-    /// and the kept parts of the finished ranks as one scenario at `path`, or the first
-    /// rank's refusal.
-    fn merge_scenario(&self, path: &str, first_error: Option<Event>, req: Option<u64>) -> Event {
-        let gone: Vec<usize> = self
-            .ranks
+    /// Connection `i`'s rank in the world (its own thread's index).
+    fn world_rank(&self, i: usize) -> usize {
+        self.ranks[i]
+            .threads
             .iter()
-            .filter(|r| r.closed)
-            .flat_map(|r| &r.threads)
-            .filter_map(|t| racetrack_model::links::world_rank(t).and_then(|r| usize::try_from(r).ok()))
-            .collect();
-        let mut gone = gone;
-        gone.sort_unstable();
-        self.parts.merge(path, self.ranks.len(), &gone, first_error, req)
+            .find_map(|t| racetrack_model::links::world_rank(t).and_then(|r| usize::try_from(r).ok()))
+            .unwrap_or(i)
     }
 
     fn refuse(&mut self, req: &Request, message: String) {

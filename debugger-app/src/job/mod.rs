@@ -16,6 +16,7 @@
 //! Event numbers are unique across the job: each rank numbers from its own range.
 
 use crate::conn::{Connection, Waker};
+use crate::scenarios::Kept;
 use racetrack_protocol::{BINARY_HEADER, MAX_FRAME_BYTES};
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::{mpsc, Arc};
@@ -136,6 +137,8 @@ impl JobListener {
         let (cmd_tx, cmd_rx) = tokio::sync::mpsc::unbounded_channel();
         let (ready_tx, ready_rx) = mpsc::channel();
         let joined = Arc::new(AtomicUsize::new(0));
+        let kept = Kept::default();
+        let k = kept.clone();
         let j = joined.clone();
         std::thread::Builder::new()
             .name("racetrack-job".into())
@@ -148,7 +151,7 @@ impl JobListener {
                     match gather(self.listener, self.token, ranks, &j).await {
                         Ok(socks) => {
                             let _ = ready_tx.send(Ok(()));
-                            Merge::new(socks, ev_tx, waker).run(cmd_rx).await;
+                            Merge::new(socks, ev_tx, waker, k).run(cmd_rx).await;
                         }
                         Err(e) => drop(ready_tx.send(Err(e))),
                     }
@@ -158,7 +161,7 @@ impl JobListener {
         let deadline = Instant::now() + timeout;
         loop {
             match ready_rx.recv_timeout(Duration::from_millis(100)) {
-                Ok(Ok(())) => return Ok(Connection::from_parts(ev_rx, cmd_tx)),
+                Ok(Ok(())) => return Ok(Connection::from_parts(ev_rx, cmd_tx, kept)),
                 Ok(Err(e)) => return Err(e),
                 Err(mpsc::RecvTimeoutError::Disconnected) => return Err(JobError::ThreadStopped),
                 Err(mpsc::RecvTimeoutError::Timeout) => {}

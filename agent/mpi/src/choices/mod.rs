@@ -45,7 +45,7 @@ mod session;
 pub(crate) use clock::clock;
 use clock::Module;
 use kind::{kind, op_name, op_of, Kind};
-pub(crate) use session::{finalize, part, save, take_over};
+pub(crate) use session::{finalize, part, take_over};
 
 /// What a replay makes of a call (the wrappers apply it).
 #[derive(Debug, Default)]

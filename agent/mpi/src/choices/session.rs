@@ -65,21 +65,9 @@ pub(crate) fn take_over() -> Option<(u64, u64)> {
 }
 
 /// `save_scenario`: this rank's choices so far, up to the first call not over yet (the
-/// one held, or a wildcard `MPI_Irecv` not completed), as its part of a scenario
-/// (`PATH.rank<R>`, which the debugger merges into `PATH`).
-pub(crate) fn save(path: &str) -> Result<String, ReplayError> {
-    let (bytes, summary) = part()?;
-    let rank = CHOICES.get().map_or(0, |ch| ch.rank);
-    let part = replay_log::rank_part_path(path, rank);
-    std::fs::write(&part, bytes).map_err(|source| ReplayError::Rank {
-        rank,
-        error: Box::new(ReplayError::Write { path: part, source }),
-    })?;
-    Ok(summary)
-}
-
-/// This rank's choices so far, up to the first call not over yet, as the bytes of its
-/// part of a scenario, and what they hold in words.
+/// one held, or a wildcard `MPI_Irecv` not completed), as the bytes of its part of a
+/// scenario (which the debugger merges with the other ranks'), and what they hold in
+/// words.
 pub(crate) fn part() -> Result<(Vec<u8>, String), ReplayError> {
     let ch = CHOICES.get().ok_or(ReplayError::NotRecording)?;
     let of_rank = |error| ReplayError::Rank {

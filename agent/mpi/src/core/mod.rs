@@ -209,8 +209,8 @@ impl racetrack_agent::agent::ReplayControl for TakeOver {
         }
     }
 
-    fn save_scenario(&self, path: &str) -> Result<String, ReplayError> {
-        crate::choices::save(path)
+    fn scenario(&self) -> Result<(Vec<u8>, String), ReplayError> {
+        crate::choices::part()
     }
 }
 
@@ -222,10 +222,10 @@ impl Core {
     /// The rank is finishing: its part of a scenario goes to the debugger, which keeps it
     /// for a `save_scenario` after this rank is gone (nothing when it records nothing).
     fn send_part(&self) {
-        if let Ok((bytes, _)) = crate::choices::part() {
-            let part = racetrack_protocol::replay_log::to_hex(&bytes);
-            let rank = u32::try_from(self.rank).unwrap_or_default();
-            self.agent.emit(Event::Part { rank, part }, true);
+        if let Ok((bytes, summary)) = crate::choices::part() {
+            if let Ok(ev) = racetrack_agent::agent::scenario_event(None, &bytes, summary, None) {
+                self.agent.emit(ev, true);
+            }
         }
     }
 

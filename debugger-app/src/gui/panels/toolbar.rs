@@ -34,6 +34,9 @@ impl App {
     /// The Session menu: save the session's choices as a scenario, take over a replay.
     fn session_menu(&mut self, ui: &mut egui::Ui) {
         let running = self.model.control.exited.is_none() && self.session.is_some();
+        // A scenario can be saved whenever a session is there: after the program ended,
+        // from the session as it ended.
+        let saving = self.session.is_some();
         if self.ui.scenario_path.is_empty() {
             let program = self.model.first().program.as_deref().unwrap_or("program");
             self.ui.scenario_path = format!("{program}.scenario.rtrec");
@@ -42,10 +45,10 @@ impl App {
             ui.label("Save what this session did so far (reorders, edits) as a scenario;
 `racetrack replay FILE -- PROGRAM` plays it again without you.");
             ui.add(egui::TextEdit::singleline(&mut self.ui.scenario_path).desired_width(260.0))
-                .labelled_by(ui.label("File (on the program's machine)").id);
+                .labelled_by(ui.label("File (on this machine)").id);
             let path = self.ui.scenario_path.trim().to_owned();
             if ui
-                .add_enabled(running && !path.is_empty(), egui::Button::new("Save scenario"))
+                .add_enabled(saving && !path.is_empty(), egui::Button::new("Save scenario"))
                 .clicked()
             {
                 self.act("save_scenario", Command::SaveScenario { path });
