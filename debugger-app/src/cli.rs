@@ -247,6 +247,8 @@ pub enum Example {
     Farm,
     /// A parallel search (--fixed: the race-free variant)
     Search,
+    /// Steps that schedule a graph of their own (--on-workers: a deadlock)
+    Nested,
 }
 
 impl Example {
@@ -256,6 +258,7 @@ impl Example {
             Example::Mergesort => "mergesort",
             Example::Farm => "farm",
             Example::Search => "search",
+            Example::Nested => "nested",
         }
     }
 }
@@ -279,7 +282,7 @@ pub struct ExampleOpts {
     /// Microseconds of local work per step (heat)
     #[arg(long, value_name = "US")]
     pub local_us: Option<u64>,
-    /// Tasks per schedule call (farm)
+    /// Tasks per schedule call (farm, nested)
     #[arg(long, value_name = "T")]
     pub tasks: Option<u64>,
     /// Microseconds of work per task (farm)
@@ -306,6 +309,9 @@ pub struct ExampleOpts {
     /// Random delay of up to US microseconds in every step
     #[arg(long, value_name = "US")]
     pub jitter_us: Option<u64>,
+    /// Run the refinement on the busy workers: a deadlock (nested)
+    #[arg(long)]
+    pub on_workers: bool,
 }
 
 impl ExampleOpts {
@@ -333,6 +339,9 @@ impl ExampleOpts {
             .collect();
         if self.fixed {
             out.push("--fixed".into());
+        }
+        if self.on_workers {
+            out.push("--on-workers".into());
         }
         out
     }

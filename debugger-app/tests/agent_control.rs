@@ -870,3 +870,57 @@ fn a_free_run_stream_tells_every_batched_message_in_order() {
         .collect();
     assert!(odd.is_empty(), "send, recv, start, stop for each: {odd:?}");
 }
+
+/// A step that schedules a graph whose messages come back to busy workers can never end:
+/// the debugger is told which threads wait in which steps, and for what (a runtime
+/// deadlock, with a cycle), and the program is left as it is. The same program with its
+/// refinement on a collection of its own finishes, and nothing is told.
+#[test]
+fn a_nested_schedule_onto_busy_workers_is_told_a_deadlock() {
+    let mut s = Session::run("nested", &["--threads", "3", "--tasks", "6", "--on-workers"]);
+    let pid = s.expect("hello", |v| v["event"] == "hello")["pid"]
+        .as_i64()
+        .unwrap();
+    attached_and_held(&mut s);
+    s.send(cont());
+    let d = s.expect("deadlock", |v| v["event"] == "deadlock");
+    // Left as it is: ended here by hand.
+    let _ = std::process::Command::new("kill")
+        .args(["-9", &pid.to_string()])
+        .status();
+    let waits = d["waits"].as_array().unwrap();
+    let mut threads: Vec<&str> = waits.iter().map(|w| w["thread"].as_str().unwrap()).collect();
+    threads.sort_unstable();
+    assert_eq!(threads, ["proc[0]", "proc[1]", "proc[2]"], "{d}");
+    for w in waits {
+        assert_eq!(w["call"], "Work", "{d}");
+        let why = w["why"].as_str().unwrap();
+        assert!(
+            why.contains("called schedule") && why.contains("for Refine at proc["),
+            "{why}"
+        );
+        assert!(!w["waits_for"].as_array().unwrap().is_empty(), "{d}");
+    }
+    // Each in the cycle waits for the next, the last for the first.
+    let cycle: Vec<&str> = d["cycle"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_str().unwrap())
+        .collect();
+    assert!(!cycle.is_empty(), "{d}");
+    for (i, t) in cycle.iter().enumerate() {
+        let next = cycle[(i + 1) % cycle.len()];
+        let w = waits.iter().find(|w| w["thread"] == *t).unwrap();
+        assert!(
+            w["waits_for"].as_array().unwrap().iter().any(|x| x == next),
+            "{d}"
+        );
+    }
+
+    let mut s = Session::run("nested", &["--threads", "3", "--tasks", "6"]);
+    attached_and_held(&mut s);
+    s.send(cont());
+    s.finish_correctly();
+    assert!(s.all("deadlock").is_empty(), "no deadlock told: {}", s.tail(5));
+}

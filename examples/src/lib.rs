@@ -1,5 +1,6 @@
 //! Example Racetrack programs, as library functions so that tests can run them in-process
-//! (with a recording hook) and as binaries (`farm`, `mergesort`, `heat`, `search`).
+//! (with a recording hook) and as binaries (`farm`, `mergesort`, `heat`, `search`,
+//! `nested`).
 //!
 //! Every program computes a sequential reference and reports
 //! `{"program", "result", "reference", "matches_reference", ...}` as its last stdout line.
@@ -8,6 +9,7 @@ pub mod args;
 pub mod farm;
 pub mod heat;
 pub mod mergesort;
+pub mod nested;
 pub mod search;
 
 use serde::Serialize;
@@ -49,6 +51,11 @@ pub fn setup_error(message: impl ToString) -> racetrack_agent::ScheduleError {
         msg: "-".into(),
         message: message.to_string(),
     }
+}
+
+/// `nested`'s refinement of a task's value.
+pub fn f_refine(x: u64) -> u64 {
+    x.wrapping_mul(40_503) % 65_521
 }
 
 /// Spin (not sleep) for `us` microseconds: per-operation busy work.
@@ -112,7 +119,7 @@ pub fn main_with<R: Serialize>(
 }
 
 /// The example programs by name.
-pub const PROGRAMS: [&str; 4] = ["farm", "mergesort", "heat", "search"];
+pub const PROGRAMS: [&str; 5] = ["farm", "mergesort", "heat", "search", "nested"];
 
 /// Run example `name` with command-line `args` (as its binary would); returns the exit
 /// code (2 for bad arguments or an unknown name).
@@ -122,8 +129,9 @@ pub fn run_cli(name: &str, args: Vec<String>) -> i32 {
         "mergesort" => cli(args, &[], mergesort::USAGE, mergesort_config, mergesort::run),
         "heat" => cli(args, &["fixed"], heat::USAGE, heat_config, heat::run),
         "search" => cli(args, &["fixed"], search::USAGE, search_config, search::run),
+        "nested" => cli(args, &["on-workers"], nested::USAGE, nested_config, nested::run),
         other => {
-            eprintln!("error: unknown example `{other}`\nexamples: farm, mergesort, heat, search");
+            eprintln!("error: unknown example `{other}`\nexamples: farm, mergesort, heat, search, nested");
             2
         }
     }
@@ -148,8 +156,9 @@ pub fn check_cli(name: &str, args: Vec<String>) -> Result<(), String> {
         "mergesort" => check(args, &[], mergesort::USAGE, mergesort_config),
         "heat" => check(args, &["fixed"], heat::USAGE, heat_config),
         "search" => check(args, &["fixed"], search::USAGE, search_config),
+        "nested" => check(args, &["on-workers"], nested::USAGE, nested_config),
         other => Err(format!(
-            "unknown example `{other}` (farm, mergesort, heat, search)"
+            "unknown example `{other}` (farm, mergesort, heat, search, nested)"
         )),
     }
 }
@@ -225,6 +234,16 @@ fn heat_config(a: &args::Args) -> Result<heat::Config, String> {
         fixed: a.flag("fixed"),
         jitter_us: a.num("jitter-us", d.jitter_us)?,
         local_us: a.num("local-us", d.local_us)?,
+    })
+}
+
+fn nested_config(a: &args::Args) -> Result<nested::Config, String> {
+    let d = nested::Config::default();
+    a.check_known(&["threads", "tasks"])?;
+    Ok(nested::Config {
+        threads: a.num("threads", d.threads)?.max(1),
+        tasks: a.num("tasks", d.tasks)?,
+        on_workers: a.flag("on-workers"),
     })
 }
 

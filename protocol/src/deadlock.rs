@@ -31,4 +31,8 @@ pub struct Waiting {
     /// Those of them that have finished (called `MPI_Finalize` or exited).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub finished: Vec<String>,
+    /// Why it waits, in words, where the fields above do not say it all (a runtime
+    /// thread: the schedule call its step made, and where that call's message waits).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub why: Option<String>,
 }

@@ -249,6 +249,24 @@ fn events() {
         r#"{"event":"error","message":"no","req":7}"#,
     );
     golden_event(
+        Event::Scenario {
+            path: Some("race.rtrec".into()),
+            log: "52".into(),
+            summary: "1 bytes".into(),
+            req: Some(3),
+        },
+        r#"{"event":"scenario","path":"race.rtrec","log":"52","summary":"1 bytes","req":3}"#,
+    );
+    golden_event(
+        Event::Scenario {
+            path: None,
+            log: "52".into(),
+            summary: "1 bytes".into(),
+            req: None,
+        },
+        r#"{"event":"scenario","log":"52","summary":"1 bytes"}"#,
+    );
+    golden_event(
         Event::Deadlock {
             waits: vec![
                 Waiting {
@@ -259,6 +277,7 @@ fn events() {
                     waits_for: vec!["rank[1]".into()],
                     needs: Needs::All,
                     finished: Vec::new(),
+                    why: None,
                 },
                 Waiting {
                     thread: "rank[1]".into(),
@@ -268,6 +287,7 @@ fn events() {
                     waits_for: vec!["rank[0]".into(), "rank[2]".into()],
                     needs: Needs::Any,
                     finished: vec!["rank[2]".into()],
+                    why: None,
                 },
             ],
             cycle: vec!["rank[0]".into(), "rank[1]".into()],

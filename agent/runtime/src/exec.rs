@@ -92,6 +92,7 @@ pub(crate) fn fail_schedule(
 }
 
 pub(crate) fn thread_main<S: ThreadState>(sh: &Shared, me: &ThreadShared) {
+    super::stuck::enter_thread(sh.id, me.info.global);
     let mut ex = Exec {
         sh,
         me,

@@ -420,6 +420,13 @@ pub trait Hook: Send + Sync + 'static {
     fn on_stop(&self, _ev: &mut StepEvent<'_>) {}
     /// A schedule call failed (an operation panicked or broke a rule).
     fn on_error(&self, _err: &ScheduleError) {}
+    /// Threads that can never go on: each is in a step that called `schedule`, and that
+    /// call waits for a message queued at one of them (see [`crate::StuckWait`]). Told
+    /// from a blocked caller's thread, again until the hook says it heard (`true`: a
+    /// debugger attached later still hears of it); the program is left as it is.
+    fn on_stuck(&self, _waits: &[crate::StuckWait]) -> bool {
+        false
+    }
     /// The runtime was created; `view` reads its queues (for snapshots).
     fn on_runtime(&self, _view: super::RuntimeView) {}
     /// The runtime is being dropped: release every hold (threads are joined next).

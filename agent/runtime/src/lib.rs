@@ -54,6 +54,7 @@ mod order;
 pub(crate) mod payload;
 mod post;
 pub mod route;
+mod stuck;
 pub mod thread;
 
 use graph::{GraphInner, Node, PostSink};
@@ -73,6 +74,7 @@ pub use hook::Hook;
 pub use ids::MsgId;
 pub use payload::{ErasedState, Payload};
 pub use route::Route;
+pub use stuck::StuckWait;
 
 /// What can travel as a message: any serde type that can cross threads.
 pub trait Message: Serialize + DeserializeOwned + Send + 'static {}
@@ -95,6 +97,8 @@ pub(crate) struct Shared {
     collections: Mutex<Vec<Arc<CollectionInfo>>>,
     ops: Mutex<(Vec<Arc<OpInfo>>, HashSet<String>)>,
     next_call: AtomicU64,
+    /// Schedule calls blocked on the runtime's own threads (see [`stuck`]).
+    nested: Mutex<stuck::Nested>,
 }
 
 impl Shared {
@@ -139,6 +143,7 @@ impl RuntimeBuilder {
             collections: Mutex::new(Vec::new()),
             ops: Mutex::new((Vec::new(), HashSet::new())),
             next_call: AtomicU64::new(0),
+            nested: Mutex::new(stuck::Nested::default()),
         });
         if let Some(h) = &shared.hook {
             h.on_runtime(RuntimeView(Arc::downgrade(&shared)));
@@ -368,42 +373,81 @@ impl Runtime {
         graph: &FlowGraph<I, O>,
         input: I,
     ) -> Result<O, ScheduleError> {
-        let call = self.shared.next_call.fetch_add(1, Ordering::Relaxed);
-        let (tx, rx) = mpsc::sync_channel(1);
-        let sched = Arc::new(Sched::new(tx));
-        let out = post::Output {
-            graph: graph.inner.clone(),
-            dest: Some(0),
-            id: MsgId::root(call),
-            payload: Box::new(input),
-            frame: None,
-            sched,
-            traced: false,
-        };
-        let injected = post::deliver(&self.shared, None, &graph.inner, out);
-        if let Err(message) = injected {
-            let op = graph.inner.nodes[0].info.name.to_string();
-            return Err(ScheduleError::Operation {
-                op,
-                thread: "(caller)".to_owned(),
-                msg: call.to_string(),
-                message,
-            });
-        }
-        match rx.recv() {
-            Ok(Ok(out)) => out
-                .into_any()
-                .downcast::<O>()
-                .map(|b| *b)
-                .map_err(|_| ScheduleError::Shutdown),
-            Ok(Err(e)) => Err(e),
-            Err(_) => Err(ScheduleError::Shutdown),
-        }
+        schedule_on(&self.shared, graph, input)
+    }
+
+    /// A handle for the runtime's own steps: a step may call
+    /// [`RuntimeHandle::schedule`] (a nested schedule). It does not keep the runtime alive.
+    pub fn handle(&self) -> RuntimeHandle {
+        RuntimeHandle(Arc::downgrade(&self.shared))
     }
 
     /// The thread collections added so far.
     pub fn collections(&self) -> Vec<Arc<CollectionInfo>> {
         lock(&self.shared.collections).clone()
+    }
+}
+
+/// [`Runtime::schedule`] on the runtime `shared`.
+fn schedule_on<I: Message, O: Message>(
+    shared: &Arc<Shared>,
+    graph: &FlowGraph<I, O>,
+    input: I,
+) -> Result<O, ScheduleError> {
+    let call = shared.next_call.fetch_add(1, Ordering::Relaxed);
+    let (tx, rx) = mpsc::sync_channel(1);
+    let sched = Arc::new(Sched::new(tx));
+    // Called from a step: the call may wait for that very thread (see [`stuck`]).
+    let nested = stuck::caller(shared).map(|me| (me, sched.clone()));
+    let out = post::Output {
+        graph: graph.inner.clone(),
+        dest: Some(0),
+        id: MsgId::root(call),
+        payload: Box::new(input),
+        frame: None,
+        sched,
+        traced: false,
+    };
+    let injected = post::deliver(shared, None, &graph.inner, out);
+    if let Err(message) = injected {
+        let op = graph.inner.nodes[0].info.name.to_string();
+        return Err(ScheduleError::Operation {
+            op,
+            thread: "(caller)".to_owned(),
+            msg: call.to_string(),
+            message,
+        });
+    }
+    let got = match nested {
+        Some((me, sched)) => stuck::wait(shared, me, &sched, &rx).ok_or(mpsc::RecvError),
+        None => rx.recv(),
+    };
+    match got {
+        Ok(Ok(out)) => out
+            .into_any()
+            .downcast::<O>()
+            .map(|b| *b)
+            .map_err(|_| ScheduleError::Shutdown),
+        Ok(Err(e)) => Err(e),
+        Err(_) => Err(ScheduleError::Shutdown),
+    }
+}
+
+/// A runtime seen from its own steps (see [`Runtime::handle`]): a step may schedule a
+/// graph and wait for it. While it waits its thread runs nothing else, so a call whose
+/// messages come back to that thread never returns (the hook is told: [`Hook::on_stuck`]).
+#[derive(Clone)]
+pub struct RuntimeHandle(std::sync::Weak<Shared>);
+
+impl RuntimeHandle {
+    /// [`Runtime::schedule`], or [`ScheduleError::Shutdown`] once the runtime is gone.
+    pub fn schedule<I: Message, O: Message>(
+        &self,
+        graph: &FlowGraph<I, O>,
+        input: I,
+    ) -> Result<O, ScheduleError> {
+        let shared = self.0.upgrade().ok_or(ScheduleError::Shutdown)?;
+        schedule_on(&shared, graph, input)
     }
 }
 

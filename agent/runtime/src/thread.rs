@@ -145,6 +145,23 @@ impl ThreadShared {
         }
     }
 
+    /// The first item of the inbox (not the front the thread took) for which `f` says
+    /// something.
+    pub(crate) fn inbox_find<R>(&self, f: impl FnMut(&Item) -> Option<R>) -> Option<R> {
+        lock(&self.shared.queue).items.iter().find_map(f)
+    }
+
+    /// The step the thread is in, as far as it tells (a hook tracks steps).
+    pub(crate) fn current_step(&self, op: &dyn Fn(usize) -> Option<Arc<OpInfo>>) -> Option<CurrentStep> {
+        let f = lock(&self.own.front);
+        let r = f.current.as_ref()?;
+        Some(CurrentStep {
+            op: op(r.op)?,
+            msg: r.msg.clone(),
+            step: r.step,
+        })
+    }
+
     /// Append a message; the hook's `on_recv` runs under the queue lock so that the
     /// receive is recorded before any step can consume the message.
     pub(crate) fn push(&self, env: Envelope, hook: Option<&dyn Hook>) {

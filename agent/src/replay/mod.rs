@@ -285,6 +285,10 @@ impl Hook for Choices {
         }
     }
 
+    fn on_stuck(&self, waits: &[racetrack_runtime::StuckWait]) -> bool {
+        self.inner.as_ref().is_some_and(|a| a.on_stuck(waits))
+    }
+
     fn on_error(&self, err: &ScheduleError) {
         if let Some(r) = &self.replay {
             r.failed();

@@ -306,6 +306,7 @@ impl Waits {
                 .filter(|&&x| self.ranks.get(x).is_some_and(|k| k.finished))
                 .map(|&x| rank_name(x))
                 .collect(),
+            why: None,
         }
     }
 

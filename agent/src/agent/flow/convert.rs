@@ -192,3 +192,60 @@ pub(super) fn operation(o: &OpInfo) -> Operation {
         collection: o.collection,
     }
 }
+
+/// Threads stuck in nested schedule calls (see [`racetrack_runtime::StuckWait`]) as a
+/// `deadlock` event: each waits for the threads where its call's messages are queued,
+/// with a cycle among them. A step's start event is not known here (`event_id` 0).
+pub(super) fn deadlock(waits: &[racetrack_runtime::StuckWait]) -> proto::Event {
+    use racetrack_protocol::{Needs, Waiting};
+    let ws: Vec<Waiting> = waits
+        .iter()
+        .map(|w| {
+            let mut waits_for: Vec<String> = w.queued.iter().map(|(t, _, _)| t.name.to_string()).collect();
+            waits_for.dedup();
+            let queued: Vec<String> = w
+                .queued
+                .iter()
+                .map(|(t, m, o)| format!("message {m} for {} at {}", o.name, t.name))
+                .collect();
+            let step = w
+                .step
+                .as_ref()
+                .map_or(String::new(), |s| format!(" ({} {})", s.op.name, s.msg));
+            Waiting {
+                thread: w.thread.name.to_string(),
+                call: w
+                    .step
+                    .as_ref()
+                    .map_or_else(|| "schedule".to_owned(), |s| s.op.name.to_string()),
+                event_id: 0,
+                site: None,
+                waits_for,
+                needs: Needs::All,
+                finished: Vec::new(),
+                why: Some(format!(
+                    "its step{step} called schedule, which waits for {}, queued behind a step that cannot end",
+                    queued.join(", ")
+                )),
+            }
+        })
+        .collect();
+    // From the first, follow the first thread each waits for until one comes again.
+    let mut path: Vec<String> = Vec::new();
+    let mut at = ws.first().map(|w| w.thread.clone());
+    while let Some(t) = at {
+        if let Some(i) = path.iter().position(|p| *p == t) {
+            path.drain(..i);
+            break;
+        }
+        at = ws
+            .iter()
+            .find(|w| w.thread == t)
+            .and_then(|w| w.waits_for.first().cloned());
+        path.push(t);
+    }
+    proto::Event::Deadlock {
+        waits: ws,
+        cycle: path,
+    }
+}

@@ -206,6 +206,14 @@ impl Hook for Agent {
         }
     }
 
+    fn on_stuck(&self, waits: &[racetrack_runtime::StuckWait]) -> bool {
+        if !self.is_attached() {
+            return false;
+        }
+        self.reply(convert::deadlock(waits));
+        true
+    }
+
     fn on_error(&self, err: &ScheduleError) {
         if !self.is_attached() {
             return;

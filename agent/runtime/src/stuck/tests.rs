@@ -1,0 +1,132 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use crate::{ops, FlowGraph, Hook, Route, Runtime, StuckWait};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+/// Sends what `on_stuck` tells, as (thread, step's op, [(where, message, op)]).
+type Told = Vec<(String, Option<String>, Vec<(String, String, String)>)>;
+
+struct Tell(Mutex<mpsc::Sender<Told>>);
+
+impl Hook for Tell {
+    fn on_stuck(&self, waits: &[StuckWait]) -> bool {
+        let told = waits
+            .iter()
+            .map(|w| {
+                let queued = w
+                    .queued
+                    .iter()
+                    .map(|(t, m, o)| (t.name.to_string(), m.to_string(), o.name.to_string()))
+                    .collect();
+                (
+                    w.thread.name.to_string(),
+                    w.step.as_ref().map(|s| s.op.name.to_string()),
+                    queued,
+                )
+            })
+            .collect();
+        let _ = self.0.lock().unwrap().send(told);
+        true
+    }
+}
+
+/// A runtime whose `Outer` leaf, on `proc[i]`, schedules `Inner` on `proc[target(i)]`,
+/// run in the background; what the hook told, if anything within 20 s.
+fn nested(threads: usize, inputs: usize, target: fn(usize) -> usize) -> Option<Told> {
+    let (tx, rx) = mpsc::channel();
+    let rt = Runtime::builder().hook(Arc::new(Tell(Mutex::new(tx)))).build();
+    let main = rt.collection::<()>("main", 1);
+    let procs = rt.collection::<()>("proc", threads);
+    let inner: Arc<OnceLock<FlowGraph<usize, usize>>> = Arc::new(OnceLock::new());
+    let g = rt
+        .graph(ops::leaf(
+            "Inner",
+            &procs,
+            Route::by(move |x: &usize, _| target(*x)),
+            |x: usize, _| x + 1,
+        ))
+        .unwrap();
+    let _ = inner.set(g);
+    let (rt2, inner2) = (rt.handle(), inner.clone());
+    let outer = rt
+        .graph(
+            ops::split("Split", &main, Route::constant(0), move |n: usize, _, out| {
+                for i in 0..n {
+                    out.post(i);
+                }
+            }) >> ops::leaf(
+                "Outer",
+                &procs,
+                Route::by(|x: &usize, _| *x),
+                move |x: usize, _| rt2.schedule(inner2.get().unwrap(), x).unwrap(),
+            ) >> ops::merge(
+                "Sum",
+                &main,
+                Route::constant(0),
+                |a: &mut usize, x: usize, _| *a += x,
+                |a, _| a,
+            ),
+        )
+        .unwrap();
+    // The runtime stays with its deadlocked threads (the test process ends them).
+    std::thread::spawn(move || rt.schedule(&outer, inputs));
+    rx.recv_timeout(Duration::from_secs(20)).ok()
+}
+
+#[test]
+fn a_step_scheduling_onto_its_own_thread_is_told_stuck() {
+    let told = nested(2, 1, |i| i).expect("told stuck");
+    assert_eq!(told.len(), 1, "{told:?}");
+    let (thread, _step, queued) = &told[0];
+    assert_eq!(thread, "proc[0]");
+    assert_eq!(queued.len(), 1, "{told:?}");
+    assert_eq!(
+        (queued[0].0.as_str(), queued[0].2.as_str()),
+        ("proc[0]", "Inner"),
+        "{told:?}"
+    );
+}
+
+#[test]
+fn two_steps_scheduling_onto_each_other_are_told_stuck_together() {
+    let told = nested(2, 2, |i| 1 - i).expect("told stuck");
+    let mut threads: Vec<&str> = told.iter().map(|(t, _, _)| t.as_str()).collect();
+    threads.sort_unstable();
+    assert_eq!(threads, ["proc[0]", "proc[1]"], "{told:?}");
+    for (t, _, queued) in &told {
+        let other = if t == "proc[0]" { "proc[1]" } else { "proc[0]" };
+        assert_eq!(
+            queued.iter().map(|q| q.0.as_str()).collect::<Vec<_>>(),
+            [other],
+            "{told:?}"
+        );
+    }
+}
+
+#[test]
+fn a_nested_schedule_onto_a_free_thread_is_not_stuck() {
+    // proc[0]'s step schedules onto proc[1], which is free: it returns, nothing is told.
+    let (tx, rx) = mpsc::channel();
+    let rt = Runtime::builder().hook(Arc::new(Tell(Mutex::new(tx)))).build();
+    let main = rt.collection::<()>("main", 1);
+    let procs = rt.collection::<()>("proc", 2);
+    let inner = rt
+        .graph(ops::leaf("Inner", &procs, Route::constant(1), |x: usize, _| {
+            // Long enough for the caller to look more than once meanwhile.
+            std::thread::sleep(Duration::from_millis(250));
+            x + 1
+        }))
+        .unwrap();
+    let rt2 = rt.handle();
+    let outer = rt
+        .graph(
+            ops::leaf("Outer", &procs, Route::constant(0), move |x: usize, _| {
+                rt2.schedule(&inner, x).unwrap() * 10
+            }) >> ops::leaf("Done", &main, Route::constant(0), |x: usize, _| x),
+        )
+        .unwrap();
+    assert_eq!(rt.schedule(&outer, 4).unwrap(), 50);
+    assert!(rx.try_recv().is_err(), "nothing stuck");
+}
