@@ -873,8 +873,9 @@ fn a_free_run_stream_tells_every_batched_message_in_order() {
 
 /// A step that schedules a graph whose messages come back to busy workers can never end:
 /// the debugger is told which threads wait in which steps, and for what (a runtime
-/// deadlock, with a cycle), and the program is left as it is. The same program with its
-/// refinement on a collection of its own finishes, and nothing is told.
+/// deadlock, with a cycle; told again as more get stuck), and the program is left as it
+/// is. The same program with its refinement on a collection of its own finishes, and
+/// nothing is told.
 #[test]
 fn a_nested_schedule_onto_busy_workers_is_told_a_deadlock() {
     let mut s = Session::run("nested", &["--threads", "3", "--tasks", "6", "--on-workers"]);
@@ -883,7 +884,10 @@ fn a_nested_schedule_onto_busy_workers_is_told_a_deadlock() {
         .unwrap();
     attached_and_held(&mut s);
     s.send(cont());
-    let d = s.expect("deadlock", |v| v["event"] == "deadlock");
+    // Told as threads get stuck (one may be before the others): wait for all three.
+    let d = s.expect("a deadlock of the three workers", |v| {
+        v["event"] == "deadlock" && v["waits"].as_array().is_some_and(|w| w.len() == 3)
+    });
     // Left as it is: ended here by hand.
     let _ = std::process::Command::new("kill")
         .args(["-9", &pid.to_string()])

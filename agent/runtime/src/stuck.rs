@@ -145,10 +145,10 @@ fn look(sh: &Shared) {
 }
 
 impl ThreadShared {
-    /// The first item in this thread's inbox that belongs to schedule call `sched`: its
+    /// The first item queued at this thread that belongs to schedule call `sched`: its
     /// message id (a merge's final step: its output id) and operation.
     pub(crate) fn first_of(&self, sched: &Arc<Sched>) -> Option<(MsgId, Arc<OpInfo>)> {
-        self.inbox_find(|it| match it {
+        self.queued_find(|it| match it {
             Item::Msg(env) if Arc::ptr_eq(&env.sched, sched) => Some((env.id.clone(), env.dest_op().clone())),
             Item::Batch(b) if Arc::ptr_eq(&b.handles.sched, sched) => {
                 let op = b.handles.graph.nodes.get(b.node as usize)?.info.clone();

@@ -145,10 +145,12 @@ impl ThreadShared {
         }
     }
 
-    /// The first item of the inbox (not the front the thread took) for which `f` says
-    /// something.
-    pub(crate) fn inbox_find<R>(&self, f: impl FnMut(&Item) -> Option<R>) -> Option<R> {
-        lock(&self.shared.queue).items.iter().find_map(f)
+    /// The first item queued (in the front the thread took, then in the inbox) for which
+    /// `f` says something. With a hook only: without one the front is the thread's own.
+    pub(crate) fn queued_find<R>(&self, mut f: impl FnMut(&Item) -> Option<R>) -> Option<R> {
+        let front = lock(&self.own.front);
+        let q = lock(&self.shared.queue);
+        front.items.iter().chain(q.items.iter()).find_map(&mut f)
     }
 
     /// The step the thread is in, as far as it tells (a hook tracks steps).
