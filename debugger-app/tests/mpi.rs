@@ -1265,6 +1265,42 @@ fn the_message_graph_shows_the_job(imp: Impl) {
         lit += usize::from(on);
     }
     assert!(lit > 0);
+
+    // Folded between collectives: the stretch from the scatter to the gather is one band
+    // that says how many calls it holds, those calls are not drawn; a click opens it.
+    use egui_kittest::kittest::NodeT;
+    h.state_mut().mp.whole();
+    h.step();
+    let (before, _) = h.state().mp.drawn();
+    h.get_by_label("Fold between collectives").click();
+    h.step();
+    h.step();
+    let bands: Vec<String> = h
+        .query_all_by_label_contains("folded: click to open")
+        .map(|n| n.accesskit_node().label().unwrap_or_default())
+        .collect();
+    assert!(!bands.is_empty(), "a fold between the scatter and the gather");
+    let held: usize = bands
+        .iter()
+        .map(|b| {
+            b.trim_start_matches("⋯ ")
+                .split(' ')
+                .next()
+                .unwrap()
+                .parse::<usize>()
+                .unwrap()
+        })
+        .sum();
+    let (folded, _) = h.state().mp.drawn();
+    assert!(
+        held > 0 && folded + held <= before,
+        "{before} drawn, {folded} folded, {held} in the folds: {bands:?}"
+    );
+    h.get_by_label(&bands[0]).click();
+    h.step();
+    h.step();
+    assert!(h.query_by_label(&bands[0]).is_none(), "opened: {bands:?}");
+    assert!(h.state().mp.drawn().0 > folded, "its calls drawn again");
 }
 
 on_both!(dies_after_a_wildcard_receive);

@@ -312,6 +312,15 @@ impl App {
                 Ok(super::script::Step::Quit(code)) => self.quit = Some(code),
                 Ok(super::script::Step::Select(key)) => self.select_node(key),
                 Ok(super::script::Step::Seek(ms)) => self.seek_ms(ms),
+                Ok(super::script::Step::View { whole, fold }) => {
+                    if whole {
+                        self.mp.whole();
+                    }
+                    if let Some(on) = fold {
+                        self.mp.folds.on = on;
+                        self.mp.folds.opened.clear();
+                    }
+                }
                 Ok(super::script::Step::Done) => {}
                 Err(e) => {
                     self.model.log("error", format!("script: {e}"));

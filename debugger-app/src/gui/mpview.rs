@@ -20,6 +20,8 @@ use egui::{Align2, Color32, FontId, Pos2, Rect, Sense, Shape, Stroke, StrokeKind
 use std::collections::BTreeSet;
 
 mod decor;
+mod fold;
+pub use fold::Folds;
 
 /// Distance between two ranks' columns, in graph units.
 pub const LANE_DX: f32 = 180.0;
@@ -62,6 +64,8 @@ pub struct MpView {
     drawn: usize,
     /// Fit every call into view on the next frame.
     whole: bool,
+    /// The stretches between collectives drawn as one row.
+    pub folds: Folds,
 }
 
 impl Default for MpView {
@@ -79,6 +83,7 @@ impl Default for MpView {
             labelled: 0,
             drawn: 0,
             whole: false,
+            folds: Folds::default(),
         }
     }
 }
@@ -147,6 +152,7 @@ impl MpView {
         for (i, &l) in cols.iter().enumerate() {
             column[l as usize] = Some(i);
         }
+        self.folds.update(g);
         self.navigate(ui, &resp, area, g, cols.len());
         resp.widget_info(|| {
             egui::WidgetInfo::labeled(
@@ -173,6 +179,9 @@ impl MpView {
         self.labels(ui, &painter, model, g, &boxes);
         self.axis(ui, rect, area, (lo, hi));
         self.headers(ui, rect, area, model, g, &cols);
+        if self.fold_bands(ui, g, &cols, (lo, hi)) {
+            return None;
+        }
         let hovered = resp.hover_pos().and_then(|p| self.vertex_at(g, &cols, p));
         let resp = match hovered {
             Some(v) => resp.on_hover_ui_at_pointer(|ui| {
@@ -212,7 +221,7 @@ impl MpView {
         }
         if std::mem::take(&mut self.whole) {
             let width = ncols.max(1) as f32 * LANE_DX;
-            let height = (g.last_row() + 2) as f32 * ROW_DY;
+            let height = (self.folds.shown(g.last_row()) + 2) as f32 * ROW_DY;
             self.zoom = (area.width() / width).min(area.height() / height).max(1e-4);
             self.pan = Vec2::new(LANE_DX / 2.0, ROW_DY) * self.zoom;
             self.placed = true;
@@ -227,7 +236,7 @@ impl MpView {
         let used = (ncols.max(1) as f32 - 1.0) * LANE_DX * self.zoom;
         self.pan.x = ((area.width() - used) / 2.0).max(BOX.x * self.zoom / 2.0 + 4.0);
         let top = BOX.y * self.zoom;
-        let bottom = (g.last_row() as f32 * ROW_DY + BOX.y) * self.zoom;
+        let bottom = (self.folds.shown(g.last_row()) as f32 * ROW_DY + BOX.y) * self.zoom;
         self.pan.y = if bottom + top <= area.height() {
             top
         } else {
@@ -244,7 +253,11 @@ impl MpView {
         let Some(col) = self.columns(g).iter().position(|&l| l == x.lane) else {
             return;
         };
-        let at = Vec2::new(col as f32 * LANE_DX, g.row(v) as f32 * ROW_DY) * self.zoom;
+        // A call in a fold opens it (the rows below move down from the next frame on).
+        if let Some((a, _)) = self.folds.fold_of(g.row(v)) {
+            self.folds.opened.insert(a);
+        }
+        let at = Vec2::new(col as f32 * LANE_DX, self.folds.shown(g.row(v)) as f32 * ROW_DY) * self.zoom;
         self.pan = area.size() / 2.0 - at;
         self.follow = false;
         self.placed = true;
@@ -262,16 +275,19 @@ impl MpView {
         self.follow = true;
     }
 
+    /// Where graph row `row` of column `col` is drawn (folds drawn as one row).
     fn to_screen(&self, area: Rect, col: usize, row: u32) -> Pos2 {
-        area.min + self.pan + Vec2::new(col as f32 * LANE_DX, row as f32 * ROW_DY) * self.zoom
+        let shown = self.folds.shown(row);
+        area.min + self.pan + Vec2::new(col as f32 * LANE_DX, shown as f32 * ROW_DY) * self.zoom
     }
 
-    /// The rows in view, with one row of margin.
+    /// The graph rows in view, with one row of margin.
     fn rows_in(&self, area: Rect) -> (u32, u32) {
         let row = |y: f32| (y - area.min.y - self.pan.y) / (self.zoom * ROW_DY);
         let lo = (row(area.min.y) - 1.0).floor().max(0.0);
-        let hi = (row(area.max.y) + 1.0).ceil().max(0.0);
-        (lo as u32, hi.min(u32::MAX as f32) as u32)
+        let hi = (row(area.max.y) + 1.0).ceil().max(0.0).min((u32::MAX - 1) as f32);
+        let next = self.folds.graph_row(hi as u32 + 1);
+        (self.folds.graph_row(lo as u32), next.saturating_sub(1))
     }
 
     fn box_at(&self, area: Rect, col: usize, row: u32) -> Rect {
@@ -316,9 +332,14 @@ impl MpView {
         // for them (by the pair of columns, the last one's screen row).
         let ncols = column.iter().flatten().count();
         let mut last_y = vec![f32::NEG_INFINITY; ncols * ncols];
+        let folded = !self.folds.ranges().is_empty();
         for &(a, b) in g.edges() {
             let ((ra, la), (rb, lb)) = (g.place(a), g.place(b));
             if rb < lo || ra > hi {
+                continue;
+            }
+            // Inside one fold: nothing to draw between its calls.
+            if folded && self.folds.fold_of(ra).is_some_and(|f| f.1 >= rb) {
                 continue;
             }
             let (Some(ca), Some(cb)) = (column[la as usize], column[lb as usize]) else {
@@ -360,9 +381,14 @@ impl MpView {
         let mut out = Vec::new();
         // A call's family by its operation, worked out once per frame and operation.
         let mut families: Vec<Option<Family>> = Vec::new();
+        let folded = !self.folds.ranges().is_empty();
         for (col, &lane) in cols.iter().enumerate() {
             let mut last_y = f32::NEG_INFINITY;
             for &v in g.in_rows(lane, rows.0, rows.1) {
+                // A fold's calls are its band.
+                if folded && self.folds.fold_of(g.row(v)).is_some() {
+                    continue;
+                }
                 let r = self.box_at(area, col, g.row(v));
                 // Zoomed far out, many calls share a pixel row: one box stands for them.
                 if r.center().y - last_y < 1.0 && !marks.stuck.contains(&v) {
@@ -526,12 +552,16 @@ impl MpView {
         let area = self.area?;
         let local = (p - area.min - self.pan) / self.zoom;
         let col = (local.x / LANE_DX).round();
-        let row = (local.y / ROW_DY).round();
-        if col < 0.0 || row < 0.0 || !area.contains(p) {
+        let shown = (local.y / ROW_DY).round();
+        if col < 0.0 || shown < 0.0 || !area.contains(p) {
+            return None;
+        }
+        let row = self.folds.graph_row(shown as u32);
+        if self.folds.fold_of(row).is_some() {
             return None;
         }
         let lane = *cols.get(col as usize)?;
-        g.in_rows(lane, row as u32, row as u32)
+        g.in_rows(lane, row, row)
             .iter()
             .copied()
             .find(|&v| self.box_at(area, col as usize, g.row(v)).contains(p))

@@ -7,6 +7,8 @@
 //!   stdout line must contain the text,
 //! - `{"cmd":"select","op":"Sort","thread":"proc[1]"}` — select a node (as a click does),
 //! - `{"cmd":"seek","ms":8.5}` — in `racetrack open`'s view, move the time slider there,
+//! - `{"cmd":"view","whole":true,"fold":true}` — an MPI job's graph: show the whole job,
+//!   fold the stretches between collectives (each optional),
 //! - `{"cmd":"quit","code":0}` — close the window with that exit code.
 //!
 //! A failed wait or expectation closes the window with exit code 1.
@@ -30,6 +32,13 @@ pub enum Step {
     Select(crate::model::NodeId),
     /// Move the trace view's time slider to this time (ms).
     Seek(f64),
+    /// The message-passing graph: show the whole job; fold between collectives (or not).
+    View {
+        /// Fit every call into view.
+        whole: bool,
+        /// Fold the stretches between collectives, or open them all.
+        fold: Option<bool>,
+    },
     /// Nothing left.
     Done,
 }
@@ -119,7 +128,7 @@ impl Script {
                 .ok_or_else(|| ScriptProblem::NoCmd.at(i + 1))?;
             if !matches!(
                 cmd,
-                "wait" | "sleep" | "expect_output" | "quit" | "select" | "seek"
+                "wait" | "sleep" | "expect_output" | "quit" | "select" | "seek" | "view"
             ) {
                 Command::parse(l).map_err(|e| ScriptProblem::Command(e).at(i + 1))?;
             }
@@ -166,6 +175,13 @@ impl Script {
                 Some(ms) if ms >= 0.0 => (true, Step::Seek(ms)),
                 _ => return Err(ScriptProblem::SeekNeedsMs.at(line)),
             },
+            "view" => (
+                true,
+                Step::View {
+                    whole: v.get("whole").and_then(Value::as_bool).unwrap_or(false),
+                    fold: v.get("fold").and_then(Value::as_bool),
+                },
+            ),
             "quit" => (
                 true,
                 Step::Quit(v.get("code").and_then(Value::as_i64).unwrap_or(0) as i32),
@@ -219,5 +235,34 @@ fn select(model: &Model, line: usize, v: &Value, since: Instant) -> Result<(bool
         }
         .at(line)),
         None => Ok((false, Step::Wait)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn view_lines_say_what_to_show() {
+        let mut s = Script::parse(
+            "{\"cmd\":\"view\",\"whole\":true,\"fold\":true}\n{\"cmd\":\"view\",\"fold\":false}",
+        )
+        .expect("parses");
+        let model = Model::new();
+        assert_eq!(
+            s.step(&model).unwrap(),
+            Step::View {
+                whole: true,
+                fold: Some(true)
+            }
+        );
+        assert_eq!(
+            s.step(&model).unwrap(),
+            Step::View {
+                whole: false,
+                fold: Some(false)
+            }
+        );
+        assert_eq!(s.step(&model).unwrap(), Step::Done);
     }
 }

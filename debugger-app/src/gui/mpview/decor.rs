@@ -23,9 +23,18 @@ impl MpView {
         .find(|&s| s as f32 * px >= 40.0)
         .unwrap_or(10_000_000);
         let color = ui.visuals().weak_text_color();
+        // Folds put many rows in view: a few thousand ticks looked at, at most.
+        let step = step.max((hi.saturating_sub(lo) / 2_000).next_power_of_two());
         let mut r = lo.div_ceil(step) * step;
+        // Folds bring ticks together: one in 12 points is read.
+        let mut last_y = f32::NEG_INFINITY;
         while r <= hi {
             let y = self.to_screen(area, 0, r).y;
+            if self.folds.fold_of(r).is_some() || y - last_y < 12.0 {
+                r = r.saturating_add(step);
+                continue;
+            }
+            last_y = y;
             painter.text(
                 Pos2::new(area.min.x - 6.0, y),
                 Align2::RIGHT_CENTER,

@@ -117,6 +117,13 @@ impl App {
             if ui.button("Whole job").clicked() {
                 self.mp.whole();
             }
+            let fold = ui.toggle_value(&mut self.mp.folds.on, "Fold between collectives");
+            if fold
+                .on_hover_text("draw the calls between two collectives as one row; a click on it opens it")
+                .changed()
+            {
+                self.mp.folds.opened.clear();
+            }
             if ui.button("Unfolded graph").clicked() {
                 self.ui.unfolded_view = true;
             }
