@@ -79,6 +79,38 @@ LOG; `racetrack replay LOG -- PROGRAM ARGS` replays it.",
         #[command(flatten)]
         program: Program,
     },
+    /// Run an MPI job again and again with its wildcard receives' matches forced, to find
+    /// every outcome its message races lead to
+    #[command(
+        long_about = "Explore an MPI job's message races: run it under the debugger with every wildcard receive held, take the lowest candidate sender first, then run it again for each other sender a receive could have taken (earlier picks forced the same), depth first, until every branch ran or a budget is spent. Prints each run on stderr and a summary JSON line on stdout: runs, picks, the distinct outcomes (exit code and last output line, deadlock, hang), each with a scenario file that `racetrack replay FILE -- PROGRAM ARGS` plays again. Exit code 0 when every run exited 0 with one result, 1 when outcomes differ or a run failed.",
+        after_help = "Example:
+  racetrack explore --mpi -n 4 -- ./mergesort --size 4000"
+    )]
+    Explore {
+        /// The program is an MPI job (the only kind explored so far)
+        #[arg(long)]
+        mpi: bool,
+        /// The number of ranks
+        #[arg(short = 'n', value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+        ranks: u32,
+        /// The MPI implementation (default: the one PROGRAM is linked against)
+        #[arg(long = "impl", value_enum, value_name = "IMPL")]
+        imp: Option<MpiImpl>,
+        /// Stop after this many runs
+        #[arg(long, value_name = "N", default_value_t = 100)]
+        max_runs: usize,
+        /// Stop after this many seconds
+        #[arg(long, value_name = "S", default_value_t = 600)]
+        budget_s: u64,
+        /// A run still going after this many seconds counts as hung
+        #[arg(long, value_name = "S", default_value_t = 60)]
+        run_limit_s: u64,
+        /// Where the scenarios of the outcomes go
+        #[arg(long, value_name = "DIR", default_value = "racetrack-explore")]
+        out: PathBuf,
+        #[command(flatten)]
+        program: Program,
+    },
     /// Wait for the N ranks of a job started by hand, and debug it
     #[command(long_about = "Wait for the N ranks of an MPI job started by hand (with \
 RACETRACK_CONNECT and LD_PRELOAD in its environment, as printed) and debug it in the GUI or, with \

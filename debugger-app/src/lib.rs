@@ -4,6 +4,7 @@
 
 pub mod conn;
 pub mod ctl;
+pub mod explore;
 pub mod export;
 pub mod gui;
 pub mod job;

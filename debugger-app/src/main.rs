@@ -69,6 +69,29 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             None => mpi::mpirun(imp, ranks, front, &program),
         },
         Cmd::Listen { ranks, addr, front } => mpi::listen(ranks, &addr, front),
+        Cmd::Explore {
+            mpi: is_mpi,
+            ranks,
+            imp,
+            max_runs,
+            budget_s,
+            run_limit_s,
+            out,
+            program,
+        } => {
+            if !is_mpi {
+                anyhow::bail!(
+                    "only MPI jobs are explored so far: `racetrack explore --mpi -n N -- PROGRAM ARGS`"
+                );
+            }
+            let opts = racetrack::explore::Options {
+                max_runs,
+                budget: std::time::Duration::from_secs(budget_s),
+                run_limit: std::time::Duration::from_secs(run_limit_s),
+                out,
+            };
+            mpi::explore(imp, ranks, &program, &opts)
+        }
         Cmd::Attach { url, script } => runtime::attach(&url, script),
         Cmd::Ctl { url } => Ok(racetrack::ctl::run(commands::connect(&url)?, None)),
         Cmd::Record {

@@ -267,6 +267,32 @@ impl MpGraph {
         Some((rank, leader))
     }
 
+    /// Every send reported so far to rank `rank` of communicator `comm` (an interned
+    /// name): its sender's rank there, the send, and the call that received it, if one
+    /// did. Sends of one sender come in its order. Costs a pass over the sends.
+    pub fn sends_to(&self, comm: u32, rank: i32) -> Vec<(i32, Vx, Option<Vx>)> {
+        let taken = self.out.iter().map(|(&s, r)| (s, r.first().copied()));
+        let pending = self.sends.values().map(|&s| (s, None));
+        let mut out: Vec<(i32, Vx, Option<Vx>)> = taken
+            .chain(pending)
+            .filter_map(|(s, r)| {
+                let y = self.vertices.get(s as usize)?;
+                if y.params.comm != Some(comm) || y.params.peer != Some(Peer::Rank(rank)) {
+                    return None;
+                }
+                Some((self.comm_rank(y.lane, comm)?.0, s, r))
+            })
+            .collect();
+        out.sort_unstable_by_key(|&(source, s, _)| (source, s));
+        out.dedup_by_key(|e| e.1);
+        out
+    }
+
+    /// Lane `lane`'s rank in communicator `comm` (an interned name), if known.
+    pub fn rank_in(&self, lane: u32, comm: u32) -> Option<i32> {
+        self.comm_rank(lane, comm).map(|(r, _)| r)
+    }
+
     /// The sends wildcard receive `v` could take now, by source (none when `v` is not
     /// an open wildcard receive or probe).
     pub fn candidates(&self, v: Vx) -> Vec<Candidate> {

@@ -50,6 +50,37 @@ fn debug_job(plan: &Plan, front: Front, title: &str) -> anyhow::Result<i32> {
     Ok(gui::run(session, waker, script, title))
 }
 
+/// `racetrack explore --mpi …`: each run on stderr, the summary as a JSON line on stdout.
+pub fn explore(
+    imp: Option<MpiImpl>,
+    ranks: u32,
+    program: &Program,
+    opts: &racetrack::explore::Options,
+) -> anyhow::Result<i32> {
+    let plan = plan(imp, ranks, program)?;
+    eprintln!(
+        "racetrack: exploring {} ranks of {} under {}",
+        ranks,
+        plan.program.display(),
+        plan.imp.title()
+    );
+    let s = racetrack::explore::explore_mpi(&plan, opts, |line| eprintln!("racetrack: {line}"))?;
+    let how = match &s.stopped {
+        None => "complete".to_owned(),
+        Some(why) => format!("not complete: {why}"),
+    };
+    eprintln!(
+        "racetrack: {} runs, {} outcomes, {} receives with a choice, {} messages delivered, {:.1} s; {how}",
+        s.runs,
+        s.outcomes.len(),
+        s.branch_points,
+        s.delivered,
+        s.time.as_secs_f64()
+    );
+    println!("{}", s.to_json());
+    Ok(if s.clean() { 0 } else { 1 })
+}
+
 /// `racetrack mpirun --record LOG …`: the job free, each rank recording its part; then
 /// the parts merged into `LOG`. The exit code is the launcher's.
 pub fn record(imp: Option<MpiImpl>, ranks: u32, program: &Program, log: &Path) -> anyhow::Result<i32> {

@@ -1,0 +1,277 @@
+//! `racetrack explore --mpi`: find the outcomes a job's wildcard receives can lead to,
+//! by running it again and again with other matches forced.
+//!
+//! Each run holds every wildcard receive (race mode, [`run`]). A pick is keyed by its
+//! receive, `rank[R]`'s Nth wildcard receive, so a schedule (the picks to force) means
+//! the same in every run however the ranks interleave. The search is a depth-first walk
+//! over schedules, restoring a state by re-executing from the start with the schedule's
+//! picks forced (an MPI job cannot be checkpointed from outside; a re-run costs its
+//! start-up, about a second here): the first run takes, at each receive, the lowest
+//! candidate sender; every receive a run decided freely adds a branch for each other
+//! candidate it had, with the picks before it kept. The walk is complete when every
+//! branch ran; `--max-runs` and `--budget-s` bound it.
+//!
+//! Candidates are the senders whose matching send is pending once every rank is held,
+//! in a call or finished (the happens-before frontier as far as the ranks can go; a
+//! sender still computing after [`run`]'s settle limit is not seen, and says so only by
+//! not being explored). Outcomes are the program's exit code and last output line
+//! (timing fields left out), a deadlock (as the job's debugger names it), or a run over
+//! its time limit. Each distinct outcome keeps the scenario of its first run, which
+//! `racetrack replay FILE -- PROGRAM ARGS` plays again.
+
+mod run;
+
+use crate::mpirun::Plan;
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, HashSet};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// A wildcard receive across runs: its thread and how many it made before.
+pub type Key = (String, u32);
+
+/// A wildcard receive of a run.
+#[derive(Debug, Clone)]
+pub struct Pick {
+    pub key: Key,
+    /// The source it was forced onto, else the one it matched (-1: none).
+    pub source: i32,
+    /// Every source it could have matched in that run, sorted (see `run`).
+    pub candidates: Vec<i32>,
+    pub site: Option<String>,
+    /// The rank refused the forced match, and why.
+    pub refused: Option<String>,
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Outcome {
+    /// The job exited: the launcher's code and the program's last output line.
+    Exit(Option<i32>, String),
+    /// The job deadlocked: who waits for whom.
+    Deadlock(String),
+    /// Still running at the run's limit (seconds).
+    Timeout(u64),
+}
+
+impl Outcome {
+    fn exit(code: Option<i32>, line: Option<&str>) -> Self {
+        Outcome::Exit(code, line.map(without_timing).unwrap_or_default())
+    }
+
+    fn to_json(&self) -> Value {
+        match self {
+            Outcome::Exit(code, line) => json!({"exit": code, "output": line}),
+            Outcome::Deadlock(what) => json!({"deadlock": what}),
+            Outcome::Timeout(s) => json!({"timeout_s": s}),
+        }
+    }
+
+    fn words(&self) -> String {
+        match self {
+            Outcome::Exit(code, line) => format!(
+                "exit {}: {line}",
+                code.map_or("(signal)".to_owned(), |c| c.to_string())
+            ),
+            Outcome::Deadlock(what) => format!("deadlock: {what}"),
+            Outcome::Timeout(s) => format!("still running after {s} s"),
+        }
+    }
+
+    fn failed(&self) -> bool {
+        !matches!(self, Outcome::Exit(Some(0), _))
+    }
+}
+
+/// A result line without what differs from run to run by timing alone: in a JSON
+/// object, fields named for time (`elapsed_ms`, `time_s`, …).
+fn without_timing(line: &str) -> String {
+    match serde_json::from_str::<Value>(line) {
+        Ok(Value::Object(mut o)) => {
+            o.retain(|k, _| {
+                let k = k.to_ascii_lowercase();
+                !(k.contains("elapsed")
+                    || k.contains("time")
+                    || k.ends_with("_ms")
+                    || k.ends_with("_s")
+                    || k.ends_with("per_s"))
+            });
+            Value::Object(o).to_string()
+        }
+        _ => line.trim().to_owned(),
+    }
+}
+
+/// The limits of a search.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub max_runs: usize,
+    pub budget: Duration,
+    /// One run's limit: past it the run counts as hung.
+    pub run_limit: Duration,
+    /// Where the scenarios go.
+    pub out: PathBuf,
+}
+
+/// What a search found.
+#[derive(Debug)]
+pub struct Summary {
+    pub runs: usize,
+    /// Picks made over all runs, and how many had a choice.
+    pub picks: usize,
+    pub branch_points: usize,
+    pub delivered: u64,
+    /// Each distinct outcome: how many runs, its scenario, the picks that led there.
+    pub outcomes: Vec<(Outcome, usize, Option<PathBuf>, Vec<Pick>)>,
+    pub complete: bool,
+    /// Why not complete.
+    pub stopped: Option<String>,
+    pub time: Duration,
+}
+
+impl Summary {
+    /// The JSON line for scripts.
+    pub fn to_json(&self) -> Value {
+        let outcomes: Vec<Value> = self
+            .outcomes
+            .iter()
+            .map(|(o, n, file, picks)| {
+                let forced: Vec<Value> = picks
+                    .iter()
+                    .filter(|p| p.candidates.len() > 1)
+                    .map(|p| json!({"thread": p.key.0, "receive": p.key.1, "source": p.source, "site": p.site}))
+                    .collect();
+                json!({"result": o.to_json(), "count": n, "replay": file, "picks": forced})
+            })
+            .collect();
+        json!({
+            "event": "explored",
+            "runs": self.runs,
+            "picks": self.picks,
+            "branch_points": self.branch_points,
+            "delivered": self.delivered,
+            "outcomes": outcomes,
+            "complete": self.complete,
+            "stopped": self.stopped,
+            "time_s": (self.time.as_secs_f64() * 10.0).round() / 10.0,
+        })
+    }
+
+    /// Whether every run exited 0 with one result.
+    pub fn clean(&self) -> bool {
+        self.outcomes.len() == 1 && self.outcomes.iter().all(|(o, ..)| !o.failed())
+    }
+}
+
+/// Explore the job of `plan`; `say` hears of each run.
+pub fn explore_mpi(plan: &Plan, opts: &Options, mut say: impl FnMut(&str)) -> anyhow::Result<Summary> {
+    std::fs::create_dir_all(&opts.out)?;
+    let t0 = Instant::now();
+    let mut stack: Vec<BTreeMap<Key, i32>> = vec![BTreeMap::new()];
+    let mut tried: HashSet<Vec<(Key, i32)>> = HashSet::new();
+    let mut s = Summary {
+        runs: 0,
+        picks: 0,
+        branch_points: 0,
+        delivered: 0,
+        outcomes: Vec::new(),
+        complete: false,
+        stopped: None,
+        time: Duration::ZERO,
+    };
+    while let Some(forced) = stack.pop() {
+        if !tried.insert(forced.clone().into_iter().collect()) {
+            continue;
+        }
+        if s.runs >= opts.max_runs {
+            s.stopped = Some(format!("--max-runs {} reached", opts.max_runs));
+            break;
+        }
+        if t0.elapsed() >= opts.budget {
+            s.stopped = Some(format!("--budget-s {} spent", opts.budget.as_secs()));
+            break;
+        }
+        let file = opts.out.join(format!("run-{}.rtrec", s.runs + 1));
+        let r = run::run(plan, &forced, opts.run_limit, &file)?;
+        s.runs += 1;
+        s.delivered += r.delivered;
+        s.picks += r.picks.len();
+        say(&describe(s.runs, &r.picks, &forced, &r.outcome));
+        // Each receive decided freely: a branch for each other sender, earlier picks kept.
+        let mut prefix = forced.clone();
+        for p in &r.picks {
+            if !forced.contains_key(&p.key) && p.source >= 0 && p.candidates.len() > 1 {
+                s.branch_points += 1;
+                for &alt in p.candidates.iter().rev().filter(|&&c| c != p.source) {
+                    let mut next = prefix.clone();
+                    next.insert(p.key.clone(), alt);
+                    stack.push(next);
+                }
+            }
+            // A match not reported on the receive itself (an `MPI_Irecv`'s) is not forced.
+            if p.source >= 0 {
+                prefix.insert(p.key.clone(), p.source);
+            }
+        }
+        match s.outcomes.iter_mut().find(|(o, ..)| *o == r.outcome) {
+            Some((_, n, ..)) => {
+                *n += 1;
+                let _ = std::fs::remove_file(&file);
+            }
+            None => {
+                let kept = r.saved.then(|| file.clone());
+                s.outcomes.push((r.outcome, 1, kept, r.picks));
+            }
+        }
+    }
+    s.complete = stack.is_empty() && s.stopped.is_none();
+    s.time = t0.elapsed();
+    Ok(s)
+}
+
+/// One run in words: its forced picks and its outcome.
+fn describe(n: usize, picks: &[Pick], forced: &BTreeMap<Key, i32>, outcome: &Outcome) -> String {
+    let chosen: Vec<String> = picks
+        .iter()
+        .filter(|p| p.candidates.len() > 1 || forced.contains_key(&p.key))
+        .map(|p| {
+            let how = if forced.contains_key(&p.key) {
+                "forced"
+            } else {
+                "first"
+            };
+            let refused = p
+                .refused
+                .as_ref()
+                .map_or(String::new(), |r| format!(" (refused: {r})"));
+            format!(
+                "{}'s receive #{} <- rank {} ({how}){refused}",
+                p.key.0,
+                p.key.1 + 1,
+                p.source
+            )
+        })
+        .collect();
+    let picks = if chosen.is_empty() {
+        "no choice".to_owned()
+    } else {
+        chosen.join(", ")
+    };
+    format!("run {n}: {picks} -> {}", outcome.words())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn results_are_compared_without_their_timing() {
+        let a = without_timing(r#"{"program":"mergesort","matches_reference":true,"elapsed_ms":3.2}"#);
+        let b = without_timing(r#"{"program":"mergesort","matches_reference":true,"elapsed_ms":9.7}"#);
+        assert_eq!(a, b);
+        assert!(a.contains("matches_reference"));
+        assert_eq!(without_timing("  sorted 4000 numbers "), "sorted 4000 numbers");
+        assert!(Outcome::exit(Some(1), Some("x")).failed());
+        assert!(!Outcome::exit(Some(0), Some("x")).failed());
+    }
+}

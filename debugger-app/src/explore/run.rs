@@ -1,0 +1,405 @@
+//! One run of an MPI job under the explorer: every wildcard receive is held (race mode);
+//! a receive the schedule names is forced onto its source, any other released at once
+//! for MPI to match. The run ends with the job, a deadlock, or its time limit. Then each
+//! receive's alternatives are read off the run ([`alternatives`]): for each other sender
+//! to it, that sender's first send the rank had not taken before this receive, unless
+//! the send happens after the receive was posted (then it cannot be what it takes).
+
+use super::{Key, Outcome, Pick};
+use crate::conn::{CommandSender, ConnEvent};
+use crate::job::JobListener;
+use crate::launch::{spawn_job, Launched};
+use crate::model::Model;
+use crate::mpirun::Plan;
+use racetrack_protocol::{Command, Event, Peer, Request, SpecialPeer, When};
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::BufRead;
+use std::path::Path;
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Request numbers of the explorer's own commands.
+const REQ_BASE: u64 = 1 << 40;
+
+/// What one run did.
+pub(super) struct Run {
+    pub outcome: Outcome,
+    /// Its wildcard receives, in the order they were held.
+    pub picks: Vec<Pick>,
+    /// Messages received.
+    pub delivered: u64,
+    /// Whether the scenario file was written.
+    pub saved: bool,
+}
+
+/// A run in progress.
+struct Driver<'a> {
+    tx: CommandSender,
+    model: Model,
+    forced: &'a BTreeMap<Key, i32>,
+    /// The wildcard receives held, by key, with their vertices; and the forced matches
+    /// a rank refused.
+    receives: Vec<(Key, crate::model::mpgraph::Vx)>,
+    refusals: BTreeMap<Key, Option<String>>,
+    /// Wildcard receives held so far on each thread.
+    seen: BTreeMap<String, u32>,
+    /// Held events decided (their `match` sent, or released).
+    done: BTreeSet<u64>,
+    /// `match` requests awaiting `ok`: request → the receive's key and held event.
+    matching: BTreeMap<u64, (Key, u64)>,
+    next_req: u64,
+    delivered: u64,
+    deadlock: Option<String>,
+    pids: Vec<u32>,
+}
+
+fn wildcard() -> When {
+    When {
+        peer: Some(Peer::Special(SpecialPeer::AnySource)),
+        ..When::default()
+    }
+}
+
+/// Run `plan` once, forcing the picks `forced` names; write its scenario to `scenario`.
+pub(super) fn run(
+    plan: &Plan,
+    forced: &BTreeMap<Key, i32>,
+    limit: Duration,
+    scenario: &Path,
+) -> anyhow::Result<Run> {
+    let (conn, mut launched) = start(plan)?;
+    let last_line = read_stdout(&mut launched);
+    let (tx, events) = conn.split();
+    let mut d = Driver {
+        tx,
+        model: Model::new().with_messages().with_clocks(),
+        forced,
+        receives: Vec::new(),
+        refusals: BTreeMap::new(),
+        seen: BTreeMap::new(),
+        done: BTreeSet::new(),
+        matching: BTreeMap::new(),
+        next_req: REQ_BASE,
+        delivered: 0,
+        deadlock: None,
+        pids: Vec::new(),
+    };
+    d.tx.send(Command::Break {
+        op: "*".into(),
+        thread: None,
+        on: true,
+        trace: false,
+        when: Some(wildcard()),
+        hit: None,
+    });
+    d.tx.send(Command::Continue {
+        thread: None,
+        event_id: None,
+        trace: None,
+    });
+    let deadline = Instant::now() + limit;
+    let closed = loop {
+        match events.recv_timeout(Duration::from_millis(10)) {
+            Ok(ConnEvent::Closed(_)) | Err(mpsc::RecvTimeoutError::Disconnected) => break true,
+            Ok(item) => d.take(item),
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+        }
+        if d.deadlock.is_some() || Instant::now() > deadline {
+            break false;
+        }
+        d.decide();
+    };
+    let path = scenario.display().to_string();
+    let (outcome, saved) = if closed {
+        let code = wait_exit(&mut launched, Duration::from_secs(20));
+        let saved = matches!(d.tx.save_kept(&path, None), Event::Ok { .. });
+        let line = last_line.lock().map(|l| l.clone()).unwrap_or_default();
+        (Outcome::exit(code, line.as_deref()), saved)
+    } else {
+        // Saved while the ranks are still there, then the job is ended.
+        let saved = d.save_live(&events, &path);
+        kill(&mut launched, &d.pids);
+        let outcome = match d.deadlock.take() {
+            Some(what) => Outcome::Deadlock(what),
+            None => Outcome::Timeout(limit.as_secs()),
+        };
+        (outcome, saved)
+    };
+    Ok(Run {
+        outcome,
+        picks: d.picks(),
+        delivered: d.delivered,
+        saved,
+    })
+}
+
+impl Driver<'_> {
+    fn take(&mut self, item: ConnEvent) {
+        match item {
+            ConnEvent::Event(ev) => self.event(&ev),
+            ConnEvent::Events(evs) => evs.iter().for_each(|ev| self.event(ev)),
+            ConnEvent::Packed(names, ps) => {
+                for p in &ps {
+                    self.delivered += u64::from(p.kind == racetrack_protocol::Kind::Recv);
+                    self.model.ingest_packed(&names, p);
+                }
+            }
+            ConnEvent::Closed(_) => {}
+        }
+    }
+
+    fn event(&mut self, ev: &Event) {
+        self.model.ingest(ev);
+        match ev {
+            Event::Recv(_) => self.delivered += 1,
+            Event::Snapshot { threads, .. } => self.pids.extend(threads.iter().filter_map(|t| t.pid)),
+            Event::Deadlock { waits, .. } => {
+                let what: Vec<String> = waits
+                    .iter()
+                    .map(|w| {
+                        format!(
+                            "{} in {} waiting for {}",
+                            w.thread,
+                            w.call,
+                            w.waits_for.join(", ")
+                        )
+                    })
+                    .collect();
+                self.deadlock = Some(what.join("; "));
+            }
+            Event::Ok { req: Some(n), .. } | Event::Error { req: Some(n), .. } => {
+                if let Some((key, id)) = self.matching.remove(n) {
+                    // Forced (or refused: the receive then takes what comes): release it.
+                    if let Event::Error { message, .. } = ev {
+                        self.refusals.insert(key, Some(message.clone()));
+                    }
+                    self.release(id);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Release held event `id` (only it: a later hold of its thread stays).
+    fn release(&mut self, id: u64) {
+        self.tx.send(Command::Continue {
+            thread: None,
+            event_id: Some(id),
+            trace: None,
+        });
+    }
+
+    /// Every held event not decided yet: a wildcard receive the schedule names is forced
+    /// onto its source; every other hold is released.
+    fn decide(&mut self) {
+        let Some(g) = self.model.messages() else { return };
+        let mut waiting = Vec::new();
+        let mut other = Vec::new();
+        for lane in g.lane_order() {
+            let l = &g.lanes()[lane as usize];
+            let last = l.vertices.last().map(|&v| (v, &g.vertices()[v as usize]));
+            let held = self.model.control.held_of(l.thread).map(|(id, _)| id.event_id);
+            let Some(id) = held.filter(|id| !self.done.contains(id)) else {
+                continue;
+            };
+            let thread = self.model.thread_name(l.thread).to_owned();
+            match last {
+                // Nonblocking receives match later, in a completion: not explored yet.
+                Some((v, x))
+                    if x.start == id
+                        && x.pending_wildcard()
+                        && self.model.first().op_name(x.call) != "MPI_Irecv" =>
+                {
+                    waiting.push((id, thread, v))
+                }
+                _ => other.push(id),
+            }
+        }
+        for id in other {
+            self.done.insert(id);
+            self.release(id);
+        }
+        for (id, thread, v) in waiting {
+            // Keyed at first sight: the Nth wildcard receive of its thread, in every run.
+            let nth = self.seen.entry(thread.clone()).or_insert(0);
+            let key = (thread.clone(), *nth);
+            *nth += 1;
+            self.done.insert(id);
+            self.receives.push((key.clone(), v));
+            match self.forced.get(&key) {
+                Some(&source) => self.pick(id, key, source),
+                // Free: MPI matches it; what else it could have taken is worked out after.
+                None => self.release(id),
+            }
+        }
+    }
+
+    /// Force held receive `id` onto `source`; it is released once the rank says `ok`.
+    fn pick(&mut self, id: u64, key: Key, source: i32) {
+        let req = self.next_req;
+        self.next_req += 1;
+        self.matching.insert(req, (key, id));
+        self.tx.send(Request {
+            req: Some(req),
+            cmd: Command::Match {
+                event_id: Some(id),
+                thread: None,
+                source,
+                tag: None,
+            },
+        });
+    }
+
+    /// Each wildcard receive held: the source it matched, and the others it could have.
+    fn picks(&mut self) -> Vec<Pick> {
+        let receives = std::mem::take(&mut self.receives);
+        let mut out = Vec::with_capacity(receives.len());
+        for (key, v) in receives {
+            let (source, site, alts) = alternatives(&mut self.model, v);
+            out.push(Pick {
+                refused: self.refusals.remove(&key).flatten(),
+                source: self.forced.get(&key).copied().or(source).unwrap_or(-1),
+                key,
+                candidates: alts,
+                site,
+            });
+        }
+        out
+    }
+
+    /// `save_scenario` while the ranks run: whether it was written.
+    fn save_live(&mut self, events: &mpsc::Receiver<ConnEvent>, path: &str) -> bool {
+        let req = self.next_req;
+        self.next_req += 1;
+        self.tx.send(Request {
+            req: Some(req),
+            cmd: Command::SaveScenario {
+                path: path.to_owned(),
+            },
+        });
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            let evs = match events.recv_timeout(Duration::from_millis(50)) {
+                Ok(ConnEvent::Event(ev)) => vec![ev],
+                Ok(ConnEvent::Events(evs)) => evs,
+                Ok(ConnEvent::Closed(_)) | Err(mpsc::RecvTimeoutError::Disconnected) => return false,
+                _ => continue,
+            };
+            for ev in evs {
+                match ev {
+                    Event::Ok { req: Some(n), .. } if n == req => return true,
+                    Event::Error { req: Some(n), .. } if n == req => return false,
+                    _ => {}
+                }
+            }
+        }
+        false
+    }
+}
+
+/// Launch the job and wait for its ranks.
+fn start(plan: &Plan) -> anyhow::Result<(crate::conn::Connection, Launched)> {
+    let listener = JobListener::bind("127.0.0.1:0", None)?;
+    let mut launched = spawn_job(plan.command(listener.url()), listener.url())?;
+    let conn = listener.accept(plan.ranks, Duration::from_secs(60), Box::new(|| {}), || {
+        let st = launched.child.try_wait().ok().flatten()?;
+        Some(format!("the launcher exited ({st}) before every rank connected"))
+    });
+    match conn {
+        Ok(conn) => Ok((conn, launched)),
+        Err(e) => {
+            let _ = launched.child.kill();
+            let _ = launched.child.wait();
+            Err(e.into())
+        }
+    }
+}
+
+/// The program's stdout, read to its end: its last line, as it is so far.
+fn read_stdout(l: &mut Launched) -> Arc<Mutex<Option<String>>> {
+    let last = Arc::new(Mutex::new(None));
+    if let Some(out) = l.stdout.take() {
+        let last = last.clone();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+                if !line.trim().is_empty() {
+                    if let Ok(mut l) = last.lock() {
+                        *l = Some(line);
+                    }
+                }
+            }
+        });
+    }
+    last
+}
+
+fn wait_exit(l: &mut Launched, limit: Duration) -> Option<i32> {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if let Ok(Some(st)) = l.child.try_wait() {
+            return st.code();
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = l.child.kill();
+    l.child.wait().ok().and_then(|s| s.code())
+}
+
+/// End a job that will not end by itself: its ranks (by pid) and its launcher.
+fn kill(l: &mut Launched, pids: &[u32]) {
+    for pid in pids {
+        let _ = std::process::Command::new("kill")
+            .args(["-KILL", &pid.to_string()])
+            .status();
+    }
+    let _ = l.child.kill();
+    let _ = l.child.wait();
+}
+
+/// Wildcard receive `v` after the run: the source it matched (if it did), its site, and
+/// every source it could have matched, sorted: the matched one, and for each other
+/// sender to its rank, that sender's first send (on its communicator, with its tag) the
+/// rank had not taken before `v`, unless that send happens after `v` was posted.
+fn alternatives(model: &mut Model, v: crate::model::mpgraph::Vx) -> (Option<i32>, Option<String>, Vec<i32>) {
+    use racetrack_protocol::Tag;
+    let Some(g) = model.messages() else {
+        return (None, None, Vec::new());
+    };
+    let x = &g.vertices()[v as usize];
+    let matched = x.params.matched;
+    let site = x.params.site.map(|s| g.name(s).to_owned());
+    let (Some(comm), start) = (x.params.comm, x.start) else {
+        return (matched, site, matched.into_iter().collect());
+    };
+    let Some(me) = g.rank_in(x.lane, comm) else {
+        return (matched, site, matched.into_iter().collect());
+    };
+    let tag = match (x.params.tag, x.params.source) {
+        (Some(Tag::Tag(t)), None) => Some(t),
+        _ => None,
+    };
+    // Vertices along a lane are numbered in order: taken before `v` is taken by a
+    // vertex below `v`'s number (only `v`'s rank receives sends to it).
+    let mut first: BTreeMap<i32, u64> = BTreeMap::new();
+    for (source, s, taken) in g.sends_to(comm, me) {
+        let y = &g.vertices()[s as usize];
+        if Some(source) == matched || first.contains_key(&source) {
+            continue;
+        }
+        if tag.is_some_and(|t| y.params.tag != Some(Tag::Tag(t))) || taken.is_some_and(|r| r < v) {
+            continue;
+        }
+        first.insert(source, y.start);
+    }
+    let mut alts: Vec<i32> = matched.into_iter().collect();
+    if let Some(clocks) = model.clocks() {
+        for (source, send) in first {
+            if clocks.order(start, send) != Some(crate::model::clocks::Order::Before) {
+                alts.push(source);
+            }
+        }
+    }
+    alts.sort_unstable();
+    alts.dedup();
+    (matched, site, alts)
+}
