@@ -701,11 +701,11 @@ fn recvs_name_their_sends(imp: Impl) {
 
 on_both!(unreported_sends_do_not_stall_the_stream);
 
-/// A receive whose send the library does not report (a persistent request's `MPI_Start`)
-/// goes out unlinked once its sender's stream has moved on or gone quiet (1 s), not after
-/// the merge's longest wait (3 s): rank 0's events after 12 such receives, up to a
-/// breakpoint, arrive within 25 s (at 3 s a receive they would take 36 s); the other
-/// receives keep their links, and the program's result is right.
+/// A receive whose send the library does not report (a persistent request started by
+/// `MPI_Startall`) goes out unlinked once its sender's stream has moved on or gone quiet
+/// (1 s), not after the merge's longest wait (3 s): rank 0's events after 12 such
+/// receives, up to a breakpoint, arrive within 25 s (at 3 s a receive they would take
+/// 36 s); the other receives keep their links, and the program's result is right.
 fn unreported_sends_do_not_stall_the_stream(imp: Impl) {
     let Some(dir) = setup(imp) else { return };
     let mut s = Ctl::mpirun(

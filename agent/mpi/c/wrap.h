@@ -77,6 +77,13 @@ RT_HIDDEN void rt_release_all_edits(void);
  * completed and was freed, so that one's send is over). */
 RT_HIDDEN void wc_request(wcall *w, int64_t id);
 
+/* Collectives' shared arithmetic (coll.c): the ranks whose counts a vector form takes
+ * (the remote group's, for an intercommunicator), their sum (saturated), and whether
+ * this rank is a rooted collective's root. */
+RT_HIDDEN int rt_coll_size(MPI_Comm comm);
+RT_HIDDEN int rt_sum(const int counts[], int n);
+RT_HIDDEN int rt_is_root(MPI_Comm comm, int root);
+
 /* ---- internal entry points: one per covered call, taking the call site ---- */
 enum rt_send_mode { RT_SEND, RT_SSEND, RT_BSEND, RT_RSEND };
 
@@ -150,6 +157,26 @@ RT_HIDDEN int rtw_alltoallv(void *caller, const void *sbuf, const int scounts[],
                             const int sdispls[], MPI_Datatype stype, void *rbuf,
                             const int rcounts[], const int rdispls[], MPI_Datatype rtype,
                             MPI_Comm comm);
+
+/* Nonblocking collectives (nbcoll.c), the Fortran bindings' most used. */
+RT_HIDDEN int rtw_ibarrier(void *caller, MPI_Comm comm, MPI_Request *req);
+RT_HIDDEN int rtw_ibcast(void *caller, void *buf, int count, MPI_Datatype type, int root,
+                         MPI_Comm comm, MPI_Request *req);
+RT_HIDDEN int rtw_ireduce(void *caller, const void *sbuf, void *rbuf, int count,
+                          MPI_Datatype type, MPI_Op op, int root, MPI_Comm comm,
+                          MPI_Request *req);
+RT_HIDDEN int rtw_iallreduce(void *caller, const void *sbuf, void *rbuf, int count,
+                             MPI_Datatype type, MPI_Op op, MPI_Comm comm, MPI_Request *req);
+
+/* Persistent requests (persist.c). */
+RT_HIDDEN int rtw_send_init(void *caller, enum rt_send_mode m, const void *buf, int count,
+                            MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+                            MPI_Request *req);
+RT_HIDDEN int rtw_recv_init(void *caller, void *buf, int count, MPI_Datatype type,
+                            int source, int tag, MPI_Comm comm, MPI_Request *req);
+RT_HIDDEN int rtw_start(void *caller, MPI_Request *req);
+RT_HIDDEN int rtw_startall(void *caller, int n, MPI_Request reqs[]);
+RT_HIDDEN int rtw_request_free(void *caller, MPI_Request *req);
 
 RT_HIDDEN int rtw_comm_split(void *caller, MPI_Comm comm, int color, int key,
                              MPI_Comm *out);

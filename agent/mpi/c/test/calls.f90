@@ -40,6 +40,31 @@ program calls
   total = size * (size - 1) / 2
   if (b /= 42 .or. x /= total) call MPI_Abort(MPI_COMM_WORLD, 3, ierr)
 
+  ! Nonblocking collectives, and a persistent ring (to the right, from the left).
+  call MPI_Ibarrier(MPI_COMM_WORLD, reqs(1), ierr)
+  call MPI_Wait(reqs(1), st, ierr)
+  b = 0
+  if (rank == 0) b = 43
+  call MPI_Ibcast(b, 1, MPI_INTEGER, 0, MPI_COMM_WORLD, reqs(1), ierr)
+  x = rank
+  call MPI_Iallreduce(MPI_IN_PLACE, x, 1, MPI_INTEGER, MPI_SUM, MPI_COMM_WORLD, reqs(2), ierr)
+  i = 0
+  call MPI_Ireduce(rank, i, 1, MPI_INTEGER, MPI_SUM, 0, MPI_COMM_WORLD, reqs(3), ierr)
+  call MPI_Waitall(3, reqs, MPI_STATUSES_IGNORE, ierr)
+  if (b /= 43 .or. x /= total .or. (rank == 0 .and. i /= total)) call MPI_Abort(MPI_COMM_WORLD, 4, ierr)
+  x = rank
+  call MPI_Send_init(x, 1, MPI_INTEGER, mod(rank + 1, size), 12, MPI_COMM_WORLD, reqs(1), ierr)
+  call MPI_Recv_init(b, 1, MPI_INTEGER, mod(rank + size - 1, size), 12, MPI_COMM_WORLD, &
+                     reqs(2), ierr)
+  call MPI_Start(reqs(2), ierr)
+  call MPI_Start(reqs(1), ierr)
+  call MPI_Waitall(2, reqs, MPI_STATUSES_IGNORE, ierr)
+  call MPI_Startall(2, reqs, ierr)
+  call MPI_Waitall(2, reqs, MPI_STATUSES_IGNORE, ierr)
+  call MPI_Request_free(reqs(1), ierr)
+  call MPI_Request_free(reqs(2), ierr)
+  if (b /= mod(rank + size - 1, size)) call MPI_Abort(MPI_COMM_WORLD, 5, ierr)
+
   call MPI_Barrier(MPI_COMM_WORLD, ierr)
   if (rank == 0) print '(a)', 'calls.f90: ok'
   call MPI_Finalize(ierr)
