@@ -23,7 +23,8 @@ struct persist {
 
 static struct persist *table;
 static size_t table_len, table_cap;
-/* Request_free may run on any thread, reports on the MPI_Init thread. */
+/* Request_free may run on any thread, reports on the MPI_Init thread. table_len is
+ * written under the lock, atomically: Request_free peeks at it without. */
 static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* Keep `p` (replacing what an earlier request with its handle did); out of memory: not
@@ -42,7 +43,7 @@ static void keep(const struct persist *p) {
     }
     if (i < table_cap) {
         table[i] = *p;
-        if (i == table_len) table_len++;
+        if (i == table_len) __atomic_store_n(&table_len, table_len + 1, __ATOMIC_RELAXED);
     }
     pthread_mutex_unlock(&table_lock);
 }
@@ -63,7 +64,8 @@ static void forget(int64_t id) {
     pthread_mutex_lock(&table_lock);
     for (size_t i = 0; i < table_len; i++)
         if (table[i].id == id) {
-            table[i] = table[--table_len];
+            table[i] = table[table_len - 1];
+            __atomic_store_n(&table_len, table_len - 1, __ATOMIC_RELAXED);
             break;
         }
     pthread_mutex_unlock(&table_lock);
@@ -153,9 +155,11 @@ int rtw_startall(void *caller, int n, MPI_Request reqs[]) {
 /* A freed request's send may still be reading an edited copy (rt_keep_edit): that is
  * released when the handle is reused or after MPI_Finalize, not here. */
 int rtw_request_free(void *caller, MPI_Request *req) {
-    int64_t id = *req == MPI_REQUEST_NULL ? 0 : MPI_Request_c2f(*req);
-    /* Even unreported: a freed handle may name the next persistent request. */
-    if (id) forget(id);
+    /* Even unreported: a freed handle may name the next persistent request. An unlocked
+     * peek first: with nothing kept, Open MPI's c2f (which may allocate a Fortran index)
+     * is not worth calling. */
+    if (*req != MPI_REQUEST_NULL && __atomic_load_n(&table_len, __ATOMIC_RELAXED))
+        forget(MPI_Request_c2f(*req));
     if (!rt_active()) return PMPI_Request_free(req);
     wcall w;
     wc_begin(&w, "MPI_Request_free", caller);
