@@ -3035,3 +3035,37 @@ fn mprobe_wildcard_forced(imp: Impl) {
         assert_eq!(mrecv["call"]["matched"]["source"], json!(source), "{mrecv}");
     }
 }
+
+on_both!(replay_coverage);
+
+/// coverage.c recorded, then replayed: rank 0's wildcard `MPI_Mprobe`s are choices (their
+/// sources, tag 32) and the `MPI_Improbe` polls runs of misses, and each replay follows
+/// the log to the recorded outcome, `first` included.
+fn replay_coverage(imp: Impl) {
+    let Some(dir) = setup(imp) else { return };
+    let prog = dir.join("coverage");
+    let log = scratch(imp, "coverage.rtrec");
+    let (recorded, rec_log) = record_job(imp, &prog, &[], &log);
+    assert_eq!(recorded["matches_reference"], true, "{recorded}");
+    let probed: Vec<i32> = rec_log.ranks[0]
+        .choices
+        .iter()
+        .filter_map(|c| match c.what {
+            racetrack_protocol::replay_log::Chose::Match { source, tag: 32 } => Some(source),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(probed.len(), 2, "{:?}", rec_log.ranks[0]);
+    assert_eq!(
+        i64::from(probed[0]),
+        recorded["first"].as_i64().unwrap(),
+        "{recorded}"
+    );
+    assert!(rec_log.complete(), "every rank reached MPI_Finalize");
+    let l = log.to_str().unwrap();
+    for i in 0..3 {
+        let (code, report, err) = racetrack_cli(&["replay", l], &prog, &[]);
+        assert_eq!(code, Some(0), "replay {i}: {err}");
+        assert_eq!(outcome_of(&report), outcome_of(&recorded), "replay {i}");
+    }
+}
