@@ -55,7 +55,7 @@ static void probe_fields(wcall *w, const char *name, void *caller, int source, i
     w->c.tag = rt_norm_tag(tag);
 }
 
-static int mprobe(void *caller, int source, int tag, MPI_Comm comm, MPI_Message *m,
+int rtw_mprobe(void *caller, int source, int tag, MPI_Comm comm, MPI_Message *m,
                   MPI_Status *st) {
     if (!rt_active()) return PMPI_Mprobe(source, tag, comm, m, st);
     wcall w;
@@ -72,7 +72,7 @@ static int mprobe(void *caller, int source, int tag, MPI_Comm comm, MPI_Message 
     return rc;
 }
 
-static int improbe(void *caller, int source, int tag, MPI_Comm comm, int *flag,
+int rtw_improbe(void *caller, int source, int tag, MPI_Comm comm, int *flag,
                    MPI_Message *m, MPI_Status *st) {
     if (!rt_active()) return PMPI_Improbe(source, tag, comm, flag, m, st);
     wcall w;
@@ -101,7 +101,7 @@ static int improbe(void *caller, int source, int tag, MPI_Comm comm, int *flag,
     return rc;
 }
 
-static int mrecv(void *caller, void *buf, int count, MPI_Datatype type, MPI_Message *m,
+int rtw_mrecv(void *caller, void *buf, int count, MPI_Datatype type, MPI_Message *m,
                  MPI_Status *st) {
     if (!rt_active()) return PMPI_Mrecv(buf, count, type, m, st);
     wcall w;
@@ -117,7 +117,7 @@ static int mrecv(void *caller, void *buf, int count, MPI_Datatype type, MPI_Mess
     return rc;
 }
 
-static int imrecv(void *caller, void *buf, int count, MPI_Datatype type, MPI_Message *m,
+int rtw_imrecv(void *caller, void *buf, int count, MPI_Datatype type, MPI_Message *m,
                   MPI_Request *req) {
     if (!rt_active()) return PMPI_Imrecv(buf, count, type, m, req);
     wcall w;
@@ -134,18 +134,18 @@ static int imrecv(void *caller, void *buf, int count, MPI_Datatype type, MPI_Mes
 /* ---- the C entry points ---- */
 
 int MPI_Mprobe(int source, int tag, MPI_Comm comm, MPI_Message *m, MPI_Status *st) {
-    return mprobe(RT_CALLER, source, tag, comm, m, st);
+    return rtw_mprobe(RT_CALLER, source, tag, comm, m, st);
 }
 
 int MPI_Improbe(int source, int tag, MPI_Comm comm, int *flag, MPI_Message *m,
                 MPI_Status *st) {
-    return improbe(RT_CALLER, source, tag, comm, flag, m, st);
+    return rtw_improbe(RT_CALLER, source, tag, comm, flag, m, st);
 }
 
 int MPI_Mrecv(void *buf, int count, MPI_Datatype type, MPI_Message *m, MPI_Status *st) {
-    return mrecv(RT_CALLER, buf, count, type, m, st);
+    return rtw_mrecv(RT_CALLER, buf, count, type, m, st);
 }
 
 int MPI_Imrecv(void *buf, int count, MPI_Datatype type, MPI_Message *m, MPI_Request *req) {
-    return imrecv(RT_CALLER, buf, count, type, m, req);
+    return rtw_imrecv(RT_CALLER, buf, count, type, m, req);
 }

@@ -168,6 +168,16 @@ RT_HIDDEN int rtw_ireduce(void *caller, const void *sbuf, void *rbuf, int count,
 RT_HIDDEN int rtw_iallreduce(void *caller, const void *sbuf, void *rbuf, int count,
                              MPI_Datatype type, MPI_Op op, MPI_Comm comm, MPI_Request *req);
 
+/* Matched probes (mprobe.c). */
+RT_HIDDEN int rtw_mprobe(void *caller, int source, int tag, MPI_Comm comm, MPI_Message *m,
+                         MPI_Status *st);
+RT_HIDDEN int rtw_improbe(void *caller, int source, int tag, MPI_Comm comm, int *flag,
+                          MPI_Message *m, MPI_Status *st);
+RT_HIDDEN int rtw_mrecv(void *caller, void *buf, int count, MPI_Datatype type,
+                        MPI_Message *m, MPI_Status *st);
+RT_HIDDEN int rtw_imrecv(void *caller, void *buf, int count, MPI_Datatype type,
+                         MPI_Message *m, MPI_Request *req);
+
 /* Persistent requests (persist.c). */
 RT_HIDDEN int rtw_send_init(void *caller, enum rt_send_mode m, const void *buf, int count,
                             MPI_Datatype type, int dest, int tag, MPI_Comm comm,

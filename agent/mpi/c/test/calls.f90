@@ -5,7 +5,8 @@ program calls
   implicit none
   integer :: rank, size, ierr, i, total, b, x
   integer :: reqs(16), vals(16)
-  integer :: st(MPI_STATUS_SIZE)
+  integer :: st(MPI_STATUS_SIZE), msg
+  logical :: flag
   double precision :: out, got
 
   call MPI_Init(ierr)
@@ -64,6 +65,22 @@ program calls
   call MPI_Request_free(reqs(1), ierr)
   call MPI_Request_free(reqs(2), ierr)
   if (b /= mod(rank + size - 1, size)) call MPI_Abort(MPI_COMM_WORLD, 5, ierr)
+
+  ! Matched probes around the ring: a blocking one, then a polling one.
+  x = rank + 100
+  call MPI_Isend(x, 1, MPI_INTEGER, mod(rank + 1, size), 13, MPI_COMM_WORLD, reqs(1), ierr)
+  call MPI_Mprobe(mod(rank + size - 1, size), 13, MPI_COMM_WORLD, msg, st, ierr)
+  call MPI_Mrecv(b, 1, MPI_INTEGER, msg, st, ierr)
+  call MPI_Wait(reqs(1), MPI_STATUS_IGNORE, ierr)
+  if (b /= mod(rank + size - 1, size) + 100) call MPI_Abort(MPI_COMM_WORLD, 6, ierr)
+  call MPI_Isend(x, 1, MPI_INTEGER, mod(rank + 1, size), 14, MPI_COMM_WORLD, reqs(1), ierr)
+  flag = .false.
+  do while (.not. flag)
+    call MPI_Improbe(mod(rank + size - 1, size), 14, MPI_COMM_WORLD, flag, msg, st, ierr)
+  end do
+  call MPI_Imrecv(b, 1, MPI_INTEGER, msg, reqs(2), ierr)
+  call MPI_Waitall(2, reqs, MPI_STATUSES_IGNORE, ierr)
+  if (b /= mod(rank + size - 1, size) + 100) call MPI_Abort(MPI_COMM_WORLD, 7, ierr)
 
   call MPI_Barrier(MPI_COMM_WORLD, ierr)
   if (rank == 0) print '(a)', 'calls.f90: ok'
