@@ -1,6 +1,6 @@
-/* fortran_nb.c: Open MPI's Fortran bindings of the most used nonblocking collectives,
- * the persistent requests and MPI_Request_free (see fortran.c for why only Open MPI
- * needs them). */
+/* fortran_nb.c: Open MPI's Fortran bindings of the nonblocking collectives, the
+ * persistent requests and MPI_Request_free (see fortran.c for why only Open MPI needs
+ * them). */
 #include "wrap.h"
 
 #ifdef OPEN_MPI
@@ -43,6 +43,94 @@ void mpi_iallreduce_(void *s, void *rb, F *n, F *t, F *op, F *c, F *r, F *e) {
     fout(e, req, r);
 }
 F08(mpi_iallreduce_, ompi_iallreduce_f)
+
+void mpi_iscan_(void *s, void *rb, F *n, F *t, F *op, F *c, F *r, F *e) {
+    MPI_Request req = MPI_REQUEST_NULL;
+    *e = rtw_iscan(RT_CALLER, 0, fbuf(s), fbuf(rb), *n, TY(t), OP(op), CM(c), &req);
+    fout(e, req, r);
+}
+F08(mpi_iscan_, ompi_iscan_f)
+
+void mpi_iexscan_(void *s, void *rb, F *n, F *t, F *op, F *c, F *r, F *e) {
+    MPI_Request req = MPI_REQUEST_NULL;
+    *e = rtw_iscan(RT_CALLER, 1, fbuf(s), fbuf(rb), *n, TY(t), OP(op), CM(c), &req);
+    fout(e, req, r);
+}
+F08(mpi_iexscan_, ompi_iexscan_f)
+
+void mpi_ireduce_scatter_(void *s, void *rb, F *rcs, F *t, F *op, F *c, F *r, F *e) {
+    MPI_Request req = MPI_REQUEST_NULL;
+    *e = rtw_ireduce_scatter(RT_CALLER, fbuf(s), fbuf(rb), rcs, TY(t), OP(op), CM(c), &req);
+    fout(e, req, r);
+}
+F08(mpi_ireduce_scatter_, ompi_ireduce_scatter_f)
+
+void mpi_igather_(void *s, F *sn, F *st, void *rb, F *rn, F *rt, F *root, F *c, F *r, F *e) {
+    MPI_Request req = MPI_REQUEST_NULL;
+    *e = rtw_igather(RT_CALLER, fbuf(s), *sn, TY(st), fbuf(rb), *rn, TY(rt), *root, CM(c),
+                     &req);
+    fout(e, req, r);
+}
+F08(mpi_igather_, ompi_igather_f)
+
+void mpi_igatherv_(void *s, F *sn, F *st, void *rb, F *rcs, F *displs, F *rt, F *root, F *c,
+                   F *r, F *e) {
+    MPI_Request req = MPI_REQUEST_NULL;
+    *e = rtw_igatherv(RT_CALLER, fbuf(s), *sn, TY(st), fbuf(rb), rcs, displs, TY(rt), *root,
+                      CM(c), &req);
+    fout(e, req, r);
+}
+F08(mpi_igatherv_, ompi_igatherv_f)
+
+void mpi_iscatter_(void *s, F *sn, F *st, void *rb, F *rn, F *rt, F *root, F *c, F *r,
+                   F *e) {
+    MPI_Request req = MPI_REQUEST_NULL;
+    *e = rtw_iscatter(RT_CALLER, fbuf(s), *sn, TY(st), fbuf(rb), *rn, TY(rt), *root, CM(c),
+                      &req);
+    fout(e, req, r);
+}
+F08(mpi_iscatter_, ompi_iscatter_f)
+
+void mpi_iscatterv_(void *s, F *scs, F *displs, F *st, void *rb, F *rn, F *rt, F *root,
+                    F *c, F *r, F *e) {
+    MPI_Request req = MPI_REQUEST_NULL;
+    *e = rtw_iscatterv(RT_CALLER, fbuf(s), scs, displs, TY(st), fbuf(rb), *rn, TY(rt), *root,
+                       CM(c), &req);
+    fout(e, req, r);
+}
+F08(mpi_iscatterv_, ompi_iscatterv_f)
+
+void mpi_iallgather_(void *s, F *sn, F *st, void *rb, F *rn, F *rt, F *c, F *r, F *e) {
+    MPI_Request req = MPI_REQUEST_NULL;
+    *e = rtw_iallgather(RT_CALLER, fbuf(s), *sn, TY(st), fbuf(rb), *rn, TY(rt), CM(c), &req);
+    fout(e, req, r);
+}
+F08(mpi_iallgather_, ompi_iallgather_f)
+
+void mpi_iallgatherv_(void *s, F *sn, F *st, void *rb, F *rcs, F *displs, F *rt, F *c,
+                      F *r, F *e) {
+    MPI_Request req = MPI_REQUEST_NULL;
+    *e = rtw_iallgatherv(RT_CALLER, fbuf(s), *sn, TY(st), fbuf(rb), rcs, displs, TY(rt),
+                         CM(c), &req);
+    fout(e, req, r);
+}
+F08(mpi_iallgatherv_, ompi_iallgatherv_f)
+
+void mpi_ialltoall_(void *s, F *sn, F *st, void *rb, F *rn, F *rt, F *c, F *r, F *e) {
+    MPI_Request req = MPI_REQUEST_NULL;
+    *e = rtw_ialltoall(RT_CALLER, fbuf(s), *sn, TY(st), fbuf(rb), *rn, TY(rt), CM(c), &req);
+    fout(e, req, r);
+}
+F08(mpi_ialltoall_, ompi_ialltoall_f)
+
+void mpi_ialltoallv_(void *s, F *scs, F *sds, F *st, void *rb, F *rcs, F *rds, F *rt, F *c,
+                     F *r, F *e) {
+    MPI_Request req = MPI_REQUEST_NULL;
+    *e = rtw_ialltoallv(RT_CALLER, fbuf(s), scs, sds, TY(st), fbuf(rb), rcs, rds, TY(rt),
+                        CM(c), &req);
+    fout(e, req, r);
+}
+F08(mpi_ialltoallv_, ompi_ialltoallv_f)
 
 /* ---- persistent requests ---- */
 

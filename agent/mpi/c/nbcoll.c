@@ -91,8 +91,8 @@ int MPI_Iallreduce(const void *s, void *r, int n, MPI_Datatype t, MPI_Op op, MPI
 }
 
 /* Scan and Exscan: one count and type for both buffers, no root. */
-static int scan(void *caller, int ex, const void *s, void *r, int n, MPI_Datatype t,
-                MPI_Op op, MPI_Comm comm, MPI_Request *req) {
+int rtw_iscan(void *caller, int ex, const void *s, void *r, int n, MPI_Datatype t,
+              MPI_Op op, MPI_Comm comm, MPI_Request *req) {
     if (!rt_active())
         return ex ? PMPI_Iexscan(s, r, n, t, op, comm, req)
                   : PMPI_Iscan(s, r, n, t, op, comm, req);
@@ -106,41 +106,51 @@ static int scan(void *caller, int ex, const void *s, void *r, int n, MPI_Datatyp
 
 int MPI_Iscan(const void *s, void *r, int n, MPI_Datatype t, MPI_Op op, MPI_Comm comm,
               MPI_Request *req) {
-    return scan(RT_CALLER, 0, s, r, n, t, op, comm, req);
+    return rtw_iscan(RT_CALLER, 0, s, r, n, t, op, comm, req);
 }
 
 int MPI_Iexscan(const void *s, void *r, int n, MPI_Datatype t, MPI_Op op, MPI_Comm comm,
                 MPI_Request *req) {
-    return scan(RT_CALLER, 1, s, r, n, t, op, comm, req);
+    return rtw_iscan(RT_CALLER, 1, s, r, n, t, op, comm, req);
 }
 
-int MPI_Ireduce_scatter(const void *s, void *r, const int rcounts[], MPI_Datatype t,
-                        MPI_Op op, MPI_Comm comm, MPI_Request *req) {
+int rtw_ireduce_scatter(void *caller, const void *s, void *r, const int rcounts[],
+                        MPI_Datatype t, MPI_Op op, MPI_Comm comm, MPI_Request *req) {
     if (!rt_active()) return PMPI_Ireduce_scatter(s, r, rcounts, t, op, comm, req);
     wcall w;
-    nb(&w, "MPI_Ireduce_scatter", RT_CALLER, comm);
+    nb(&w, "MPI_Ireduce_scatter", caller, comm);
     wc_data(&w, t, rt_sum(rcounts, rt_coll_size(comm)));
     rt_start(&w.c);
     return nb_end(&w, PMPI_Ireduce_scatter(s, r, rcounts, t, op, comm, req), req);
 }
 
-int MPI_Igather(const void *s, int sc, MPI_Datatype st, void *r, int rc, MPI_Datatype rt,
-                int root, MPI_Comm comm, MPI_Request *req) {
+int MPI_Ireduce_scatter(const void *s, void *r, const int rcounts[], MPI_Datatype t,
+                        MPI_Op op, MPI_Comm comm, MPI_Request *req) {
+    return rtw_ireduce_scatter(RT_CALLER, s, r, rcounts, t, op, comm, req);
+}
+
+int rtw_igather(void *caller, const void *s, int sc, MPI_Datatype st, void *r, int rc,
+                MPI_Datatype rt, int root, MPI_Comm comm, MPI_Request *req) {
     if (!rt_active()) return PMPI_Igather(s, sc, st, r, rc, rt, root, comm, req);
     wcall w;
-    nb(&w, "MPI_Igather", RT_CALLER, comm);
+    nb(&w, "MPI_Igather", caller, comm);
     wc_root(&w, root);
     nb_data(&w, s, sc, st, rc, rt);
     rt_start(&w.c);
     return nb_end(&w, PMPI_Igather(s, sc, st, r, rc, rt, root, comm, req), req);
 }
 
-int MPI_Igatherv(const void *s, int sc, MPI_Datatype st, void *r, const int rcs[],
-                 const int displs[], MPI_Datatype rt, int root, MPI_Comm comm,
-                 MPI_Request *req) {
+int MPI_Igather(const void *s, int sc, MPI_Datatype st, void *r, int rc, MPI_Datatype rt,
+                int root, MPI_Comm comm, MPI_Request *req) {
+    return rtw_igather(RT_CALLER, s, sc, st, r, rc, rt, root, comm, req);
+}
+
+int rtw_igatherv(void *caller, const void *s, int sc, MPI_Datatype st, void *r,
+                 const int rcs[], const int displs[], MPI_Datatype rt, int root,
+                 MPI_Comm comm, MPI_Request *req) {
     if (!rt_active()) return PMPI_Igatherv(s, sc, st, r, rcs, displs, rt, root, comm, req);
     wcall w;
-    nb(&w, "MPI_Igatherv", RT_CALLER, comm);
+    nb(&w, "MPI_Igatherv", caller, comm);
     wc_root(&w, root);
     if (s == MPI_IN_PLACE) wc_data(&w, rt, own_count(comm, rcs));
     else wc_data(&w, st, sc);
@@ -148,11 +158,17 @@ int MPI_Igatherv(const void *s, int sc, MPI_Datatype st, void *r, const int rcs[
     return nb_end(&w, PMPI_Igatherv(s, sc, st, r, rcs, displs, rt, root, comm, req), req);
 }
 
-int MPI_Iscatter(const void *s, int sc, MPI_Datatype st, void *r, int rc, MPI_Datatype rt,
-                 int root, MPI_Comm comm, MPI_Request *req) {
+int MPI_Igatherv(const void *s, int sc, MPI_Datatype st, void *r, const int rcs[],
+                 const int displs[], MPI_Datatype rt, int root, MPI_Comm comm,
+                 MPI_Request *req) {
+    return rtw_igatherv(RT_CALLER, s, sc, st, r, rcs, displs, rt, root, comm, req);
+}
+
+int rtw_iscatter(void *caller, const void *s, int sc, MPI_Datatype st, void *r, int rc,
+                 MPI_Datatype rt, int root, MPI_Comm comm, MPI_Request *req) {
     if (!rt_active()) return PMPI_Iscatter(s, sc, st, r, rc, rt, root, comm, req);
     wcall w;
-    nb(&w, "MPI_Iscatter", RT_CALLER, comm);
+    nb(&w, "MPI_Iscatter", caller, comm);
     wc_root(&w, root);
     if (rt_is_root(comm, root)) wc_data(&w, st, sc);
     else wc_data(&w, rt, rc);
@@ -160,12 +176,17 @@ int MPI_Iscatter(const void *s, int sc, MPI_Datatype st, void *r, int rc, MPI_Da
     return nb_end(&w, PMPI_Iscatter(s, sc, st, r, rc, rt, root, comm, req), req);
 }
 
-int MPI_Iscatterv(const void *s, const int scs[], const int displs[], MPI_Datatype st,
-                  void *r, int rc, MPI_Datatype rt, int root, MPI_Comm comm,
-                  MPI_Request *req) {
+int MPI_Iscatter(const void *s, int sc, MPI_Datatype st, void *r, int rc, MPI_Datatype rt,
+                 int root, MPI_Comm comm, MPI_Request *req) {
+    return rtw_iscatter(RT_CALLER, s, sc, st, r, rc, rt, root, comm, req);
+}
+
+int rtw_iscatterv(void *caller, const void *s, const int scs[], const int displs[],
+                  MPI_Datatype st, void *r, int rc, MPI_Datatype rt, int root,
+                  MPI_Comm comm, MPI_Request *req) {
     if (!rt_active()) return PMPI_Iscatterv(s, scs, displs, st, r, rc, rt, root, comm, req);
     wcall w;
-    nb(&w, "MPI_Iscatterv", RT_CALLER, comm);
+    nb(&w, "MPI_Iscatterv", caller, comm);
     wc_root(&w, root);
     if (rt_is_root(comm, root)) wc_data(&w, st, rt_sum(scs, rt_coll_size(comm)));
     else wc_data(&w, rt, rc);
@@ -173,47 +194,75 @@ int MPI_Iscatterv(const void *s, const int scs[], const int displs[], MPI_Dataty
     return nb_end(&w, PMPI_Iscatterv(s, scs, displs, st, r, rc, rt, root, comm, req), req);
 }
 
-int MPI_Iallgather(const void *s, int sc, MPI_Datatype st, void *r, int rc, MPI_Datatype rt,
-                   MPI_Comm comm, MPI_Request *req) {
+int MPI_Iscatterv(const void *s, const int scs[], const int displs[], MPI_Datatype st,
+                  void *r, int rc, MPI_Datatype rt, int root, MPI_Comm comm,
+                  MPI_Request *req) {
+    return rtw_iscatterv(RT_CALLER, s, scs, displs, st, r, rc, rt, root, comm, req);
+}
+
+int rtw_iallgather(void *caller, const void *s, int sc, MPI_Datatype st, void *r, int rc,
+                   MPI_Datatype rt, MPI_Comm comm, MPI_Request *req) {
     if (!rt_active()) return PMPI_Iallgather(s, sc, st, r, rc, rt, comm, req);
     wcall w;
-    nb(&w, "MPI_Iallgather", RT_CALLER, comm);
+    nb(&w, "MPI_Iallgather", caller, comm);
     nb_data(&w, s, sc, st, rc, rt);
     rt_start(&w.c);
     return nb_end(&w, PMPI_Iallgather(s, sc, st, r, rc, rt, comm, req), req);
 }
 
-int MPI_Iallgatherv(const void *s, int sc, MPI_Datatype st, void *r, const int rcs[],
-                    const int displs[], MPI_Datatype rt, MPI_Comm comm, MPI_Request *req) {
+int MPI_Iallgather(const void *s, int sc, MPI_Datatype st, void *r, int rc, MPI_Datatype rt,
+                   MPI_Comm comm, MPI_Request *req) {
+    return rtw_iallgather(RT_CALLER, s, sc, st, r, rc, rt, comm, req);
+}
+
+int rtw_iallgatherv(void *caller, const void *s, int sc, MPI_Datatype st, void *r,
+                    const int rcs[], const int displs[], MPI_Datatype rt, MPI_Comm comm,
+                    MPI_Request *req) {
     if (!rt_active()) return PMPI_Iallgatherv(s, sc, st, r, rcs, displs, rt, comm, req);
     wcall w;
-    nb(&w, "MPI_Iallgatherv", RT_CALLER, comm);
+    nb(&w, "MPI_Iallgatherv", caller, comm);
     if (s == MPI_IN_PLACE) wc_data(&w, rt, own_count(comm, rcs));
     else wc_data(&w, st, sc);
     rt_start(&w.c);
     return nb_end(&w, PMPI_Iallgatherv(s, sc, st, r, rcs, displs, rt, comm, req), req);
 }
 
-int MPI_Ialltoall(const void *s, int sc, MPI_Datatype st, void *r, int rc, MPI_Datatype rt,
-                  MPI_Comm comm, MPI_Request *req) {
+int MPI_Iallgatherv(const void *s, int sc, MPI_Datatype st, void *r, const int rcs[],
+                    const int displs[], MPI_Datatype rt, MPI_Comm comm, MPI_Request *req) {
+    return rtw_iallgatherv(RT_CALLER, s, sc, st, r, rcs, displs, rt, comm, req);
+}
+
+int rtw_ialltoall(void *caller, const void *s, int sc, MPI_Datatype st, void *r, int rc,
+                  MPI_Datatype rt, MPI_Comm comm, MPI_Request *req) {
     if (!rt_active()) return PMPI_Ialltoall(s, sc, st, r, rc, rt, comm, req);
     wcall w;
-    nb(&w, "MPI_Ialltoall", RT_CALLER, comm);
+    nb(&w, "MPI_Ialltoall", caller, comm);
     nb_data(&w, s, sc, st, rc, rt);
     rt_start(&w.c);
     return nb_end(&w, PMPI_Ialltoall(s, sc, st, r, rc, rt, comm, req), req);
 }
 
-int MPI_Ialltoallv(const void *s, const int scs[], const int sdispls[], MPI_Datatype st,
-                   void *r, const int rcs[], const int rdispls[], MPI_Datatype rt,
-                   MPI_Comm comm, MPI_Request *req) {
+int MPI_Ialltoall(const void *s, int sc, MPI_Datatype st, void *r, int rc, MPI_Datatype rt,
+                  MPI_Comm comm, MPI_Request *req) {
+    return rtw_ialltoall(RT_CALLER, s, sc, st, r, rc, rt, comm, req);
+}
+
+int rtw_ialltoallv(void *caller, const void *s, const int scs[], const int sdispls[],
+                   MPI_Datatype st, void *r, const int rcs[], const int rdispls[],
+                   MPI_Datatype rt, MPI_Comm comm, MPI_Request *req) {
     if (!rt_active())
         return PMPI_Ialltoallv(s, scs, sdispls, st, r, rcs, rdispls, rt, comm, req);
     wcall w;
-    nb(&w, "MPI_Ialltoallv", RT_CALLER, comm);
+    nb(&w, "MPI_Ialltoallv", caller, comm);
     if (s == MPI_IN_PLACE) wc_data(&w, rt, rt_sum(rcs, rt_coll_size(comm)));
     else wc_data(&w, st, rt_sum(scs, rt_coll_size(comm)));
     rt_start(&w.c);
     return nb_end(&w, PMPI_Ialltoallv(s, scs, sdispls, st, r, rcs, rdispls, rt, comm, req),
                   req);
+}
+
+int MPI_Ialltoallv(const void *s, const int scs[], const int sdispls[], MPI_Datatype st,
+                   void *r, const int rcs[], const int rdispls[], MPI_Datatype rt,
+                   MPI_Comm comm, MPI_Request *req) {
+    return rtw_ialltoallv(RT_CALLER, s, scs, sdispls, st, r, rcs, rdispls, rt, comm, req);
 }

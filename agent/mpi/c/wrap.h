@@ -158,7 +158,7 @@ RT_HIDDEN int rtw_alltoallv(void *caller, const void *sbuf, const int scounts[],
                             const int rcounts[], const int rdispls[], MPI_Datatype rtype,
                             MPI_Comm comm);
 
-/* Nonblocking collectives (nbcoll.c), the Fortran bindings' most used. */
+/* Nonblocking collectives (nbcoll.c). */
 RT_HIDDEN int rtw_ibarrier(void *caller, MPI_Comm comm, MPI_Request *req);
 RT_HIDDEN int rtw_ibcast(void *caller, void *buf, int count, MPI_Datatype type, int root,
                          MPI_Comm comm, MPI_Request *req);
@@ -167,6 +167,35 @@ RT_HIDDEN int rtw_ireduce(void *caller, const void *sbuf, void *rbuf, int count,
                           MPI_Request *req);
 RT_HIDDEN int rtw_iallreduce(void *caller, const void *sbuf, void *rbuf, int count,
                              MPI_Datatype type, MPI_Op op, MPI_Comm comm, MPI_Request *req);
+/* (Scan: ex 0; Exscan: ex 1.) */
+RT_HIDDEN int rtw_iscan(void *caller, int ex, const void *s, void *r, int n, MPI_Datatype t,
+                        MPI_Op op, MPI_Comm comm, MPI_Request *req);
+RT_HIDDEN int rtw_ireduce_scatter(void *caller, const void *s, void *r, const int rcounts[],
+                                  MPI_Datatype t, MPI_Op op, MPI_Comm comm,
+                                  MPI_Request *req);
+RT_HIDDEN int rtw_igather(void *caller, const void *s, int sc, MPI_Datatype st, void *r,
+                          int rc, MPI_Datatype rt, int root, MPI_Comm comm,
+                          MPI_Request *req);
+RT_HIDDEN int rtw_igatherv(void *caller, const void *s, int sc, MPI_Datatype st, void *r,
+                           const int rcs[], const int displs[], MPI_Datatype rt, int root,
+                           MPI_Comm comm, MPI_Request *req);
+RT_HIDDEN int rtw_iscatter(void *caller, const void *s, int sc, MPI_Datatype st, void *r,
+                           int rc, MPI_Datatype rt, int root, MPI_Comm comm,
+                           MPI_Request *req);
+RT_HIDDEN int rtw_iscatterv(void *caller, const void *s, const int scs[],
+                            const int displs[], MPI_Datatype st, void *r, int rc,
+                            MPI_Datatype rt, int root, MPI_Comm comm, MPI_Request *req);
+RT_HIDDEN int rtw_iallgather(void *caller, const void *s, int sc, MPI_Datatype st, void *r,
+                             int rc, MPI_Datatype rt, MPI_Comm comm, MPI_Request *req);
+RT_HIDDEN int rtw_iallgatherv(void *caller, const void *s, int sc, MPI_Datatype st, void *r,
+                              const int rcs[], const int displs[], MPI_Datatype rt,
+                              MPI_Comm comm, MPI_Request *req);
+RT_HIDDEN int rtw_ialltoall(void *caller, const void *s, int sc, MPI_Datatype st, void *r,
+                            int rc, MPI_Datatype rt, MPI_Comm comm, MPI_Request *req);
+RT_HIDDEN int rtw_ialltoallv(void *caller, const void *s, const int scs[],
+                             const int sdispls[], MPI_Datatype st, void *r, const int rcs[],
+                             const int rdispls[], MPI_Datatype rt, MPI_Comm comm,
+                             MPI_Request *req);
 
 /* Matched probes (mprobe.c). */
 RT_HIDDEN int rtw_mprobe(void *caller, int source, int tag, MPI_Comm comm, MPI_Message *m,

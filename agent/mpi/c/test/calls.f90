@@ -53,6 +53,12 @@ program calls
   call MPI_Ireduce(rank, i, 1, MPI_INTEGER, MPI_SUM, 0, MPI_COMM_WORLD, reqs(3), ierr)
   call MPI_Waitall(3, reqs, MPI_STATUSES_IGNORE, ierr)
   if (b /= 43 .or. x /= total .or. (rank == 0 .and. i /= total)) call MPI_Abort(MPI_COMM_WORLD, 4, ierr)
+  x = rank + 1
+  call MPI_Iscan(x, i, 1, MPI_INTEGER, MPI_SUM, MPI_COMM_WORLD, reqs(1), ierr)
+  call MPI_Igather(rank, 1, MPI_INTEGER, vals, 1, MPI_INTEGER, 0, MPI_COMM_WORLD, reqs(2), ierr)
+  call MPI_Waitall(2, reqs, MPI_STATUSES_IGNORE, ierr)
+  if (i /= (rank + 1) * (rank + 2) / 2 .or. (rank == 0 .and. vals(size) /= size - 1)) &
+    call MPI_Abort(MPI_COMM_WORLD, 8, ierr)
   x = rank
   call MPI_Send_init(x, 1, MPI_INTEGER, mod(rank + 1, size), 12, MPI_COMM_WORLD, reqs(1), ierr)
   call MPI_Recv_init(b, 1, MPI_INTEGER, mod(rank + size - 1, size), 12, MPI_COMM_WORLD, &

@@ -117,12 +117,13 @@ for r in 0 1 2 3; do
         expect calls_f.err 1 "^RT $r start MPI_$call "
         expect calls_f.err 1 "^RT $r stop MPI_$call "
     done
-    for call in Ibarrier Ibcast Iallreduce Ireduce Send_init Recv_init Startall; do
+    for call in Ibarrier Ibcast Iallreduce Ireduce Iscan Igather Send_init Recv_init Startall; do
         expect calls_f.err 1 "^RT $r start MPI_$call "
         expect calls_f.err 1 "^RT $r stop MPI_$call "
     done
     expect calls_f.err 1 "^RT $r request MPI_Ibarrier "
     expect calls_f.err 1 "^RT $r start MPI_Ibcast .*root=0 datatype=MPI_INTEGER "
+    expect calls_f.err 1 "^RT $r start MPI_Igather .*count=1 root=0 datatype=MPI_INTEGER "
     expect calls_f.err 1 "^RT $r start MPI_Send_init peer=$(((r + 1) % 4)) .*tag=12 "
     expect calls_f.err 2 "^RT $r start MPI_Start peer=$(((r + 1) % 4)) .*tag=12 |^RT $r start MPI_Start peer=$(((r + 3) % 4)) .*tag=12 "
     expect calls_f.err 2 "^RT $r start MPI_Request_free "
@@ -138,7 +139,7 @@ for r in 0 1 2 3; do
     expect calls_f.err 1 "^RT $r start MPI_Allreduce .*count=1 .*datatype=MPI_INTEGER .*kind=i size=4"
 done
 expect calls_f.err 3 '^RT 0 start MPI_Irecv peer=-1 .*tag=-1 .*datatype=MPI_INTEGER'
-expect calls_f.err 5 '^RT 0 start MPI_Waitall '
+expect calls_f.err 6 '^RT 0 start MPI_Waitall '
 expect calls_f.err 3 '^RT 0 completed MPI_Waitall .* source=[123] tag=10[123] bytes=4 '
 expect calls_f.err 3 '^RT [123] start MPI_Send peer=0 peer_world=0 .*datatype=MPI_INTEGER'
 expect calls_f.err 0 ' start .* site=([^c]|c[^a])'
