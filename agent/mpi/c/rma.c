@@ -82,11 +82,11 @@ static int created(wcall *w, int rc, MPI_Win win) {
     return rc;
 }
 
-int MPI_Win_create(void *base, MPI_Aint size, int disp, MPI_Info info, MPI_Comm comm,
-                   MPI_Win *win) {
+int rtw_win_create(void *caller, void *base, MPI_Aint size, int disp, MPI_Info info,
+                   MPI_Comm comm, MPI_Win *win) {
     if (!rt_active()) return PMPI_Win_create(base, size, disp, info, comm, win);
     wcall w;
-    wc_begin(&w, "MPI_Win_create", RT_CALLER);
+    wc_begin(&w, "MPI_Win_create", caller);
     wc_comm(&w, comm);
     w.c.bytes = size;
     rt_start(&w.c);
@@ -94,11 +94,11 @@ int MPI_Win_create(void *base, MPI_Aint size, int disp, MPI_Info info, MPI_Comm 
     return created(&w, rc, *win);
 }
 
-int MPI_Win_allocate(MPI_Aint size, int disp, MPI_Info info, MPI_Comm comm, void *base,
-                     MPI_Win *win) {
+int rtw_win_allocate(void *caller, MPI_Aint size, int disp, MPI_Info info, MPI_Comm comm,
+                     void *base, MPI_Win *win) {
     if (!rt_active()) return PMPI_Win_allocate(size, disp, info, comm, base, win);
     wcall w;
-    wc_begin(&w, "MPI_Win_allocate", RT_CALLER);
+    wc_begin(&w, "MPI_Win_allocate", caller);
     wc_comm(&w, comm);
     w.c.bytes = size;
     rt_start(&w.c);
@@ -106,14 +106,14 @@ int MPI_Win_allocate(MPI_Aint size, int disp, MPI_Info info, MPI_Comm comm, void
     return created(&w, rc, *win);
 }
 
-int MPI_Win_free(MPI_Win *win) {
+int rtw_win_free(void *caller, MPI_Win *win) {
     if (!rt_active()) {
         /* Even unreported: a freed handle may be reused by the next window. */
         forget_win(*win);
         return PMPI_Win_free(win);
     }
     wcall w;
-    win_begin(&w, "MPI_Win_free", RT_CALLER, *win);
+    win_begin(&w, "MPI_Win_free", caller, *win);
     forget_win(*win);
     rt_start(&w.c);
     int rc = PMPI_Win_free(win);
@@ -122,23 +122,22 @@ int MPI_Win_free(MPI_Win *win) {
 }
 
 /* The calls that synchronize a window with no target: its name only. */
-enum sync { S_FENCE, S_LOCK_ALL, S_UNLOCK_ALL, S_FLUSH_ALL, S_COMPLETE, S_WAIT };
 static const char *const SYNC_NAMES[] = {"MPI_Win_fence", "MPI_Win_lock_all",
                                          "MPI_Win_unlock_all", "MPI_Win_flush_all",
                                          "MPI_Win_complete", "MPI_Win_wait"};
 
-static int psync(enum sync k, int assert_, MPI_Win win) {
+static int psync(enum rt_win_sync k, int assert_, MPI_Win win) {
     switch (k) {
-    case S_FENCE: return PMPI_Win_fence(assert_, win);
-    case S_LOCK_ALL: return PMPI_Win_lock_all(assert_, win);
-    case S_UNLOCK_ALL: return PMPI_Win_unlock_all(win);
-    case S_FLUSH_ALL: return PMPI_Win_flush_all(win);
-    case S_COMPLETE: return PMPI_Win_complete(win);
+    case RT_FENCE: return PMPI_Win_fence(assert_, win);
+    case RT_LOCK_ALL: return PMPI_Win_lock_all(assert_, win);
+    case RT_UNLOCK_ALL: return PMPI_Win_unlock_all(win);
+    case RT_FLUSH_ALL: return PMPI_Win_flush_all(win);
+    case RT_COMPLETE: return PMPI_Win_complete(win);
     default: return PMPI_Win_wait(win);
     }
 }
 
-static int sync_call(void *caller, enum sync k, int assert_, MPI_Win win) {
+int rtw_win_sync(void *caller, enum rt_win_sync k, int assert_, MPI_Win win) {
     if (!rt_active()) return psync(k, assert_, win);
     wcall w;
     win_begin(&w, SYNC_NAMES[k], caller, win);
@@ -148,31 +147,19 @@ static int sync_call(void *caller, enum sync k, int assert_, MPI_Win win) {
     return rc;
 }
 
-int MPI_Win_fence(int assert_, MPI_Win win) {
-    return sync_call(RT_CALLER, S_FENCE, assert_, win);
-}
-int MPI_Win_lock_all(int assert_, MPI_Win win) {
-    return sync_call(RT_CALLER, S_LOCK_ALL, assert_, win);
-}
-int MPI_Win_unlock_all(MPI_Win win) { return sync_call(RT_CALLER, S_UNLOCK_ALL, 0, win); }
-int MPI_Win_flush_all(MPI_Win win) { return sync_call(RT_CALLER, S_FLUSH_ALL, 0, win); }
-int MPI_Win_complete(MPI_Win win) { return sync_call(RT_CALLER, S_COMPLETE, 0, win); }
-int MPI_Win_wait(MPI_Win win) { return sync_call(RT_CALLER, S_WAIT, 0, win); }
-
 /* Lock, unlock and flush of one target. */
-enum target { T_LOCK, T_UNLOCK, T_FLUSH };
 static const char *const TARGET_NAMES[] = {"MPI_Win_lock", "MPI_Win_unlock", "MPI_Win_flush"};
 
-static int ptarget(enum target k, int type, int rank, int assert_, MPI_Win win) {
+static int ptarget(enum rt_win_target k, int type, int rank, int assert_, MPI_Win win) {
     switch (k) {
-    case T_LOCK: return PMPI_Win_lock(type, rank, assert_, win);
-    case T_UNLOCK: return PMPI_Win_unlock(rank, win);
+    case RT_LOCK: return PMPI_Win_lock(type, rank, assert_, win);
+    case RT_UNLOCK: return PMPI_Win_unlock(rank, win);
     default: return PMPI_Win_flush(rank, win);
     }
 }
 
-static int target_call(void *caller, enum target k, int type, int rank, int assert_,
-                       MPI_Win win) {
+int rtw_win_target(void *caller, enum rt_win_target k, int type, int rank, int assert_,
+                   MPI_Win win) {
     if (!rt_active()) return ptarget(k, type, rank, assert_, win);
     wcall w;
     win_begin(&w, TARGET_NAMES[k], caller, win);
@@ -183,18 +170,8 @@ static int target_call(void *caller, enum target k, int type, int rank, int asse
     return rc;
 }
 
-int MPI_Win_lock(int type, int rank, int assert_, MPI_Win win) {
-    return target_call(RT_CALLER, T_LOCK, type, rank, assert_, win);
-}
-int MPI_Win_unlock(int rank, MPI_Win win) {
-    return target_call(RT_CALLER, T_UNLOCK, 0, rank, 0, win);
-}
-int MPI_Win_flush(int rank, MPI_Win win) {
-    return target_call(RT_CALLER, T_FLUSH, 0, rank, 0, win);
-}
-
 /* Post and Start: the size of the group they name, as the count. */
-static int group_call(void *caller, int start, MPI_Group group, int assert_, MPI_Win win) {
+int rtw_win_group(void *caller, int start, MPI_Group group, int assert_, MPI_Win win) {
     if (!rt_active())
         return start ? PMPI_Win_start(group, assert_, win) : PMPI_Win_post(group, assert_, win);
     wcall w;
@@ -207,50 +184,84 @@ static int group_call(void *caller, int start, MPI_Group group, int assert_, MPI
     return rc;
 }
 
-int MPI_Win_post(MPI_Group group, int assert_, MPI_Win win) {
-    return group_call(RT_CALLER, 0, group, assert_, win);
-}
-int MPI_Win_start(MPI_Group group, int assert_, MPI_Win win) {
-    return group_call(RT_CALLER, 1, group, assert_, win);
+/* Put, Get, Accumulate (`op` its only): the target and the origin's data. */
+static const char *const RMA_NAMES[] = {"MPI_Put", "MPI_Get", "MPI_Accumulate"};
+
+static int prma(enum rt_rma k, const void *o, int oc, MPI_Datatype ot, int target,
+                MPI_Aint disp, int tc, MPI_Datatype tt, MPI_Op op, MPI_Win win) {
+    switch (k) {
+    case RT_PUT: return PMPI_Put(o, oc, ot, target, disp, tc, tt, win);
+    case RT_GET: return PMPI_Get((void *)o, oc, ot, target, disp, tc, tt, win);
+    default: return PMPI_Accumulate(o, oc, ot, target, disp, tc, tt, op, win);
+    }
 }
 
-/* Put, Get, Accumulate: the target and the origin's data. */
-static void access_fields(wcall *w, const char *name, void *caller, MPI_Win win, int target,
-                          MPI_Datatype type, int count) {
-    win_begin(w, name, caller, win);
-    win_peer(w, win, target);
-    wc_data(w, type, count);
+int rtw_rma(void *caller, enum rt_rma k, const void *o, int oc, MPI_Datatype ot, int target,
+            MPI_Aint disp, int tc, MPI_Datatype tt, MPI_Op op, MPI_Win win) {
+    if (!rt_active()) return prma(k, o, oc, ot, target, disp, tc, tt, op, win);
+    wcall w;
+    win_begin(&w, RMA_NAMES[k], caller, win);
+    win_peer(&w, win, target);
+    wc_data(&w, ot, oc);
+    rt_start(&w.c);
+    int rc = prma(k, o, oc, ot, target, disp, tc, tt, op, win);
+    rt_stop(&w.c, rc);
+    return rc;
+}
+
+/* ---- the C entry points ---- */
+
+int MPI_Win_create(void *base, MPI_Aint size, int disp, MPI_Info info, MPI_Comm comm,
+                   MPI_Win *win) {
+    return rtw_win_create(RT_CALLER, base, size, disp, info, comm, win);
+}
+
+int MPI_Win_allocate(MPI_Aint size, int disp, MPI_Info info, MPI_Comm comm, void *base,
+                     MPI_Win *win) {
+    return rtw_win_allocate(RT_CALLER, size, disp, info, comm, base, win);
+}
+
+int MPI_Win_free(MPI_Win *win) { return rtw_win_free(RT_CALLER, win); }
+
+int MPI_Win_fence(int assert_, MPI_Win win) {
+    return rtw_win_sync(RT_CALLER, RT_FENCE, assert_, win);
+}
+int MPI_Win_lock_all(int assert_, MPI_Win win) {
+    return rtw_win_sync(RT_CALLER, RT_LOCK_ALL, assert_, win);
+}
+int MPI_Win_unlock_all(MPI_Win win) { return rtw_win_sync(RT_CALLER, RT_UNLOCK_ALL, 0, win); }
+int MPI_Win_flush_all(MPI_Win win) { return rtw_win_sync(RT_CALLER, RT_FLUSH_ALL, 0, win); }
+int MPI_Win_complete(MPI_Win win) { return rtw_win_sync(RT_CALLER, RT_COMPLETE, 0, win); }
+int MPI_Win_wait(MPI_Win win) { return rtw_win_sync(RT_CALLER, RT_WAIT, 0, win); }
+
+int MPI_Win_lock(int type, int rank, int assert_, MPI_Win win) {
+    return rtw_win_target(RT_CALLER, RT_LOCK, type, rank, assert_, win);
+}
+int MPI_Win_unlock(int rank, MPI_Win win) {
+    return rtw_win_target(RT_CALLER, RT_UNLOCK, 0, rank, 0, win);
+}
+int MPI_Win_flush(int rank, MPI_Win win) {
+    return rtw_win_target(RT_CALLER, RT_FLUSH, 0, rank, 0, win);
+}
+
+int MPI_Win_post(MPI_Group group, int assert_, MPI_Win win) {
+    return rtw_win_group(RT_CALLER, 0, group, assert_, win);
+}
+int MPI_Win_start(MPI_Group group, int assert_, MPI_Win win) {
+    return rtw_win_group(RT_CALLER, 1, group, assert_, win);
 }
 
 int MPI_Put(const void *o, int oc, MPI_Datatype ot, int target, MPI_Aint disp, int tc,
             MPI_Datatype tt, MPI_Win win) {
-    if (!rt_active()) return PMPI_Put(o, oc, ot, target, disp, tc, tt, win);
-    wcall w;
-    access_fields(&w, "MPI_Put", RT_CALLER, win, target, ot, oc);
-    rt_start(&w.c);
-    int rc = PMPI_Put(o, oc, ot, target, disp, tc, tt, win);
-    rt_stop(&w.c, rc);
-    return rc;
+    return rtw_rma(RT_CALLER, RT_PUT, o, oc, ot, target, disp, tc, tt, MPI_OP_NULL, win);
 }
 
 int MPI_Get(void *o, int oc, MPI_Datatype ot, int target, MPI_Aint disp, int tc,
             MPI_Datatype tt, MPI_Win win) {
-    if (!rt_active()) return PMPI_Get(o, oc, ot, target, disp, tc, tt, win);
-    wcall w;
-    access_fields(&w, "MPI_Get", RT_CALLER, win, target, ot, oc);
-    rt_start(&w.c);
-    int rc = PMPI_Get(o, oc, ot, target, disp, tc, tt, win);
-    rt_stop(&w.c, rc);
-    return rc;
+    return rtw_rma(RT_CALLER, RT_GET, o, oc, ot, target, disp, tc, tt, MPI_OP_NULL, win);
 }
 
 int MPI_Accumulate(const void *o, int oc, MPI_Datatype ot, int target, MPI_Aint disp,
                    int tc, MPI_Datatype tt, MPI_Op op, MPI_Win win) {
-    if (!rt_active()) return PMPI_Accumulate(o, oc, ot, target, disp, tc, tt, op, win);
-    wcall w;
-    access_fields(&w, "MPI_Accumulate", RT_CALLER, win, target, ot, oc);
-    rt_start(&w.c);
-    int rc = PMPI_Accumulate(o, oc, ot, target, disp, tc, tt, op, win);
-    rt_stop(&w.c, rc);
-    return rc;
+    return rtw_rma(RT_CALLER, RT_ACCUMULATE, o, oc, ot, target, disp, tc, tt, op, win);
 }

@@ -217,6 +217,27 @@ RT_HIDDEN int rtw_start(void *caller, MPI_Request *req);
 RT_HIDDEN int rtw_startall(void *caller, int n, MPI_Request reqs[]);
 RT_HIDDEN int rtw_request_free(void *caller, MPI_Request *req);
 
+/* One-sided communication (rma.c). */
+enum rt_win_sync { RT_FENCE, RT_LOCK_ALL, RT_UNLOCK_ALL, RT_FLUSH_ALL, RT_COMPLETE, RT_WAIT };
+enum rt_win_target { RT_LOCK, RT_UNLOCK, RT_FLUSH };
+enum rt_rma { RT_PUT, RT_GET, RT_ACCUMULATE };
+RT_HIDDEN int rtw_win_create(void *caller, void *base, MPI_Aint size, int disp,
+                             MPI_Info info, MPI_Comm comm, MPI_Win *win);
+RT_HIDDEN int rtw_win_allocate(void *caller, MPI_Aint size, int disp, MPI_Info info,
+                               MPI_Comm comm, void *base, MPI_Win *win);
+RT_HIDDEN int rtw_win_free(void *caller, MPI_Win *win);
+RT_HIDDEN int rtw_win_sync(void *caller, enum rt_win_sync k, int assert_, MPI_Win win);
+/* `type`, `assert_`: Win_lock's only. */
+RT_HIDDEN int rtw_win_target(void *caller, enum rt_win_target k, int type, int rank,
+                             int assert_, MPI_Win win);
+/* Win_start (`start` 1) and Win_post (0). */
+RT_HIDDEN int rtw_win_group(void *caller, int start, MPI_Group group, int assert_,
+                            MPI_Win win);
+/* Put, Get (whose origin buffer is written), Accumulate (`op`: its only). */
+RT_HIDDEN int rtw_rma(void *caller, enum rt_rma k, const void *o, int oc, MPI_Datatype ot,
+                      int target, MPI_Aint disp, int tc, MPI_Datatype tt, MPI_Op op,
+                      MPI_Win win);
+
 RT_HIDDEN int rtw_comm_split(void *caller, MPI_Comm comm, int color, int key,
                              MPI_Comm *out);
 RT_HIDDEN int rtw_comm_dup(void *caller, MPI_Comm comm, MPI_Comm *out);

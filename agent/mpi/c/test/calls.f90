@@ -7,6 +7,10 @@ program calls
   integer :: reqs(16), vals(16)
   integer :: st(MPI_STATUS_SIZE), msg
   logical :: flag
+  integer :: win
+  ! Written by other ranks between fences: the compiler must not keep it in registers.
+  integer, volatile :: cells(4)
+  integer(kind=MPI_ADDRESS_KIND) :: wsize, disp
   double precision :: out, got
 
   call MPI_Init(ierr)
@@ -87,6 +91,22 @@ program calls
   call MPI_Imrecv(b, 1, MPI_INTEGER, msg, reqs(2), ierr)
   call MPI_Waitall(2, reqs, MPI_STATUSES_IGNORE, ierr)
   if (b /= mod(rank + size - 1, size) + 100) call MPI_Abort(MPI_COMM_WORLD, 7, ierr)
+
+  ! One-sided: a put to the right neighbour between fences, a get under a lock.
+  cells = -1
+  wsize = 4 * 4
+  call MPI_Win_create(cells, wsize, 4, MPI_INFO_NULL, MPI_COMM_WORLD, win, ierr)
+  call MPI_Win_fence(0, win, ierr)
+  disp = 0
+  call MPI_Put(rank, 1, MPI_INTEGER, mod(rank + 1, size), disp, 1, MPI_INTEGER, win, ierr)
+  call MPI_Win_fence(0, win, ierr)
+  if (cells(1) /= mod(rank + size - 1, size)) call MPI_Abort(MPI_COMM_WORLD, 9, ierr)
+  call MPI_Win_lock(MPI_LOCK_SHARED, mod(rank + 1, size), 0, win, ierr)
+  call MPI_Get(x, 1, MPI_INTEGER, mod(rank + 1, size), disp, 1, MPI_INTEGER, win, ierr)
+  call MPI_Win_unlock(mod(rank + 1, size), win, ierr)
+  if (x /= rank) call MPI_Abort(MPI_COMM_WORLD, 10, ierr)
+  call MPI_Barrier(MPI_COMM_WORLD, ierr)
+  call MPI_Win_free(win, ierr)
 
   call MPI_Barrier(MPI_COMM_WORLD, ierr)
   if (rank == 0) print '(a)', 'calls.f90: ok'

@@ -130,10 +130,17 @@ for r in 0 1 2 3; do
     for call in Mprobe Mrecv Imrecv; do
         expect calls_f.err 1 "^RT $r start MPI_$call peer=$(((r + 3) % 4)) .*comm=MPI_COMM_WORLD "
     done
+    for call in Win_create Win_lock Win_unlock Win_free Put Get; do
+        expect calls_f.err 1 "^RT $r start MPI_$call "
+        expect calls_f.err 1 "^RT $r stop MPI_$call "
+    done
+    expect calls_f.err 2 "^RT $r start MPI_Win_fence .*comm=win 1 "
+    expect calls_f.err 1 "^RT $r start MPI_Win_create .*comm=MPI_COMM_WORLD bytes=16 "
+    expect calls_f.err 1 "^RT $r start MPI_Put peer=$(((r + 1) % 4)) peer_world=$(((r + 1) % 4)) .*count=1 .*datatype=MPI_INTEGER comm=win 1 "
     expect calls_f.err 1 "^RT $r matched MPI_Mrecv source=$(((r + 3) % 4)) tag=13 bytes=4$"
     expect calls_f.err 1 "^RT $r matched MPI_Improbe source=$(((r + 3) % 4)) tag=14 bytes=4$"
     expect calls_f.err 1 "^RT $r completed MPI_Waitall .* source=$(((r + 3) % 4)) tag=14 bytes=4 "
-    expect calls_f.err 2 "^RT $r start MPI_Barrier "
+    expect calls_f.err 3 "^RT $r start MPI_Barrier "
     expect calls_f.err 1 "^RT $r start MPI_Sendrecv .*datatype=MPI_DOUBLE_PRECISION .*bytes=8 kind=f size=8"
     expect calls_f.err 1 "^RT $r matched MPI_Sendrecv source=$(((r + 3) % 4)) tag=7 bytes=8$"
     expect calls_f.err 1 "^RT $r start MPI_Allreduce .*count=1 .*datatype=MPI_INTEGER .*kind=i size=4"
