@@ -8,36 +8,44 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "wrap.h"
 
+/* A window's number and, once a call named a target, the world ranks of its group's
+ * ranks (NULL until then: a Put per element would otherwise build two groups each). */
 struct win_num {
     MPI_Win win;
     int n;
+    int size;
+    int *world;
 };
 static struct win_num *wins;
 static size_t wins_len, wins_cap;
 static int win_next = 1;
+/* Win_free may run on any thread, reports on the MPI_Init thread. */
 static pthread_mutex_t wins_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* `win`'s entry, made if it has none yet; NULL when out of memory. Under wins_lock. */
+static struct win_num *win_entry(MPI_Win win) {
+    for (size_t i = 0; i < wins_len; i++)
+        if (wins[i].win == win) return &wins[i];
+    if (wins_len == wins_cap) {
+        size_t cap = wins_cap ? 2 * wins_cap : 8;
+        struct win_num *grown = realloc(wins, cap * sizeof *grown);
+        if (!grown) return NULL;
+        wins = grown;
+        wins_cap = cap;
+    }
+    wins[wins_len] = (struct win_num){win, win_next++, 0, NULL};
+    return &wins[wins_len++];
+}
 
 /* `win`'s number, given one if it has none yet; 0 when out of memory. */
 static int win_number(MPI_Win win) {
-    int n = 0;
     pthread_mutex_lock(&wins_lock);
-    for (size_t i = 0; i < wins_len && !n; i++)
-        if (wins[i].win == win) n = wins[i].n;
-    if (!n && wins_len == wins_cap) {
-        size_t cap = wins_cap ? 2 * wins_cap : 8;
-        struct win_num *grown = realloc(wins, cap * sizeof *grown);
-        if (grown) {
-            wins = grown;
-            wins_cap = cap;
-        }
-    }
-    if (!n && wins_len < wins_cap) {
-        n = win_next++;
-        wins[wins_len++] = (struct win_num){win, n};
-    }
+    struct win_num *e = win_entry(win);
+    int n = e ? e->n : 0;
     pthread_mutex_unlock(&wins_lock);
     return n;
 }
@@ -46,6 +54,7 @@ static void forget_win(MPI_Win win) {
     pthread_mutex_lock(&wins_lock);
     for (size_t i = 0; i < wins_len; i++)
         if (wins[i].win == win) {
+            free(wins[i].world);
             wins[i] = wins[--wins_len];
             break;
         }
@@ -60,18 +69,35 @@ static void win_begin(wcall *w, const char *name, void *caller, MPI_Win win) {
     w->c.comm = w->comm_buf;
 }
 
+/* The world ranks of `win`'s group into `e` (left NULL on failure). */
+static void fill_world(struct win_num *e, MPI_Win win) {
+    MPI_Group group, world;
+    int n = 0;
+    if (PMPI_Win_get_group(win, &group) != MPI_SUCCESS) return;
+    PMPI_Comm_group(MPI_COMM_WORLD, &world);
+    PMPI_Group_size(group, &n);
+    int *ranks = n > 0 ? malloc(2 * (size_t)n * sizeof(int)) : NULL;
+    if (ranks) {
+        for (int i = 0; i < n; i++) ranks[i] = i;
+        PMPI_Group_translate_ranks(group, n, ranks, world, ranks + n);
+        memmove(ranks, ranks + n, (size_t)n * sizeof(int));
+        e->world = ranks;
+        e->size = n;
+    }
+    PMPI_Group_free(&group);
+    PMPI_Group_free(&world);
+}
+
 /* Target `rank` of `win`'s group as the peer, with its world rank. */
 static void win_peer(wcall *w, MPI_Win win, int rank) {
     w->c.peer = rt_norm_rank(rank);
-    if (rank < 0) return;
-    MPI_Group group, world;
-    int out = MPI_UNDEFINED;
-    if (PMPI_Win_get_group(win, &group) != MPI_SUCCESS) return;
-    PMPI_Comm_group(MPI_COMM_WORLD, &world);
-    PMPI_Group_translate_ranks(group, 1, &rank, world, &out);
-    PMPI_Group_free(&group);
-    PMPI_Group_free(&world);
-    if (out != MPI_UNDEFINED) w->c.peer_world = out;
+    if (rank < 0 || win == MPI_WIN_NULL) return;
+    pthread_mutex_lock(&wins_lock);
+    struct win_num *e = win_entry(win);
+    if (e && !e->world) fill_world(e, win);
+    if (e && e->world && rank < e->size && e->world[rank] != MPI_UNDEFINED)
+        w->c.peer_world = e->world[rank];
+    pthread_mutex_unlock(&wins_lock);
 }
 
 /* Win_create and Win_allocate: the communicator, the bytes this rank exposes, and the
