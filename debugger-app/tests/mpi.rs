@@ -175,6 +175,7 @@ fn build_examples(imp: Impl) -> Result<PathBuf, String> {
         "receives",
         "deadlock",
         "sendrecv_any",
+        "coverage",
         "threads",
         "ring_f",
     ] {
@@ -710,11 +711,11 @@ fn recvs_name_their_sends(imp: Impl) {
 
 on_both!(unreported_sends_do_not_stall_the_stream);
 
-/// A receive whose send the library does not report (a persistent request's `MPI_Start`)
-/// goes out unlinked once its sender's stream has moved on or gone quiet (1 s), not after
-/// the merge's longest wait (3 s): rank 0's events after 12 such receives, up to a
-/// breakpoint, arrive within 25 s (at 3 s a receive they would take 36 s); the other
-/// receives keep their links, and the program's result is right.
+/// A receive whose send the library does not report (a persistent request started by
+/// `MPI_Startall`) goes out unlinked once its sender's stream has moved on or gone quiet
+/// (1 s), not after the merge's longest wait (3 s): rank 0's events after 12 such
+/// receives, up to a breakpoint, arrive within 25 s (at 3 s a receive they would take
+/// 36 s); the other receives keep their links, and the program's result is right.
 fn unreported_sends_do_not_stall_the_stream(imp: Impl) {
     let Some(dir) = setup(imp) else { return };
     let mut s = Ctl::mpirun(
@@ -2856,5 +2857,310 @@ fn sendrecv_wildcard_forced(imp: Impl) {
         let (code, last) = s.finish();
         assert_eq!((code, &last["first"]), (Some(0), &json!(source)), "{last}");
         assert!(s.errors().is_empty(), "{:?}", s.errors());
+    }
+}
+
+on_both!(coverage_calls_are_reported);
+
+/// The calls of `examples/mpi/coverage.c` beyond the older examples' (nonblocking
+/// collectives, persistent requests, `MPI_Request_free`, matched probes, one-sided) are
+/// each reported, a `start` and a `stop` per call on every rank, with their parameters and
+/// a site in coverage.c; started persistent sends and receives and matched receives are
+/// messages linked to their sends; the job ends with the right result and no deadlock.
+fn coverage_calls_are_reported(imp: Impl) {
+    let Some(dir) = setup(imp) else { return };
+    let mut s = Ctl::mpirun(imp, &dir.join("coverage"), &[]);
+    s.all_held_at_start();
+    s.send(json!({"cmd":"continue"}));
+    s.send(json!({"cmd":"wait","until":"exit","timeout_ms":30000}));
+    let last = s.finish_correctly();
+    assert_eq!(last["result"], last["reference"], "{last}");
+    assert!(s.errors().is_empty(), "{:?}", s.errors());
+    let starts = starts_per_rank(&s.seen);
+    let once = [
+        "MPI_Ibarrier",
+        "MPI_Ibcast",
+        "MPI_Ireduce",
+        "MPI_Iallreduce",
+        "MPI_Igather",
+        "MPI_Igatherv",
+        "MPI_Iscatter",
+        "MPI_Iscatterv",
+        "MPI_Iallgather",
+        "MPI_Iallgatherv",
+        "MPI_Ialltoall",
+        "MPI_Ialltoallv",
+        "MPI_Ireduce_scatter",
+        "MPI_Iscan",
+        "MPI_Iexscan",
+        "MPI_Send_init",
+        "MPI_Ssend_init",
+        "MPI_Bsend_init",
+        "MPI_Rsend_init",
+        "MPI_Imrecv",
+        "MPI_Win_create",
+        "MPI_Win_allocate",
+        "MPI_Win_lock",
+        "MPI_Win_unlock",
+        "MPI_Win_lock_all",
+        "MPI_Win_unlock_all",
+        "MPI_Win_flush",
+        "MPI_Win_flush_all",
+        "MPI_Win_post",
+        "MPI_Win_start",
+        "MPI_Win_complete",
+        "MPI_Win_wait",
+        "MPI_Accumulate",
+    ];
+    let more = [
+        ("MPI_Recv_init", 4),
+        ("MPI_Start", 6),
+        ("MPI_Startall", 2),
+        ("MPI_Request_free", 9),
+        ("MPI_Win_fence", 5),
+        ("MPI_Win_free", 2),
+        ("MPI_Put", 4),
+        ("MPI_Get", 2),
+    ];
+    for r in 0..RANKS {
+        let t = format!("rank[{r}]");
+        let mine = &starts[&t];
+        let probes = if r == 0 { 3 } else { 1 };
+        let expected = once
+            .iter()
+            .map(|c| (*c, 1))
+            .chain(more)
+            .chain([("MPI_Mprobe", probes), ("MPI_Mrecv", probes)]);
+        for (call, n) in expected {
+            assert_eq!(mine.get(call), Some(&n), "{t}: starts of {call}: {mine:?}");
+        }
+        // A run of empty polls is one step: at least one.
+        assert!(mine.get("MPI_Improbe").is_some_and(|n| *n >= 1), "{t}: {mine:?}");
+        assert_eq!(count(&s.seen, "start", &t), count(&s.seen, "stop", &t), "{t}");
+    }
+    check_coverage_parameters(&events(&s.seen));
+}
+
+/// The parameters and links of coverage.c's calls (see [`coverage_calls_are_reported`]).
+fn check_coverage_parameters(evs: &[Value]) {
+    let rank_of = |t: &Value| -> i64 { t.as_str().unwrap()[5..].trim_end_matches(']').parse().unwrap() };
+    let n = RANKS as i64;
+    let new_ops: BTreeSet<&str> = [
+        "MPI_Ibcast",
+        "MPI_Start",
+        "MPI_Mprobe",
+        "MPI_Mrecv",
+        "MPI_Put",
+        "MPI_Win_fence",
+        "MPI_Win_create",
+    ]
+    .into_iter()
+    .collect();
+    let mut seen_ops = BTreeSet::new();
+    for e in evs.iter().filter(|e| e["event"] == "start") {
+        let op = e["op"].as_str().unwrap();
+        let c = &e["call"];
+        let r = rank_of(&e["thread"]);
+        let (right, left) = ((r + 1) % n, (r + n - 1) % n);
+        let site = c["site"].as_str().unwrap_or_default();
+        if op != "MPI_Init" && op != "MPI_Finalize" {
+            assert!(site.contains("coverage.c:"), "a site in coverage.c: {e}");
+        }
+        match op {
+            "MPI_Ibcast" | "MPI_Ireduce" | "MPI_Igather" | "MPI_Iscatterv" => {
+                assert_eq!(
+                    (&c["root"], &c["comm"]),
+                    (&json!(0), &json!("MPI_COMM_WORLD")),
+                    "{e}"
+                );
+                assert_eq!(
+                    (&c["count"], &c["datatype"]),
+                    (
+                        &json!(if op == "MPI_Iscatterv" && r == 0 { n } else { 1 }),
+                        &json!("MPI_INT")
+                    ),
+                    "{e}"
+                );
+            }
+            "MPI_Send_init" | "MPI_Ssend_init" | "MPI_Bsend_init" | "MPI_Rsend_init" => {
+                assert_eq!((&c["peer"], &c["count"]), (&json!(right), &json!(1)), "{e}");
+            }
+            "MPI_Recv_init" => assert_eq!(c["peer"], json!(left), "{e}"),
+            "MPI_Start" => assert!(c["peer"] == json!(left) || c["peer"] == json!(right), "{e}"),
+            "MPI_Startall" => assert_eq!(c["count"], json!(2), "{e}"),
+            "MPI_Mprobe" if c["tag"] == 30 => assert_eq!(c["peer"], json!(left), "{e}"),
+            "MPI_Mprobe" => {
+                assert_eq!(
+                    (r, &c["peer"], &c["tag"]),
+                    (0, &json!("MPI_ANY_SOURCE"), &json!(32)),
+                    "{e}"
+                )
+            }
+            "MPI_Mrecv" | "MPI_Imrecv" => assert_eq!(c["comm"], "MPI_COMM_WORLD", "{e}"),
+            "MPI_Win_create" | "MPI_Win_allocate" => assert_eq!(c["comm"], "MPI_COMM_WORLD", "{e}"),
+            "MPI_Put" | "MPI_Get" | "MPI_Win_lock" | "MPI_Win_flush" => {
+                assert_eq!(c["peer"], json!(right), "{e}");
+                assert!(c["comm"].as_str().is_some_and(|w| w.starts_with("win ")), "{e}");
+            }
+            "MPI_Accumulate" => assert_eq!((&c["peer"], &c["count"]), (&json!(0), &json!(1)), "{e}"),
+            "MPI_Win_fence" => assert!(c["comm"] == "win 1" || c["comm"] == "win 2", "{e}"),
+            _ => {}
+        }
+        seen_ops.insert(op);
+    }
+    assert!(new_ops.is_subset(&seen_ops), "{seen_ops:?}");
+    // Started persistent sends are messages; their receives, the matched ones and the
+    // started persistent receives, are linked to them.
+    let sends: BTreeMap<u64, &Value> = evs
+        .iter()
+        .filter(|e| e["event"] == "send")
+        .map(|e| (e["event_id"].as_u64().unwrap(), e))
+        .collect();
+    let started_sends = sends.values().filter(|e| e["op"] == "MPI_Start").count();
+    assert_eq!(
+        started_sends,
+        3 * RANKS,
+        "Start of a Send, Bsend and Rsend on each rank"
+    );
+    for op in ["MPI_Start", "MPI_Mrecv", "MPI_Imrecv"] {
+        let recvs: Vec<&Value> = evs
+            .iter()
+            .filter(|e| e["event"] == "recv" && e["op"] == op)
+            .collect();
+        let want = match op {
+            "MPI_Start" => 3 * RANKS,
+            "MPI_Mrecv" => RANKS + 2,
+            _ => RANKS,
+        };
+        assert_eq!(recvs.len(), want, "{op}: {recvs:?}");
+        for e in recvs {
+            let from = e["from"]["event_id"]
+                .as_u64()
+                .unwrap_or_else(|| panic!("unlinked: {e}"));
+            let send = sends.get(&from).unwrap_or_else(|| panic!("no such send: {e}"));
+            assert_eq!(
+                rank_of(&send["thread"]),
+                e["call"]["matched"]["source"].as_i64().unwrap(),
+                "{e} {send}"
+            );
+            assert_eq!(send["call"]["tag"], e["call"]["matched"]["tag"], "{e} {send}");
+        }
+    }
+}
+
+on_both!(ibarrier_wait_deadlock);
+
+/// Rank 0 waits for an `MPI_Ibarrier` the others never enter (they receive from rank 0,
+/// which sends after its wait: `deadlock --kind ibarrier`): a deadlock, rank 0 in
+/// `MPI_Wait` waiting for any of the others, each of them for rank 0.
+fn ibarrier_wait_deadlock(imp: Impl) {
+    let Some(dir) = setup(imp) else { return };
+    let mut s = Ctl::mpirun(imp, &dir.join("deadlock"), &["--kind", "ibarrier"]);
+    s.all_held_at_start();
+    s.send(json!({"cmd":"continue"}));
+    let d = s.expect("deadlock", |v| v["event"] == "deadlock");
+    let waits = d["waits"].as_array().unwrap();
+    assert_eq!(waits.len(), RANKS, "{d}");
+    let w0 = waits.iter().find(|w| w["thread"] == "rank[0]").unwrap();
+    assert_eq!(
+        (w0["call"].as_str(), w0["needs"].as_str(), &w0["waits_for"]),
+        (
+            Some("MPI_Wait"),
+            Some("any"),
+            &json!(["rank[1]", "rank[2]", "rank[3]"])
+        ),
+        "{d}"
+    );
+    assert!(
+        w0["site"].as_str().is_some_and(|s| s.contains("deadlock.c:")),
+        "{w0}"
+    );
+    for w in waits.iter().filter(|w| w["thread"] != "rank[0]") {
+        assert_eq!(
+            (w["call"].as_str(), &w["waits_for"]),
+            (Some("MPI_Recv"), &json!(["rank[0]"])),
+            "{d}"
+        );
+    }
+    assert_eq!(d["cycle"].as_array().map(Vec::len), Some(2), "{d}");
+    // The wait's request is the Ibarrier's: rank 0 reported that call before it.
+    let ibarrier = events(&s.seen)
+        .into_iter()
+        .find(|e| e["event"] == "stop" && e["thread"] == "rank[0]" && e["op"] == "MPI_Ibarrier");
+    assert!(ibarrier.is_some(), "rank 0's MPI_Ibarrier");
+    assert!(s.proc.0.try_wait().unwrap().is_none(), "the job still runs");
+}
+
+on_both!(mprobe_wildcard_forced);
+
+/// A wildcard `MPI_Mprobe` is a race point: held by a break on `MPI_ANY_SOURCE`, `match`
+/// forces either sender's message first (coverage.c's rank 0 probes tag 32 twice; ranks
+/// 1 and 2 send one each), and `MPI_Mrecv` receives the message probed.
+fn mprobe_wildcard_forced(imp: Impl) {
+    let Some(dir) = setup(imp) else { return };
+    let prog = dir.join("coverage");
+    for source in [1, 2] {
+        let mut s = Ctl::mpirun(imp, &prog, &[]);
+        s.all_held_at_start();
+        s.send(json!({"cmd":"break","op":"MPI_Mprobe","thread":"rank[0]","on":true,"when":{"peer":"MPI_ANY_SOURCE"}}));
+        s.send(json!({"cmd":"continue"}));
+        let held = s.expect("rank[0] held at its wildcard probe", |v| {
+            v["event"] == "start" && v["thread"] == "rank[0]" && v["held"] == true
+        });
+        assert_eq!(
+            (&held["op"], &held["call"]["peer"], &held["call"]["tag"]),
+            (&json!("MPI_Mprobe"), &json!("MPI_ANY_SOURCE"), &json!(32)),
+            "{held}"
+        );
+        s.send(json!({"cmd":"match","thread":"rank[0]","source":source}));
+        s.expect("the match applied", |v| v["event"] == "ok" && v["cmd"] == "match");
+        s.send(json!({"cmd":"break","op":"MPI_Mprobe","thread":"rank[0]","on":false,"when":{"peer":"MPI_ANY_SOURCE"}}));
+        s.send(json!({"cmd":"continue"}));
+        s.send(json!({"cmd":"wait","until":"exit","timeout_ms":30000}));
+        let last = s.finish_correctly();
+        assert_eq!(last["first"], json!(source), "{last}");
+        assert!(s.errors().is_empty(), "{:?}", s.errors());
+        let mrecv = events(&s.seen).into_iter().find(|e| {
+            e["event"] == "recv"
+                && e["thread"] == "rank[0]"
+                && e["op"] == "MPI_Mrecv"
+                && e["call"]["matched"]["tag"] == 32
+        });
+        let mrecv = mrecv.unwrap_or_else(|| panic!("rank 0's first Mrecv of tag 32"));
+        assert_eq!(mrecv["call"]["matched"]["source"], json!(source), "{mrecv}");
+    }
+}
+
+on_both!(replay_coverage);
+
+/// coverage.c recorded, then replayed: rank 0's wildcard `MPI_Mprobe`s are choices (their
+/// sources, tag 32) and the `MPI_Improbe` polls runs of misses, and each replay follows
+/// the log to the recorded outcome, `first` included.
+fn replay_coverage(imp: Impl) {
+    let Some(dir) = setup(imp) else { return };
+    let prog = dir.join("coverage");
+    let log = scratch(imp, "coverage.rtrec");
+    let (recorded, rec_log) = record_job(imp, &prog, &[], &log);
+    assert_eq!(recorded["matches_reference"], true, "{recorded}");
+    let probed: Vec<i32> = rec_log.ranks[0]
+        .choices
+        .iter()
+        .filter_map(|c| match c.what {
+            racetrack_protocol::replay_log::Chose::Match { source, tag: 32 } => Some(source),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(probed.len(), 2, "{:?}", rec_log.ranks[0]);
+    assert_eq!(
+        i64::from(probed[0]),
+        recorded["first"].as_i64().unwrap(),
+        "{recorded}"
+    );
+    assert!(rec_log.complete(), "every rank reached MPI_Finalize");
+    let l = log.to_str().unwrap();
+    for i in 0..3 {
+        let (code, report, err) = racetrack_cli(&["replay", l], &prog, &[]);
+        assert_eq!(code, Some(0), "replay {i}: {err}");
+        assert_eq!(outcome_of(&report), outcome_of(&recorded), "replay {i}");
     }
 }

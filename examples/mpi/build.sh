@@ -4,7 +4,7 @@
 #   examples/mpi/build.sh [mpich|openmpi] [OUTDIR]
 #
 # Default: mpich, into examples/mpi/build/<impl>. Binaries: ring, mergesort, heat, sendrecv_any,
-# master_worker, dies, receives, deadlock, threads, ring_f (Fortran). With RUST=1, also ring-rs (the `mpi` crate; needs
+# master_worker, dies, receives, deadlock, coverage, threads, ring_f (Fortran). With RUST=1, also ring-rs (the `mpi` crate; needs
 # libclang-dev) from examples/mpi/rust, built against the same implementation.
 set -euo pipefail
 
@@ -31,7 +31,7 @@ done
 mkdir -p "$out"
 cflags=(-std=c11 -O2 -g -Wall -Wextra)
 fflags=(-O2 -g -Wall -Wextra)
-for prog in ring mergesort heat master_worker dies receives deadlock sendrecv_any; do
+for prog in ring mergesort heat master_worker dies receives deadlock sendrecv_any coverage; do
     "$cc" "${cflags[@]}" -o "$out/$prog" "$here/$prog.c"
 done
 "$cc" "${cflags[@]}" -pthread -o "$out/threads" "$here/threads.c"

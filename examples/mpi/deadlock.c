@@ -10,6 +10,8 @@
  *               and 2 send once each (rank 1 then computes for 2 s, so it may still look
  *               able to send again); a debugger that forces both receives onto rank 1
  *               makes the second wait for good
+ *   ibarrier    rank 0 waits (MPI_Wait) for an MPI_Ibarrier the others never enter: they
+ *               receive from rank 0, which sends after its wait
  *   slow        no deadlock: rank 1 computes for 1.5 s while rank 0 waits for its
  *               message and the others wait in MPI_Barrier; then it prints a result
  * Each rank blocks where the kind says; a debugger's deadlock detection names who waits
@@ -73,6 +75,16 @@ int main(int argc, char **argv)
                 compute(2.0);
         }
         MPI_Barrier(MPI_COMM_WORLD);
+    } else if (strcmp(kind, "ibarrier") == 0) {
+        if (rank == 0) {
+            MPI_Request r;
+            MPI_Ibarrier(MPI_COMM_WORLD, &r);
+            MPI_Wait(&r, MPI_STATUS_IGNORE);
+            for (int i = 1; i < size; i++)
+                MPI_Send(&rank, 1, MPI_INT, i, 0, MPI_COMM_WORLD);
+        } else {
+            MPI_Recv(&v, 1, MPI_INT, 0, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        }
     } else if (strcmp(kind, "slow") == 0) {
         if (rank == 1) {
             compute(1.5);
@@ -87,7 +99,7 @@ int main(int argc, char **argv)
                    v, v == 1 ? "true" : "false");
     } else {
         if (rank == 0)
-            fprintf(stderr, "deadlock: unknown --kind %s (recv_recv, collective, lost, forced, slow)\n", kind);
+            fprintf(stderr, "deadlock: unknown --kind %s (recv_recv, collective, lost, forced, ibarrier, slow)\n", kind);
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
     MPI_Finalize();

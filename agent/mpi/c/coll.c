@@ -11,7 +11,7 @@ static void coll(wcall *w, const char *name, void *caller, MPI_Comm comm) {
     wc_comm(w, comm);
 }
 
-static int comm_size(MPI_Comm comm) {
+int rt_coll_size(MPI_Comm comm) {
     int inter = 0, n = 0;
     PMPI_Comm_test_inter(comm, &inter);
     if (inter) PMPI_Comm_remote_size(comm, &n);
@@ -19,15 +19,15 @@ static int comm_size(MPI_Comm comm) {
     return n;
 }
 
-static int sum(const int counts[], int n) {
+int rt_sum(const int counts[], int n) {
     int64_t s = 0;
     for (int i = 0; i < n; i++) s += counts[i];
     return s > INT32_MAX ? INT32_MAX : (int)s;
 }
 
-/* Whether this rank is the root of a rooted collective (intracommunicator) or the root
- * group's root (MPI_ROOT, intercommunicator). */
-static int is_root(MPI_Comm comm, int root) {
+/* The root of a rooted collective (intracommunicator) or the root group's root
+ * (MPI_ROOT, intercommunicator). */
+int rt_is_root(MPI_Comm comm, int root) {
     int rank = -1;
     if (root == MPI_ROOT) return 1;
     PMPI_Comm_rank(comm, &rank);
@@ -109,7 +109,7 @@ int rtw_reduce_scatter(void *caller, const void *s, void *r, const int rcounts[]
     if (!rt_active()) return PMPI_Reduce_scatter(s, r, rcounts, t, op, comm);
     wcall w;
     coll(&w, "MPI_Reduce_scatter", caller, comm);
-    wc_data(&w, t, sum(rcounts, comm_size(comm)));
+    wc_data(&w, t, rt_sum(rcounts, rt_coll_size(comm)));
     rt_start(&w.c);
     int rc = PMPI_Reduce_scatter(s, r, rcounts, t, op, comm);
     rt_stop(&w.c, rc);
@@ -156,7 +156,7 @@ int rtw_scatter(void *caller, const void *s, int sc, MPI_Datatype st, void *r, i
     wcall w;
     coll(&w, "MPI_Scatter", caller, comm);
     wc_root(&w, root);
-    if (is_root(comm, root)) wc_data(&w, st, sc);
+    if (rt_is_root(comm, root)) wc_data(&w, st, sc);
     else wc_data(&w, rt, rc_);
     rt_start(&w.c);
     int rc = PMPI_Scatter(s, sc, st, r, rc_, rt, root, comm);
@@ -171,7 +171,7 @@ int rtw_scatterv(void *caller, const void *s, const int scs[], const int displs[
     wcall w;
     coll(&w, "MPI_Scatterv", caller, comm);
     wc_root(&w, root);
-    if (is_root(comm, root)) wc_data(&w, st, sum(scs, comm_size(comm)));
+    if (rt_is_root(comm, root)) wc_data(&w, st, rt_sum(scs, rt_coll_size(comm)));
     else wc_data(&w, rt, rc_);
     rt_start(&w.c);
     int rc = PMPI_Scatterv(s, scs, displs, st, r, rc_, rt, root, comm);
@@ -229,8 +229,8 @@ int rtw_alltoallv(void *caller, const void *s, const int scs[], const int sdispl
     if (!rt_active()) return PMPI_Alltoallv(s, scs, sdispls, st, r, rcs, rdispls, rt, comm);
     wcall w;
     coll(&w, "MPI_Alltoallv", caller, comm);
-    if (s == MPI_IN_PLACE) wc_data(&w, rt, sum(rcs, comm_size(comm)));
-    else wc_data(&w, st, sum(scs, comm_size(comm)));
+    if (s == MPI_IN_PLACE) wc_data(&w, rt, rt_sum(rcs, rt_coll_size(comm)));
+    else wc_data(&w, st, rt_sum(scs, rt_coll_size(comm)));
     rt_start(&w.c);
     int rc = PMPI_Alltoallv(s, scs, sdispls, st, r, rcs, rdispls, rt, comm);
     rt_stop(&w.c, rc);

@@ -143,6 +143,51 @@ void mpi_iprobe_(F *s, F *tag, F *c, F *flag, F *st, F *e) {
 }
 F08(mpi_iprobe_, pmpi_iprobe_)
 
+/* Matched probes: the message handle goes back to Fortran as the C call left it (a
+ * received message's is MPI_MESSAGE_NULL). */
+void mpi_mprobe_(F *s, F *tag, F *c, F *m, F *st, F *e) {
+    MPI_Status cs;
+    MPI_Message msg = MPI_MESSAGE_NULL;
+    *e = rtw_mprobe(RT_CALLER, *s, *tag, CM(c), &msg, cst(st, &cs));
+    if (*e != MPI_SUCCESS) return;
+    *m = MPI_Message_c2f(msg);
+    fst(&cs, st);
+}
+F08(mpi_mprobe_, ompi_mprobe_f)
+
+/* As MPI_Iprobe's, `use mpi_f08`'s MPI_Improbe calls the profiling symbol. */
+void mpi_improbe_(F *s, F *tag, F *c, F *flag, F *m, F *st, F *e) {
+    MPI_Status cs;
+    MPI_Message msg = MPI_MESSAGE_NULL;
+    int f = 0;
+    *e = rtw_improbe(RT_CALLER, *s, *tag, CM(c), &f, &msg, cst(st, &cs));
+    *flag = f ? 1 : 0;
+    if (*e != MPI_SUCCESS || !f) return;
+    *m = MPI_Message_c2f(msg);
+    fst(&cs, st);
+}
+F08(mpi_improbe_, pmpi_improbe_)
+
+void mpi_mrecv_(void *b, F *n, F *t, F *m, F *st, F *e) {
+    MPI_Status cs;
+    MPI_Message msg = MPI_Message_f2c(*m);
+    *e = rtw_mrecv(RT_CALLER, fbuf(b), *n, TY(t), &msg, cst(st, &cs));
+    if (*e != MPI_SUCCESS) return;
+    *m = MPI_Message_c2f(msg);
+    fst(&cs, st);
+}
+F08(mpi_mrecv_, ompi_mrecv_f)
+
+void mpi_imrecv_(void *b, F *n, F *t, F *m, F *r, F *e) {
+    MPI_Request req = MPI_REQUEST_NULL;
+    MPI_Message msg = MPI_Message_f2c(*m);
+    *e = rtw_imrecv(RT_CALLER, fbuf(b), *n, TY(t), &msg, &req);
+    if (*e != MPI_SUCCESS) return;
+    *m = MPI_Message_c2f(msg);
+    *r = MPI_Request_c2f(req);
+}
+F08(mpi_imrecv_, ompi_imrecv_f)
+
 /* ---- completion ---- */
 
 void mpi_wait_(F *r, F *st, F *e) {

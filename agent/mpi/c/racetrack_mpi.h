@@ -21,6 +21,9 @@
 #define RT_PROC_NULL (-2)
 /* MPI_ROOT (intercommunicator collectives), normalised. */
 #define RT_ROOT (-3)
+/* rt_call.starts: what an MPI_Start started. */
+#define RT_STARTS_SEND 1
+#define RT_STARTS_RECV 2
 
 /* One MPI call as the core sees it. The wrapper zeroes it, fills the "in" fields, calls
  * rt_start before the PMPI call and rt_stop after it, with the same struct. */
@@ -50,6 +53,10 @@ typedef struct rt_call {
     int32_t source;         /* MPI_Sendrecv(_replace): the receive side's source in `comm`
                                (`peer` is the destination); RT_ANY, RT_PROC_NULL, or
                                RT_NONE for other calls */
+    int32_t starts;         /* MPI_Start: RT_STARTS_SEND when it starts a persistent send
+                               (a message, as MPI_Isend), RT_STARTS_RECV a persistent
+                               receive (its completion reports the match, as MPI_Irecv's);
+                               RT_NONE for other calls, or a request not seen created */
 
     /* ---- out: set by rt_start, applied by the wrapper ---- */
     int32_t forced_source;  /* RT_NONE, or the source (in `comm`) a wildcard receive or

@@ -68,7 +68,7 @@ void wc_begin(wcall *w, const char *name, void *caller) {
     w->c.caller = rt_program_site(caller);
     w->c.peer = w->c.peer_world = w->c.tag = w->c.count = w->c.root = RT_NONE;
     w->c.bytes = -1;
-    w->c.forced_source = w->c.forced_tag = w->c.source = RT_NONE;
+    w->c.forced_source = w->c.forced_tag = w->c.source = w->c.starts = RT_NONE;
     w->c.new_rank = w->c.new_leader = w->c.found = RT_NONE;
     w->c.forced_found = w->c.forced_count = RT_NONE;
 }

@@ -77,6 +77,13 @@ RT_HIDDEN void rt_release_all_edits(void);
  * completed and was freed, so that one's send is over). */
 RT_HIDDEN void wc_request(wcall *w, int64_t id);
 
+/* Collectives' shared arithmetic (coll.c): the ranks whose counts a vector form takes
+ * (the remote group's, for an intercommunicator), their sum (saturated), and whether
+ * this rank is a rooted collective's root. */
+RT_HIDDEN int rt_coll_size(MPI_Comm comm);
+RT_HIDDEN int rt_sum(const int counts[], int n);
+RT_HIDDEN int rt_is_root(MPI_Comm comm, int root);
+
 /* ---- internal entry points: one per covered call, taking the call site ---- */
 enum rt_send_mode { RT_SEND, RT_SSEND, RT_BSEND, RT_RSEND };
 
@@ -150,6 +157,86 @@ RT_HIDDEN int rtw_alltoallv(void *caller, const void *sbuf, const int scounts[],
                             const int sdispls[], MPI_Datatype stype, void *rbuf,
                             const int rcounts[], const int rdispls[], MPI_Datatype rtype,
                             MPI_Comm comm);
+
+/* Nonblocking collectives (nbcoll.c). */
+RT_HIDDEN int rtw_ibarrier(void *caller, MPI_Comm comm, MPI_Request *req);
+RT_HIDDEN int rtw_ibcast(void *caller, void *buf, int count, MPI_Datatype type, int root,
+                         MPI_Comm comm, MPI_Request *req);
+RT_HIDDEN int rtw_ireduce(void *caller, const void *sbuf, void *rbuf, int count,
+                          MPI_Datatype type, MPI_Op op, int root, MPI_Comm comm,
+                          MPI_Request *req);
+RT_HIDDEN int rtw_iallreduce(void *caller, const void *sbuf, void *rbuf, int count,
+                             MPI_Datatype type, MPI_Op op, MPI_Comm comm, MPI_Request *req);
+/* (Scan: ex 0; Exscan: ex 1.) */
+RT_HIDDEN int rtw_iscan(void *caller, int ex, const void *s, void *r, int n, MPI_Datatype t,
+                        MPI_Op op, MPI_Comm comm, MPI_Request *req);
+RT_HIDDEN int rtw_ireduce_scatter(void *caller, const void *s, void *r, const int rcounts[],
+                                  MPI_Datatype t, MPI_Op op, MPI_Comm comm,
+                                  MPI_Request *req);
+RT_HIDDEN int rtw_igather(void *caller, const void *s, int sc, MPI_Datatype st, void *r,
+                          int rc, MPI_Datatype rt, int root, MPI_Comm comm,
+                          MPI_Request *req);
+RT_HIDDEN int rtw_igatherv(void *caller, const void *s, int sc, MPI_Datatype st, void *r,
+                           const int rcs[], const int displs[], MPI_Datatype rt, int root,
+                           MPI_Comm comm, MPI_Request *req);
+RT_HIDDEN int rtw_iscatter(void *caller, const void *s, int sc, MPI_Datatype st, void *r,
+                           int rc, MPI_Datatype rt, int root, MPI_Comm comm,
+                           MPI_Request *req);
+RT_HIDDEN int rtw_iscatterv(void *caller, const void *s, const int scs[],
+                            const int displs[], MPI_Datatype st, void *r, int rc,
+                            MPI_Datatype rt, int root, MPI_Comm comm, MPI_Request *req);
+RT_HIDDEN int rtw_iallgather(void *caller, const void *s, int sc, MPI_Datatype st, void *r,
+                             int rc, MPI_Datatype rt, MPI_Comm comm, MPI_Request *req);
+RT_HIDDEN int rtw_iallgatherv(void *caller, const void *s, int sc, MPI_Datatype st, void *r,
+                              const int rcs[], const int displs[], MPI_Datatype rt,
+                              MPI_Comm comm, MPI_Request *req);
+RT_HIDDEN int rtw_ialltoall(void *caller, const void *s, int sc, MPI_Datatype st, void *r,
+                            int rc, MPI_Datatype rt, MPI_Comm comm, MPI_Request *req);
+RT_HIDDEN int rtw_ialltoallv(void *caller, const void *s, const int scs[],
+                             const int sdispls[], MPI_Datatype st, void *r, const int rcs[],
+                             const int rdispls[], MPI_Datatype rt, MPI_Comm comm,
+                             MPI_Request *req);
+
+/* Matched probes (mprobe.c). */
+RT_HIDDEN int rtw_mprobe(void *caller, int source, int tag, MPI_Comm comm, MPI_Message *m,
+                         MPI_Status *st);
+RT_HIDDEN int rtw_improbe(void *caller, int source, int tag, MPI_Comm comm, int *flag,
+                          MPI_Message *m, MPI_Status *st);
+RT_HIDDEN int rtw_mrecv(void *caller, void *buf, int count, MPI_Datatype type,
+                        MPI_Message *m, MPI_Status *st);
+RT_HIDDEN int rtw_imrecv(void *caller, void *buf, int count, MPI_Datatype type,
+                         MPI_Message *m, MPI_Request *req);
+
+/* Persistent requests (persist.c). */
+RT_HIDDEN int rtw_send_init(void *caller, enum rt_send_mode m, const void *buf, int count,
+                            MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+                            MPI_Request *req);
+RT_HIDDEN int rtw_recv_init(void *caller, void *buf, int count, MPI_Datatype type,
+                            int source, int tag, MPI_Comm comm, MPI_Request *req);
+RT_HIDDEN int rtw_start(void *caller, MPI_Request *req);
+RT_HIDDEN int rtw_startall(void *caller, int n, MPI_Request reqs[]);
+RT_HIDDEN int rtw_request_free(void *caller, MPI_Request *req);
+
+/* One-sided communication (rma.c). */
+enum rt_win_sync { RT_FENCE, RT_LOCK_ALL, RT_UNLOCK_ALL, RT_FLUSH_ALL, RT_COMPLETE, RT_WAIT };
+enum rt_win_target { RT_LOCK, RT_UNLOCK, RT_FLUSH };
+enum rt_rma { RT_PUT, RT_GET, RT_ACCUMULATE };
+RT_HIDDEN int rtw_win_create(void *caller, void *base, MPI_Aint size, int disp,
+                             MPI_Info info, MPI_Comm comm, MPI_Win *win);
+RT_HIDDEN int rtw_win_allocate(void *caller, MPI_Aint size, int disp, MPI_Info info,
+                               MPI_Comm comm, void *base, MPI_Win *win);
+RT_HIDDEN int rtw_win_free(void *caller, MPI_Win *win);
+RT_HIDDEN int rtw_win_sync(void *caller, enum rt_win_sync k, int assert_, MPI_Win win);
+/* `type`, `assert_`: Win_lock's only. */
+RT_HIDDEN int rtw_win_target(void *caller, enum rt_win_target k, int type, int rank,
+                             int assert_, MPI_Win win);
+/* Win_start (`start` 1) and Win_post (0). */
+RT_HIDDEN int rtw_win_group(void *caller, int start, MPI_Group group, int assert_,
+                            MPI_Win win);
+/* Put, Get (whose origin buffer is written), Accumulate (`op`: its only). */
+RT_HIDDEN int rtw_rma(void *caller, enum rt_rma k, const void *o, int oc, MPI_Datatype ot,
+                      int target, MPI_Aint disp, int tc, MPI_Datatype tt, MPI_Op op,
+                      MPI_Win win);
 
 RT_HIDDEN int rtw_comm_split(void *caller, MPI_Comm comm, int color, int key,
                              MPI_Comm *out);

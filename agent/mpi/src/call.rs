@@ -34,6 +34,17 @@ pub struct Call {
     pub content: Option<crate::ffi::SendBuf>,
     /// The program's return address into the call.
     pub caller: usize,
+    /// An `MPI_Start`'s persistent request, when the wrappers saw it created.
+    pub starts: Option<Starts>,
+}
+
+/// What an `MPI_Start` started.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Starts {
+    /// A persistent send: a message, reported as `MPI_Isend` reports one.
+    Send,
+    /// A persistent receive: its completion reports the match, as `MPI_Irecv`'s does.
+    Recv,
 }
 
 impl Call {
@@ -53,8 +64,8 @@ impl Call {
     pub fn receives(&self) -> bool {
         matches!(
             self.name,
-            "MPI_Recv" | "MPI_Irecv" | "MPI_Sendrecv" | "MPI_Sendrecv_replace"
-        )
+            "MPI_Recv" | "MPI_Irecv" | "MPI_Sendrecv" | "MPI_Sendrecv_replace" | "MPI_Mrecv" | "MPI_Imrecv"
+        ) || self.starts == Some(Starts::Recv)
     }
 
     /// Whether the call posts a message to a peer (its `send` event, with content).
@@ -69,7 +80,7 @@ impl Call {
                 | "MPI_Issend"
                 | "MPI_Sendrecv"
                 | "MPI_Sendrecv_replace"
-        )
+        ) || self.starts == Some(Starts::Send)
     }
 
     /// Whether the call polls (its `found` says whether it found anything): a run of
@@ -77,7 +88,7 @@ impl Call {
     pub fn polls(&self) -> bool {
         matches!(
             self.name,
-            "MPI_Test" | "MPI_Testany" | "MPI_Testall" | "MPI_Testsome" | "MPI_Iprobe"
+            "MPI_Test" | "MPI_Testany" | "MPI_Testall" | "MPI_Testsome" | "MPI_Iprobe" | "MPI_Improbe"
         )
     }
 
@@ -90,6 +101,8 @@ impl Call {
                     | "MPI_Irecv"
                     | "MPI_Probe"
                     | "MPI_Iprobe"
+                    | "MPI_Mprobe"
+                    | "MPI_Improbe"
                     | "MPI_Sendrecv"
                     | "MPI_Sendrecv_replace"
             )

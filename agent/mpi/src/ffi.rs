@@ -4,7 +4,7 @@
 
 #![allow(unsafe_code)]
 
-use crate::call::{Call, Elem};
+use crate::call::{Call, Elem, Starts};
 use crate::{choices, core};
 use racetrack_agent::choice::{self, Pick};
 use racetrack_protocol::SmolStr;
@@ -14,6 +14,9 @@ use std::ffi::{c_char, c_void, CStr};
 pub const RT_NONE: i32 = i32::MIN;
 /// `RT_ANY`: `MPI_ANY_SOURCE` or `MPI_ANY_TAG`, normalised.
 pub const RT_ANY: i32 = -1;
+/// `RT_STARTS_SEND` and `RT_STARTS_RECV`: what an `MPI_Start` started.
+const RT_STARTS_SEND: i32 = 1;
+const RT_STARTS_RECV: i32 = 2;
 
 /// The wrappers' `rt_call` (see `c/racetrack_mpi.h`, which is the authority on the
 /// layout: keep the two in the same order).
@@ -33,6 +36,7 @@ pub struct RtCall {
     elem_size: i32,
     caller: *mut c_void,
     source: i32,
+    starts: i32,
     forced_source: i32,
     forced_tag: i32,
     edited_buf: *const c_void,
@@ -112,6 +116,11 @@ unsafe fn read(c: &RtCall) -> Call {
         elem,
         content,
         caller: c.caller as usize,
+        starts: match c.starts {
+            RT_STARTS_SEND => Some(Starts::Send),
+            RT_STARTS_RECV => Some(Starts::Recv),
+            _ => None,
+        },
     }
 }
 

@@ -129,6 +129,11 @@ impl Site for RankSite<'_> {
                 call.name
             )));
         }
+        if call.starts.is_some() {
+            return Err(SiteError::NotApplicable(
+                "of a persistent send cannot be edited: its request is bound to the program's buffer".into(),
+            ));
+        }
         let Some(elem) = call.elem else {
             return Err(SiteError::NotApplicable(format!(
                 "of a send of {} cannot be edited (only basic datatypes can)",

@@ -3,8 +3,8 @@
 //!
 //! A rank in a blocking call waits for other ranks:
 //!
-//! - a receive or probe from one source, for that source (unless a matching send is
-//!   already observed and not taken: then it completes);
+//! - a receive or probe (`MPI_Mprobe` too) from one source, for that source (unless a
+//!   matching send is already observed and not taken: then it completes);
 //! - a wildcard receive or probe, for **any** member of the communicator but itself (or,
 //!   once the debugger forced its match, for that source);
 //! - a send, for its destination to receive (a send that completes eagerly leaves before
@@ -16,7 +16,13 @@
 //!   waiting: implementations exchange more than the data flow needs (MPICH's scan
 //!   does), and only members that have not entered can be what it waits for;
 //! - `MPI_Wait*` and `MPI_Sendrecv*`, whose other peers the events do not name, for
-//!   **any** other rank (unless a send to it is pending).
+//!   **any** other rank (unless a send to it is pending): a Wait on a nonblocking
+//!   collective's request or a started persistent one included.
+//!
+//! The calls that only start something (nonblocking collectives, `MPI_Start*`,
+//! `MPI_Imrecv`), `MPI_Mrecv` (its message is matched already) and the one-sided calls
+//! (`MPI_Win_fence`, `MPI_Win_lock`, … whose window group the events do not name) never
+//! wait here: a rank in one can go on.
 //!
 //! A rank that is not in a blocking call, or that the caller knows is moving (its events
 //! are recent, or the debugger holds it), can go on; so can a rank in a call whose wait
@@ -77,6 +83,7 @@ fn blocks(op: &str) -> bool {
         op,
         "MPI_Recv"
             | "MPI_Probe"
+            | "MPI_Mprobe"
             | "MPI_Send"
             | "MPI_Ssend"
             | "MPI_Rsend"
@@ -322,7 +329,7 @@ impl Waits {
             .as_deref()
             .and_then(|name| linker.comms().of(&thread, name));
         match o.op.as_str() {
-            "MPI_Recv" | "MPI_Probe" => {
+            "MPI_Recv" | "MPI_Probe" | "MPI_Mprobe" => {
                 let Some((key, me)) = comm else {
                     return Need::Nothing;
                 };

@@ -243,7 +243,7 @@ impl Linker {
 
     /// [`Linker::peek`] of the `stop` of `thread`'s call of `op` with `call`.
     pub fn peek_parts(&mut self, thread: &str, op: &str, call: Option<&CallInfo>) -> Linked {
-        let probe = matches!(op, "MPI_Probe" | "MPI_Iprobe");
+        let probe = matches!(op, "MPI_Probe" | "MPI_Iprobe" | "MPI_Mprobe" | "MPI_Improbe");
         let Some(ch) = call.filter(|_| probe).and_then(|c| self.channel(thread, c)) else {
             return Linked::No;
         };

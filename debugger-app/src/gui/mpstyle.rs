@@ -101,6 +101,12 @@ impl Family {
 }
 
 /// Collectives by name (a collective's events carry its instance, this is for the rest).
+/// A one-sided call (`MPI_Put`, `MPI_Win_lock`): its peer is a target.
+fn is_one_sided(name: &str) -> bool {
+    let n = name.strip_prefix("MPI_").unwrap_or(name);
+    n.starts_with("Win_") || ["Put", "Get", "Accumulate"].contains(&n)
+}
+
 fn is_collective_name(n: &str) -> bool {
     // The nonblocking ones: `MPI_Iallreduce` is `MPI_Allreduce` begun.
     let n = n.strip_prefix('I').unwrap_or(n).to_ascii_lowercase();
@@ -190,6 +196,8 @@ pub fn tooltip_lines(g: &MpGraph, v: &Vertex, row: u32, name: &str, rank: &str) 
     if let Some(peer) = p.peer {
         let word = if matches!(family, Family::Send | Family::SendRecv) {
             "dest"
+        } else if is_one_sided(name) {
+            "target"
         } else {
             "source"
         };
@@ -282,6 +290,16 @@ mod tests {
         assert_eq!(Family::of("MPI_Comm_split", true), Family::Collective);
         assert_eq!(Family::of("MPI_Comm_rank", false), Family::Setup);
         assert_eq!(Family::of("MPI_Waitall", false), Family::Completion);
+        assert_eq!(Family::of("MPI_Ibarrier", false), Family::Collective);
+        assert_eq!(Family::of("MPI_Iexscan", false), Family::Collective);
+        assert_eq!(Family::of("MPI_Ireduce_scatter", false), Family::Collective);
+        assert_eq!(Family::of("MPI_Rsend_init", false), Family::Send);
+        assert_eq!(Family::of("MPI_Recv_init", false), Family::Recv);
+        assert_eq!(Family::of("MPI_Mprobe", false), Family::Recv);
+        assert_eq!(Family::of("MPI_Imrecv", false), Family::Recv);
+        assert_eq!(Family::of("MPI_Startall", false), Family::Completion);
+        assert_eq!(Family::of("MPI_Win_fence", false), Family::Other);
+        assert!(is_one_sided("MPI_Win_lock") && is_one_sided("MPI_Put") && !is_one_sided("MPI_Send"));
         assert_eq!(Family::of("MPI_Init", false), Family::Other);
     }
 }

@@ -117,13 +117,36 @@ for r in 0 1 2 3; do
         expect calls_f.err 1 "^RT $r start MPI_$call "
         expect calls_f.err 1 "^RT $r stop MPI_$call "
     done
-    expect calls_f.err 2 "^RT $r start MPI_Barrier "
+    for call in Ibarrier Ibcast Iallreduce Ireduce Iscan Igather Send_init Recv_init Startall; do
+        expect calls_f.err 1 "^RT $r start MPI_$call "
+        expect calls_f.err 1 "^RT $r stop MPI_$call "
+    done
+    expect calls_f.err 1 "^RT $r request MPI_Ibarrier "
+    expect calls_f.err 1 "^RT $r start MPI_Ibcast .*root=0 datatype=MPI_INTEGER "
+    expect calls_f.err 1 "^RT $r start MPI_Igather .*count=1 root=0 datatype=MPI_INTEGER "
+    expect calls_f.err 1 "^RT $r start MPI_Send_init peer=$(((r + 1) % 4)) .*tag=12 "
+    expect calls_f.err 2 "^RT $r start MPI_Start peer=$(((r + 1) % 4)) .*tag=12 |^RT $r start MPI_Start peer=$(((r + 3) % 4)) .*tag=12 "
+    expect calls_f.err 2 "^RT $r start MPI_Request_free "
+    for call in Mprobe Mrecv Imrecv; do
+        expect calls_f.err 1 "^RT $r start MPI_$call peer=$(((r + 3) % 4)) .*comm=MPI_COMM_WORLD "
+    done
+    for call in Win_create Win_lock Win_unlock Win_free Put Get; do
+        expect calls_f.err 1 "^RT $r start MPI_$call "
+        expect calls_f.err 1 "^RT $r stop MPI_$call "
+    done
+    expect calls_f.err 2 "^RT $r start MPI_Win_fence .*comm=win 1 "
+    expect calls_f.err 1 "^RT $r start MPI_Win_create .*comm=MPI_COMM_WORLD bytes=16 "
+    expect calls_f.err 1 "^RT $r start MPI_Put peer=$(((r + 1) % 4)) peer_world=$(((r + 1) % 4)) .*count=1 .*datatype=MPI_INTEGER comm=win 1 "
+    expect calls_f.err 1 "^RT $r matched MPI_Mrecv source=$(((r + 3) % 4)) tag=13 bytes=4$"
+    expect calls_f.err 1 "^RT $r matched MPI_Improbe source=$(((r + 3) % 4)) tag=14 bytes=4$"
+    expect calls_f.err 1 "^RT $r completed MPI_Waitall .* source=$(((r + 3) % 4)) tag=14 bytes=4 "
+    expect calls_f.err 3 "^RT $r start MPI_Barrier "
     expect calls_f.err 1 "^RT $r start MPI_Sendrecv .*datatype=MPI_DOUBLE_PRECISION .*bytes=8 kind=f size=8"
     expect calls_f.err 1 "^RT $r matched MPI_Sendrecv source=$(((r + 3) % 4)) tag=7 bytes=8$"
     expect calls_f.err 1 "^RT $r start MPI_Allreduce .*count=1 .*datatype=MPI_INTEGER .*kind=i size=4"
 done
 expect calls_f.err 3 '^RT 0 start MPI_Irecv peer=-1 .*tag=-1 .*datatype=MPI_INTEGER'
-expect calls_f.err 1 '^RT 0 start MPI_Waitall '
+expect calls_f.err 6 '^RT 0 start MPI_Waitall '
 expect calls_f.err 3 '^RT 0 completed MPI_Waitall .* source=[123] tag=10[123] bytes=4 '
 expect calls_f.err 3 '^RT [123] start MPI_Send peer=0 peer_world=0 .*datatype=MPI_INTEGER'
 expect calls_f.err 0 ' start .* site=([^c]|c[^a])'

@@ -53,3 +53,48 @@ fn non_basic_kinds_are_not_elements() {
     assert_eq!(Elem::of(b'i', 3), None);
     assert_eq!(Elem::of(b'f', 2), None);
 }
+
+fn named(name: &'static str, peer: i32, starts: Option<Starts>) -> Call {
+    Call {
+        name,
+        peer: Some(peer),
+        source: None,
+        peer_world: None,
+        tag: Some(0),
+        count: Some(1),
+        root: None,
+        bytes: None,
+        datatype: None,
+        comm: None,
+        elem: None,
+        content: None,
+        caller: 0,
+        starts,
+    }
+}
+
+#[test]
+fn new_calls_send_receive_poll_and_force_as_their_kind_does() {
+    let send = named("MPI_Start", 1, Some(Starts::Send));
+    assert!(send.sends() && !send.receives());
+    let recv = named("MPI_Start", RT_ANY, Some(Starts::Recv));
+    assert!(recv.receives() && !recv.sends());
+    // Its match is bound at MPI_Recv_init: a started wildcard cannot be forced.
+    assert!(!recv.can_force());
+    let unknown = named("MPI_Start", 1, None);
+    assert!(!unknown.sends() && !unknown.receives());
+    assert!(named("MPI_Mprobe", RT_ANY, None).can_force());
+    assert!(!named("MPI_Mprobe", 2, None).can_force());
+    let improbe = named("MPI_Improbe", RT_ANY, None);
+    assert!(improbe.can_force() && improbe.polls() && !improbe.receives());
+    assert!(named("MPI_Mrecv", 2, None).receives());
+    assert!(named("MPI_Imrecv", 2, None).receives());
+    assert!(!named("MPI_Mrecv", 2, None).can_force());
+    for other in ["MPI_Ibarrier", "MPI_Send_init", "MPI_Put", "MPI_Startall"] {
+        let c = named(other, 1, None);
+        assert!(
+            !c.sends() && !c.receives() && !c.polls() && !c.can_force(),
+            "{other}"
+        );
+    }
+}

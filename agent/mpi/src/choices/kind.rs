@@ -25,7 +25,7 @@ pub(super) fn kind(name: &str, peer: i32) -> Kind {
     // message the receive can take, a function of its sends (non-overtaking).
     let wild = peer == crate::ffi::RT_ANY;
     match name {
-        "MPI_Recv" | "MPI_Probe" if wild => Kind::Wildcard {
+        "MPI_Recv" | "MPI_Probe" | "MPI_Mprobe" if wild => Kind::Wildcard {
             nonblocking: false,
             poll: false,
         },
@@ -37,11 +37,11 @@ pub(super) fn kind(name: &str, peer: i32) -> Kind {
             nonblocking: true,
             poll: false,
         },
-        "MPI_Iprobe" if wild => Kind::Wildcard {
+        "MPI_Iprobe" | "MPI_Improbe" if wild => Kind::Wildcard {
             nonblocking: false,
             poll: true,
         },
-        "MPI_Iprobe" | "MPI_Test" | "MPI_Testall" => Kind::Poll,
+        "MPI_Iprobe" | "MPI_Improbe" | "MPI_Test" | "MPI_Testall" => Kind::Poll,
         "MPI_Waitany" | "MPI_Waitsome" => Kind::Pick { poll: false },
         "MPI_Testany" | "MPI_Testsome" => Kind::Pick { poll: true },
         "MPI_Finalize" => Kind::Finalize,
@@ -56,6 +56,7 @@ pub(super) fn op_of(name: &str) -> u8 {
         .iter()
         .position(|c| *c == name)
         .and_then(|i| u8::try_from(i).ok())
+        .filter(|i| *i < 63)
         .unwrap_or(63)
 }
 

@@ -65,3 +65,31 @@ fn only_any_source_receives_and_polls_are_choices() {
     assert_eq!(kind("MPI_Send", 1), Kind::Other);
     assert_eq!(op_name(op_of("MPI_Recv")), "MPI_Recv");
 }
+
+#[test]
+fn matched_probes_are_recorded_as_probes_and_fit_the_op_bits() {
+    let any = crate::ffi::RT_ANY;
+    assert_eq!(
+        kind("MPI_Mprobe", any),
+        Kind::Wildcard {
+            nonblocking: false,
+            poll: false
+        }
+    );
+    assert_eq!(
+        kind("MPI_Improbe", any),
+        Kind::Wildcard {
+            nonblocking: false,
+            poll: true
+        }
+    );
+    assert_eq!(kind("MPI_Improbe", 2), Kind::Poll);
+    assert_eq!(kind("MPI_Mprobe", 2), Kind::Other);
+    // A log keeps 6 bits of the op: every call that records a choice fits, the rest
+    // share 63 ("another call").
+    for name in ["MPI_Mprobe", "MPI_Improbe", "MPI_Recv", "MPI_Testsome"] {
+        assert!(op_of(name) < 63, "{name}");
+        assert_eq!(op_name(op_of(name)), name);
+    }
+    assert_eq!(op_of("MPI_Accumulate"), 63);
+}

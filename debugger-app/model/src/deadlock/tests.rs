@@ -300,3 +300,72 @@ fn only_a_wildcard_pick_is_judged() {
     j.start(1, "MPI_Recv", recv(0));
     assert_eq!(j.waits.pick(0, 1, None, &mut j.linker), Ok(()));
 }
+
+#[test]
+fn a_matched_probe_waits_as_a_probe_does() {
+    let mut j = Job::new(2);
+    j.start(0, "MPI_Mprobe", recv(1));
+    j.start(1, "MPI_Mprobe", recv(0));
+    let d = j.find().expect("two matched probes of each other's messages");
+    assert_eq!(d.cycle, ["rank[0]", "rank[1]"]);
+    assert_eq!(d.waits[0].call, "MPI_Mprobe");
+    // A message on its way: the probe matches it.
+    let mut j = Job::new(2);
+    j.send(1, 0, 0);
+    j.start(1, "MPI_Mprobe", recv(0));
+    j.start(0, "MPI_Mprobe", recv(1));
+    assert_eq!(j.find(), None);
+    // A wildcard one waits for any other rank.
+    let mut j = Job::new(3);
+    j.start(0, "MPI_Mprobe", any_source());
+    j.start(1, "MPI_Recv", recv(0));
+    j.start(2, "MPI_Recv", recv(0));
+    let d = j.find().expect("nobody sends to rank 0");
+    assert_eq!(d.waits[0].needs, Needs::Any);
+    assert_eq!(d.waits[0].waits_for, ["rank[1]", "rank[2]"]);
+}
+
+#[test]
+fn calls_that_only_begin_something_or_are_one_sided_can_go_on() {
+    for op in [
+        "MPI_Ibarrier",
+        "MPI_Iallreduce",
+        "MPI_Start",
+        "MPI_Startall",
+        "MPI_Request_free",
+        "MPI_Mrecv",
+        "MPI_Imrecv",
+        "MPI_Improbe",
+        "MPI_Win_fence",
+        "MPI_Win_lock",
+        "MPI_Win_wait",
+        "MPI_Win_free",
+        "MPI_Put",
+    ] {
+        let mut j = Job::new(2);
+        j.start(0, op, recv(1));
+        j.start(1, "MPI_Recv", recv(0));
+        assert_eq!(j.find(), None, "rank 0 in {op} may still send");
+    }
+}
+
+#[test]
+fn a_wait_for_a_nonblocking_barrier_the_others_never_enter_is_a_deadlock() {
+    let mut j = Job::new(3);
+    j.start(0, "MPI_Ibarrier", barrier());
+    j.stop(0, "MPI_Ibarrier");
+    j.start(0, "MPI_Wait", CallInfo::default());
+    j.start(1, "MPI_Recv", recv(0));
+    j.start(2, "MPI_Recv", recv(0));
+    let d = j.find().expect("a deadlock");
+    let w = &d.waits[0];
+    assert_eq!((w.call.as_str(), w.needs), ("MPI_Wait", Needs::Any));
+    assert_eq!(w.waits_for, ["rank[1]", "rank[2]"]);
+    assert_eq!(d.cycle, ["rank[0]", "rank[1]"]);
+    // Not a collective instance: the barrier after it is every rank's first.
+    j.stop(0, "MPI_Wait");
+    for r in 0..3 {
+        j.start(r, "MPI_Barrier", barrier());
+    }
+    assert_eq!(j.find(), None, "all three are in the same barrier");
+}
