@@ -3164,3 +3164,90 @@ fn replay_coverage(imp: Impl) {
         assert_eq!(outcome_of(&report), outcome_of(&recorded), "replay {i}");
     }
 }
+
+on_both!(explore_finds_races_and_deadlocks);
+
+/// `racetrack explore --mpi`: on the merge sort, two runs find both outcomes (the sort,
+/// and the truncation of rank 0's first wildcard receive by rank 2's message), the walk
+/// is complete, and the failing outcome's scenario replays the truncation. A message
+/// race that cannot hang (`deadlock --kind forced`: rank 1 sends once) has one outcome
+/// and no deadlock; a lost message (`--kind lost`) is a deadlock, named.
+fn explore_finds_races_and_deadlocks(imp: Impl) {
+    let Some(dir) = setup(imp) else { return };
+    let explore = |prog: &str, args: &[&str], out: &Path| {
+        let out = out.display().to_string();
+        let a = [
+            "explore",
+            "--mpi",
+            "--impl",
+            imp.key(),
+            "-n",
+            "4",
+            "--run-limit-s",
+            "20",
+            "--out",
+            &out,
+        ];
+        racetrack_cli(&a, &dir.join(prog), args)
+    };
+    let out = scratch(imp, "explore-mergesort");
+    let (code, s, err) = explore("mergesort", &["--size", "4000"], &out);
+    assert_eq!((code, &s["event"]), (Some(1), &json!("explored")), "{s}\n{err}");
+    assert_eq!((&s["complete"], &s["runs"]), (&json!(true), &json!(2)), "{s}");
+    let outcomes = s["outcomes"].as_array().unwrap();
+    assert_eq!(outcomes.len(), 2, "{s}");
+    let report =
+        |o: &Value| -> Value { serde_json::from_str(o["result"]["output"].as_str().unwrap()).unwrap() };
+    let good = outcomes
+        .iter()
+        .find(|o| o["result"]["exit"] == 0)
+        .expect("the sort");
+    assert_eq!(report(good)["matches_reference"], true, "{s}");
+    let bad = outcomes
+        .iter()
+        .find(|o| o["result"]["exit"] == 1)
+        .expect("the race");
+    assert!(
+        report(bad)["error"]
+            .as_str()
+            .unwrap()
+            .contains("matched rank 2's message"),
+        "{s}"
+    );
+    let pick = &bad["picks"][0];
+    assert_eq!(
+        (&pick["thread"], &pick["source"]),
+        (&json!("rank[0]"), &json!(2)),
+        "{s}"
+    );
+    assert!(pick["site"].as_str().unwrap().contains("mergesort.c"), "{s}");
+    let (code, replayed, err) = racetrack_cli(
+        &["replay", bad["replay"].as_str().unwrap()],
+        &dir.join("mergesort"),
+        &["--size", "4000"],
+    );
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        replayed["error"]
+            .as_str()
+            .unwrap()
+            .contains("matched rank 2's message"),
+        "{replayed}"
+    );
+
+    let (code, s, err) = explore("deadlock", &["--kind", "forced"], &scratch(imp, "explore-forced"));
+    assert_eq!(code, Some(0), "{s}\n{err}");
+    assert_eq!(
+        (&s["complete"], s["outcomes"].as_array().unwrap().len()),
+        (&json!(true), 1),
+        "{s}"
+    );
+    assert_eq!(s["outcomes"][0]["result"]["exit"], 0, "{s}");
+
+    let (code, s, err) = explore("deadlock", &["--kind", "lost"], &scratch(imp, "explore-lost"));
+    assert_eq!(code, Some(1), "{s}\n{err}");
+    let told = s["outcomes"][0]["result"]["deadlock"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(told.starts_with("rank[0] in MPI_Recv waiting for"), "{s}");
+}
