@@ -43,25 +43,42 @@ pub struct Pick {
     pub refused: Option<String>,
 }
 
-/// How a run ended.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+/// How a run ended. Two exits are the same outcome when their codes and everything
+/// printed are, whatever the last line.
+#[derive(Debug, Clone)]
 pub enum Outcome {
-    /// The job exited: the launcher's code and the program's last output line.
-    Exit(Option<i32>, String),
+    /// The job exited: the launcher's code, the program's last output line, and what it
+    /// printed in all, as a multiset: the ranks' lines interleave differently from run
+    /// to run, so their order does not tell outcomes apart.
+    Exit(Option<i32>, String, Vec<String>),
     /// The job deadlocked: who waits for whom.
     Deadlock(String),
     /// Still running at the run's limit (seconds).
     Timeout(u64),
 }
 
+impl PartialEq for Outcome {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Outcome::Exit(a, _, x), Outcome::Exit(b, _, y)) => a == b && x == y,
+            (Outcome::Deadlock(a), Outcome::Deadlock(b)) => a == b,
+            (Outcome::Timeout(a), Outcome::Timeout(b)) => a == b,
+            _ => false,
+        }
+    }
+}
+
 impl Outcome {
-    fn exit(code: Option<i32>, line: Option<&str>) -> Self {
-        Outcome::Exit(code, line.map(without_timing).unwrap_or_default())
+    fn exit(code: Option<i32>, lines: &[String]) -> Self {
+        let mut all: Vec<String> = lines.iter().map(|l| without_timing(l)).collect();
+        let last = all.last().cloned().unwrap_or_default();
+        all.sort_unstable();
+        Outcome::Exit(code, last, all)
     }
 
     fn to_json(&self) -> Value {
         match self {
-            Outcome::Exit(code, line) => json!({"exit": code, "output": line}),
+            Outcome::Exit(code, line, _) => json!({"exit": code, "output": line}),
             Outcome::Deadlock(what) => json!({"deadlock": what}),
             Outcome::Timeout(s) => json!({"timeout_s": s}),
         }
@@ -69,7 +86,7 @@ impl Outcome {
 
     fn words(&self) -> String {
         match self {
-            Outcome::Exit(code, line) => format!(
+            Outcome::Exit(code, line, _) => format!(
                 "exit {}: {line}",
                 code.map_or("(signal)".to_owned(), |c| c.to_string())
             ),
@@ -79,7 +96,7 @@ impl Outcome {
     }
 
     fn failed(&self) -> bool {
-        !matches!(self, Outcome::Exit(Some(0), _))
+        !matches!(self, Outcome::Exit(Some(0), ..))
     }
 }
 
@@ -121,6 +138,8 @@ pub struct Summary {
     pub picks: usize,
     pub branch_points: usize,
     pub delivered: u64,
+    /// Wildcard receives left to MPI, over all runs (nonblocking ones).
+    pub unexplored: u64,
     /// Each distinct outcome: how many runs, its scenario, the picks that led there.
     pub outcomes: Vec<(Outcome, usize, Option<PathBuf>, Vec<Pick>)>,
     pub complete: bool,
@@ -150,6 +169,7 @@ impl Summary {
             "picks": self.picks,
             "branch_points": self.branch_points,
             "delivered": self.delivered,
+            "unexplored": self.unexplored,
             "outcomes": outcomes,
             "complete": self.complete,
             "stopped": self.stopped,
@@ -174,6 +194,7 @@ pub fn explore_mpi(plan: &Plan, opts: &Options, mut say: impl FnMut(&str)) -> an
         picks: 0,
         branch_points: 0,
         delivered: 0,
+        unexplored: 0,
         outcomes: Vec::new(),
         complete: false,
         stopped: None,
@@ -195,6 +216,7 @@ pub fn explore_mpi(plan: &Plan, opts: &Options, mut say: impl FnMut(&str)) -> an
         let r = run::run(plan, &forced, opts.run_limit, &file)?;
         s.runs += 1;
         s.delivered += r.delivered;
+        s.unexplored += r.unexplored;
         s.picks += r.picks.len();
         say(&describe(s.runs, &r.picks, &forced, &r.outcome));
         // Each receive decided freely: a branch for each other sender, earlier picks kept.
@@ -223,6 +245,12 @@ pub fn explore_mpi(plan: &Plan, opts: &Options, mut say: impl FnMut(&str)) -> an
                 s.outcomes.push((r.outcome, 1, kept, r.picks));
             }
         }
+    }
+    if s.stopped.is_none() && s.unexplored > 0 {
+        s.stopped = Some(format!(
+            "{} nonblocking wildcard receives (MPI_Irecv) were left to MPI, not explored",
+            s.unexplored
+        ));
     }
     s.complete = stack.is_empty() && s.stopped.is_none();
     s.time = t0.elapsed();
@@ -271,7 +299,13 @@ mod tests {
         assert_eq!(a, b);
         assert!(a.contains("matches_reference"));
         assert_eq!(without_timing("  sorted 4000 numbers "), "sorted 4000 numbers");
-        assert!(Outcome::exit(Some(1), Some("x")).failed());
-        assert!(!Outcome::exit(Some(0), Some("x")).failed());
+        let lines = |l: &[&str]| l.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        assert!(Outcome::exit(Some(1), &lines(&["x"])).failed());
+        assert!(!Outcome::exit(Some(0), &lines(&["x"])).failed());
+        // The ranks' lines in another order: the same outcome, and the last line shown.
+        let a = Outcome::exit(Some(0), &lines(&["rank 1 done", "rank 2 done"]));
+        let b = Outcome::exit(Some(0), &lines(&["rank 2 done", "rank 1 done"]));
+        assert_eq!(a, b);
+        assert_ne!(a, Outcome::exit(Some(0), &lines(&["rank 1 done"])));
     }
 }

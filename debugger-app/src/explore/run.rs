@@ -28,6 +28,8 @@ pub(super) struct Run {
     pub picks: Vec<Pick>,
     /// Messages received.
     pub delivered: u64,
+    /// Wildcard receives not explored (`MPI_Irecv`'s: they match in a completion).
+    pub unexplored: u64,
     /// Whether the scenario file was written.
     pub saved: bool,
 }
@@ -49,6 +51,8 @@ struct Driver<'a> {
     matching: BTreeMap<u64, (Key, u64)>,
     next_req: u64,
     delivered: u64,
+    /// Wildcard receives left to MPI, not explored (nonblocking ones).
+    unexplored: u64,
     deadlock: Option<String>,
     pids: Vec<u32>,
 }
@@ -68,7 +72,7 @@ pub(super) fn run(
     scenario: &Path,
 ) -> anyhow::Result<Run> {
     let (conn, mut launched) = start(plan)?;
-    let last_line = read_stdout(&mut launched);
+    let (output, reader) = read_stdout(&mut launched);
     let (tx, events) = conn.split();
     let mut d = Driver {
         tx,
@@ -81,6 +85,7 @@ pub(super) fn run(
         matching: BTreeMap::new(),
         next_req: REQ_BASE,
         delivered: 0,
+        unexplored: 0,
         deadlock: None,
         pids: Vec::new(),
     };
@@ -112,9 +117,14 @@ pub(super) fn run(
     let path = scenario.display().to_string();
     let (outcome, saved) = if closed {
         let code = wait_exit(&mut launched, Duration::from_secs(20));
+        // Its last lines: the pipe ends with the job (bounded, should a rank linger).
+        let until = Instant::now() + Duration::from_secs(2);
+        while reader.as_ref().is_some_and(|r| !r.is_finished()) && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(10));
+        }
         let saved = matches!(d.tx.save_kept(&path, None), Event::Ok { .. });
-        let line = last_line.lock().map(|l| l.clone()).unwrap_or_default();
-        (Outcome::exit(code, line.as_deref()), saved)
+        let lines = output.lock().map(|l| l.clone()).unwrap_or_default();
+        (Outcome::exit(code, &lines), saved)
     } else {
         // Saved while the ranks are still there, then the job is ended.
         let saved = d.save_live(&events, &path);
@@ -129,6 +139,7 @@ pub(super) fn run(
         outcome,
         picks: d.picks(),
         delivered: d.delivered,
+        unexplored: d.unexplored,
         saved,
     })
 }
@@ -205,12 +216,13 @@ impl Driver<'_> {
             let thread = self.model.thread_name(l.thread).to_owned();
             match last {
                 // Nonblocking receives match later, in a completion: not explored yet.
-                Some((v, x))
-                    if x.start == id
-                        && x.pending_wildcard()
-                        && self.model.first().op_name(x.call) != "MPI_Irecv" =>
-                {
-                    waiting.push((id, thread, v))
+                Some((v, x)) if x.start == id && x.pending_wildcard() => {
+                    if self.model.first().op_name(x.call) == "MPI_Irecv" {
+                        self.unexplored += 1;
+                        other.push(id);
+                    } else {
+                        waiting.push((id, thread, v));
+                    }
                 }
                 _ => other.push(id),
             }
@@ -315,22 +327,26 @@ fn start(plan: &Plan) -> anyhow::Result<(crate::conn::Connection, Launched)> {
     }
 }
 
-/// The program's stdout, read to its end: its last line, as it is so far.
-fn read_stdout(l: &mut Launched) -> Arc<Mutex<Option<String>>> {
-    let last = Arc::new(Mutex::new(None));
+/// Most output lines of a run kept (the rest is not compared).
+const OUTPUT_MAX: usize = 10_000;
+
+/// The program's stdout lines (not blank), read to its end, and the reading thread.
+fn read_stdout(l: &mut Launched) -> (Arc<Mutex<Vec<String>>>, Option<std::thread::JoinHandle<()>>) {
+    let lines = Arc::new(Mutex::new(Vec::new()));
+    let mut reader = None;
     if let Some(out) = l.stdout.take() {
-        let last = last.clone();
-        std::thread::spawn(move || {
+        let lines = lines.clone();
+        reader = Some(std::thread::spawn(move || {
             for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
-                if !line.trim().is_empty() {
-                    if let Ok(mut l) = last.lock() {
-                        *l = Some(line);
+                if let (false, Ok(mut l)) = (line.trim().is_empty(), lines.lock()) {
+                    if l.len() < OUTPUT_MAX {
+                        l.push(line);
                     }
                 }
             }
-        });
+        }));
     }
-    last
+    (lines, reader)
 }
 
 fn wait_exit(l: &mut Launched, limit: Duration) -> Option<i32> {
