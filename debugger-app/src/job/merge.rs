@@ -3,7 +3,7 @@
 
 use super::links::{Item, Links, TICK};
 use super::out::Out;
-use super::scenario::Parts;
+use super::scenario::{self, Parts};
 use super::watch::{Watch, LOOK};
 use super::Ws;
 use crate::conn::{ConnEvent, Waker};
@@ -254,38 +254,12 @@ impl Merge {
             // A rank's part of a scenario being saved, or of the job's as it ended: kept
             // here, not passed on.
             Event::Scenario { path, log, req, .. } => {
-                let (rank, n) = (self.world_rank(i), *req);
-                let got = match (path, n) {
-                    (Some(_), Some(n)) if self.parts.is_saving(n) => self.parts.answered(n, rank, log),
-                    (None, _) => self.parts.keep(rank, log),
-                    _ => Ok(()),
+                let got = self.parts.received(self.world_rank(i), path.is_some(), log, *req);
+                return match (got, req.filter(|n| self.verdicts.contains_key(n))) {
+                    (Err(message), None) => self.forward(Item::Full(Event::Error { message, req: None })),
+                    (got, Some(n)) => self.verdict(i, n, scenario::verdict(got, n)),
+                    (Ok(()), None) => {}
                 };
-                match (got, n) {
-                    (Err(message), Some(n)) if self.verdicts.contains_key(&n) => {
-                        self.verdict(
-                            i,
-                            n,
-                            Event::Error {
-                                message,
-                                req: Some(n),
-                            },
-                        );
-                    }
-                    (Err(message), _) => self.forward(Item::Full(Event::Error { message, req: None })),
-                    (Ok(()), Some(n)) if self.verdicts.contains_key(&n) => {
-                        self.verdict(
-                            i,
-                            n,
-                            Event::Ok {
-                                cmd: "save_scenario".into(),
-                                target: None,
-                                req: Some(n),
-                            },
-                        );
-                    }
-                    (Ok(()), _) => {}
-                }
-                return;
             }
             Event::Start(s) | Event::Stop(s) if s.held => {
                 self.held.insert(s.event_id, (i, s.thread.to_string()));

@@ -19,6 +19,21 @@ pub(super) struct Parts {
     saving: HashMap<u64, (String, HashMap<usize, Vec<u8>>)>,
 }
 
+/// A rank's answer to `save_scenario` request `n`, as the merge counts it.
+pub(super) fn verdict(got: Result<(), String>, n: u64) -> Event {
+    match got {
+        Ok(()) => Event::Ok {
+            cmd: "save_scenario".into(),
+            target: None,
+            req: Some(n),
+        },
+        Err(message) => Event::Error {
+            message,
+            req: Some(n),
+        },
+    }
+}
+
 fn bytes(rank: usize, hex: &str) -> Result<Vec<u8>, String> {
     from_hex(hex).ok_or_else(|| format!("rank {rank} sent a part that is not hex"))
 }
@@ -28,6 +43,22 @@ impl Parts {
     pub(super) fn keep(&mut self, rank: usize, hex: &str) -> Result<(), String> {
         self.kept.insert(rank, bytes(rank, hex)?);
         Ok(())
+    }
+
+    /// Rank `rank` sent a part: its answer to request `req` (`asked`), or unasked, as it
+    /// finished. `Err` says what was wrong with it.
+    pub(super) fn received(
+        &mut self,
+        rank: usize,
+        asked: bool,
+        hex: &str,
+        req: Option<u64>,
+    ) -> Result<(), String> {
+        match (asked, req) {
+            (true, Some(n)) if self.is_saving(n) => self.answered(n, rank, hex),
+            (false, _) => self.keep(rank, hex),
+            _ => Ok(()),
+        }
     }
 
     /// Request `n` asks the running ranks for their parts of a scenario at `path`.
