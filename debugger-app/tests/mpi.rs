@@ -3214,6 +3214,13 @@ fn explore_finds_races_and_deadlocks(imp: Impl) {
             .contains("matched rank 2's message"),
         "{s}"
     );
+    assert_eq!(bad["departures"], 1, "{s}");
+    let differs = bad["differs"].as_str().unwrap();
+    assert!(
+        differs.starts_with("rank[0]'s receive #1 at ")
+            && differs.ends_with("matched rank 2 instead of rank 1"),
+        "{differs}"
+    );
     let pick = &bad["picks"][0];
     assert_eq!(
         (&pick["thread"], &pick["source"]),

@@ -77,6 +77,16 @@ pub fn explore(
         s.delivered,
         s.time.as_secs_f64()
     );
+    for (o, n, file, picks) in s.outcomes.iter().skip(1) {
+        if let (k, Some(words)) = s.against_first(picks) {
+            let file = file
+                .as_ref()
+                .map_or(String::new(), |f| format!("; replay: {}", f.display()));
+            let plural = if k == 1 { "" } else { "s" };
+            eprintln!("racetrack: {n} runs: {words} ({k} departure{plural} from the first run){file}");
+            eprintln!("racetrack:   -> {}", o.words());
+        }
+    }
     println!("{}", s.to_json());
     Ok(if s.clean() { 0 } else { 1 })
 }

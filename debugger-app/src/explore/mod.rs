@@ -41,6 +41,8 @@ pub struct Pick {
     pub site: Option<String>,
     /// The rank refused the forced match, and why.
     pub refused: Option<String>,
+    /// Forced by the run's schedule (else MPI matched it).
+    pub forced: bool,
 }
 
 /// How a run ended. Two exits are the same outcome when their codes and everything
@@ -84,7 +86,7 @@ impl Outcome {
         }
     }
 
-    fn words(&self) -> String {
+    pub fn words(&self) -> String {
         match self {
             Outcome::Exit(code, line, _) => format!(
                 "exit {}: {line}",
@@ -160,7 +162,15 @@ impl Summary {
                     .filter(|p| p.candidates.len() > 1)
                     .map(|p| json!({"thread": p.key.0, "receive": p.key.1, "source": p.source, "site": p.site}))
                     .collect();
-                json!({"result": o.to_json(), "count": n, "replay": file, "picks": forced})
+                let (departures, differs) = self.against_first(picks);
+                json!({
+                    "result": o.to_json(),
+                    "count": n,
+                    "replay": file,
+                    "picks": forced,
+                    "departures": departures,
+                    "differs": differs,
+                })
             })
             .collect();
         json!({
@@ -175,6 +185,31 @@ impl Summary {
             "stopped": self.stopped,
             "time_s": (self.time.as_secs_f64() * 10.0).round() / 10.0,
         })
+    }
+
+    /// How a run's `picks` depart from the first run's (the natural order): how many
+    /// receives were forced onto another sender (what follows from them is not counted),
+    /// and the first of them in words.
+    pub fn against_first(&self, picks: &[Pick]) -> (usize, Option<String>) {
+        let Some((_, _, _, first)) = self.outcomes.first() else {
+            return (0, None);
+        };
+        let natural: BTreeMap<&Key, i32> = first.iter().map(|p| (&p.key, p.source)).collect();
+        let departed: Vec<(&Pick, i32)> = picks
+            .iter()
+            .filter(|p| p.forced)
+            .filter_map(|p| natural.get(&p.key).filter(|&&s| s != p.source).map(|&s| (p, s)))
+            .collect();
+        let words = departed.first().map(|(p, s)| {
+            let at = p.site.as_deref().map_or(String::new(), |s| format!(" at {s}"));
+            format!(
+                "{}'s receive #{}{at} matched rank {} instead of rank {s}",
+                p.key.0,
+                p.key.1 + 1,
+                p.source
+            )
+        });
+        (departed.len(), words)
     }
 
     /// Whether every run exited 0 with one result.

@@ -270,6 +270,7 @@ impl Driver<'_> {
             let (source, site, alts) = alternatives(&mut self.model, v);
             out.push(Pick {
                 refused: self.refusals.remove(&key).flatten(),
+                forced: self.forced.contains_key(&key),
                 source: self.forced.get(&key).copied().or(source).unwrap_or(-1),
                 key,
                 candidates: alts,
