@@ -99,6 +99,9 @@ pub(crate) struct Shared {
     next_call: AtomicU64,
     /// Schedule calls blocked on the runtime's own threads (see [`stuck`]).
     nested: Mutex<stuck::Nested>,
+    /// The runtime is being dropped: calls still waiting (nested ones, whose messages
+    /// no thread will take now) give up with [`ScheduleError::Shutdown`].
+    stopping: AtomicBool,
 }
 
 impl Shared {
@@ -144,6 +147,7 @@ impl RuntimeBuilder {
             ops: Mutex::new((Vec::new(), HashSet::new())),
             next_call: AtomicU64::new(0),
             nested: Mutex::new(stuck::Nested::default()),
+            stopping: AtomicBool::new(false),
         });
         if let Some(h) = &shared.hook {
             h.on_runtime(RuntimeView(Arc::downgrade(&shared)));
@@ -397,8 +401,10 @@ fn schedule_on<I: Message, O: Message>(
     let call = shared.next_call.fetch_add(1, Ordering::Relaxed);
     let (tx, rx) = mpsc::sync_channel(1);
     let sched = Arc::new(Sched::new(tx));
-    // Called from a step: the call may wait for that very thread (see [`stuck`]).
-    let nested = stuck::caller(shared).map(|me| (me, sched.clone()));
+    // Called from a step, the call may wait for that very thread (see [`stuck`]); through
+    // a handle from elsewhere, it may outlive the runtime. Both wait looking.
+    let me = stuck::caller(shared);
+    let looking = (me.is_some() || Arc::strong_count(shared) > 1).then(|| sched.clone());
     let out = post::Output {
         graph: graph.inner.clone(),
         dest: Some(0),
@@ -418,8 +424,8 @@ fn schedule_on<I: Message, O: Message>(
             message,
         });
     }
-    let got = match nested {
-        Some((me, sched)) => stuck::wait(shared, me, &sched, &rx).ok_or(mpsc::RecvError),
+    let got = match looking {
+        Some(sched) => stuck::wait(shared, me, &sched, &rx).ok_or(mpsc::RecvError),
         None => rx.recv(),
     };
     match got {
@@ -513,6 +519,7 @@ impl RuntimeView {
 
 impl Drop for Runtime {
     fn drop(&mut self) {
+        self.shared.stopping.store(true, Ordering::Relaxed);
         if let Some(h) = &self.shared.hook {
             h.on_shutdown();
         }

@@ -5,8 +5,9 @@
 //! none of them can ever go on: a deadlock. The caller's wait looks for one every
 //! [`LOOK`] and tells the hook once ([`Hook::on_stuck`]); the program is left as it is.
 //!
-//! Only a schedule called from one of the runtime's own threads, with a hook, pays for
-//! this (a timed wait instead of a plain one); every other path is untouched.
+//! Only a schedule called from one of the runtime's own threads (or through a handle)
+//! pays for this: a timed wait instead of a plain one, and with a hook the look. A call
+//! still waiting when the runtime is dropped gives up, whatever blocks it.
 //!
 //! [`Runtime::schedule`]: crate::Runtime::schedule
 //! [`Hook::on_stuck`]: crate::Hook::on_stuck
@@ -18,6 +19,7 @@ use super::thread::{lock, CurrentStep, ThreadShared};
 use super::Shared;
 use std::cell::Cell;
 use std::collections::BTreeSet;
+use std::sync::atomic::Ordering;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::Arc;
 use std::time::Duration;
@@ -55,29 +57,42 @@ pub struct StuckWait {
     pub queued: Vec<(Arc<ThreadInfo>, MsgId, Arc<OpInfo>)>,
 }
 
-/// The global index of the runtime thread this is, if `sh`'s and it has a hook.
+/// The global index of the runtime thread this is, if `sh`'s.
 pub(crate) fn caller(sh: &Shared) -> Option<usize> {
-    sh.hook.as_ref()?;
     ON.with(Cell::get).filter(|(rt, _)| *rt == sh.id).map(|(_, g)| g)
 }
 
-/// Wait for schedule call `sched`'s outcome on thread `me`, looking for a deadlock.
-pub(crate) fn wait(sh: &Shared, me: usize, sched: &Arc<Sched>, rx: &Receiver<Outcome>) -> Option<Outcome> {
-    lock(&sh.nested).calls.push((me, sched.clone()));
+/// Wait for schedule call `sched`'s outcome, on runtime thread `me` if it is one: with a
+/// hook, looking for a deadlock; in any case giving up (`None`) once the runtime is
+/// being dropped, since its threads take no more messages.
+pub(crate) fn wait(
+    sh: &Shared,
+    me: Option<usize>,
+    sched: &Arc<Sched>,
+    rx: &Receiver<Outcome>,
+) -> Option<Outcome> {
+    let watched = me.filter(|_| sh.hook.is_some());
+    if let Some(me) = watched {
+        lock(&sh.nested).calls.push((me, sched.clone()));
+    }
     let got = loop {
         match rx.recv_timeout(LOOK) {
             Ok(out) => break Some(out),
             Err(RecvTimeoutError::Disconnected) => break None,
-            Err(RecvTimeoutError::Timeout) => look(sh),
+            Err(RecvTimeoutError::Timeout) if sh.stopping.load(Ordering::Relaxed) => break None,
+            Err(RecvTimeoutError::Timeout) if watched.is_some() => look(sh),
+            Err(RecvTimeoutError::Timeout) => {}
         }
     };
-    let mut n = lock(&sh.nested);
-    if let Some(i) = n
-        .calls
-        .iter()
-        .rposition(|(t, s)| *t == me && Arc::ptr_eq(s, sched))
-    {
-        n.calls.remove(i);
+    if let Some(me) = watched {
+        let mut n = lock(&sh.nested);
+        if let Some(i) = n
+            .calls
+            .iter()
+            .rposition(|(t, s)| *t == me && Arc::ptr_eq(s, sched))
+        {
+            n.calls.remove(i);
+        }
     }
     got
 }

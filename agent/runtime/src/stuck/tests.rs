@@ -152,3 +152,70 @@ fn a_nested_schedule_onto_a_free_thread_is_not_stuck() {
     assert_eq!(rt.schedule(&outer, 4).unwrap(), 50);
     assert!(rx.try_recv().is_err(), "nothing stuck");
 }
+
+/// The outer call fails while a nested call's message waits behind a busy step: the
+/// runtime is dropped all the same (the nested call gives up), with or without a hook.
+fn drop_after_failure(hooked: bool) -> bool {
+    let (tx, _rx) = mpsc::channel();
+    let b = Runtime::builder();
+    let rt = if hooked {
+        b.hook(Arc::new(Tell(Mutex::new(tx)))).build()
+    } else {
+        b.build()
+    };
+    let main = rt.collection::<()>("main", 1);
+    let procs = rt.collection::<()>("proc", 3);
+    let inner = rt
+        .graph(ops::leaf("Inner", &procs, Route::constant(1), |x: usize, _| {
+            x + 1
+        }))
+        .unwrap();
+    let h = rt.handle();
+    let outer = rt
+        .graph(
+            ops::split("Split", &main, Route::constant(0), |n: usize, _, out| {
+                for i in 0..n {
+                    out.post(i);
+                }
+            }) >> ops::leaf(
+                "Outer",
+                &procs,
+                Route::by(|x: &usize, _| *x % 3),
+                move |x: usize, _| {
+                    match x {
+                        // Schedules onto proc[1], busy until after the failure.
+                        0 => h.schedule(&inner, x).unwrap_or(0),
+                        1 => {
+                            std::thread::sleep(Duration::from_millis(400));
+                            x
+                        }
+                        _ => {
+                            std::thread::sleep(Duration::from_millis(100));
+                            panic!("the outer call fails")
+                        }
+                    }
+                },
+            ) >> ops::merge(
+                "Sum",
+                &main,
+                Route::constant(0),
+                |a: &mut usize, x: usize, _| *a += x,
+                |a, _| a,
+            ),
+        )
+        .unwrap();
+    assert!(rt.schedule(&outer, 3).is_err());
+    let (dtx, drx) = mpsc::channel();
+    std::thread::spawn(move || {
+        drop(rt);
+        let _ = dtx.send(());
+    });
+    // A deadline for a hang, not a timing: the drop takes well under a second.
+    drx.recv_timeout(Duration::from_secs(20)).is_ok()
+}
+
+#[test]
+fn dropping_the_runtime_ends_a_nested_call_left_waiting() {
+    assert!(drop_after_failure(true), "Runtime::drop hung (with a hook)");
+    assert!(drop_after_failure(false), "Runtime::drop hung (no hook)");
+}
