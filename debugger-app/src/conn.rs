@@ -225,6 +225,7 @@ async fn run(
     let _ = ready.send(Ok(()));
     let (mut tx, mut rx) = ws.split();
     let mut decoder = Decoder::default();
+    let mut asked = crate::scenarios::Asked::new();
     let reason = loop {
         tokio::select! {
             m = rx.next() => {
@@ -245,7 +246,7 @@ async fn run(
                     }
                     Ok(Decoded::Events(evs)) => {
                         // Scenarios are written here, or kept: never passed on.
-                        let evs: Vec<Event> = evs.into_iter().filter_map(|ev| crate::scenarios::take(ev, &kept)).collect();
+                        let evs: Vec<Event> = evs.into_iter().filter_map(|ev| crate::scenarios::take(ev, &kept, &mut asked)).collect();
                         if evs.is_empty() {
                             continue;
                         }
@@ -266,6 +267,9 @@ async fn run(
             }
             c = cmds.recv() => match c {
                 Some(cmd) => {
+                    if let racetrack_protocol::Command::SaveScenario { path } = &cmd.cmd {
+                        asked.push((cmd.req, path.clone()));
+                    }
                     let text = cmd.to_json();
                     if let Err(e) = tx.send(Message::Text(text.into())).await {
                         break Some(format!("connection lost: {e}"));

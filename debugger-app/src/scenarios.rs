@@ -58,9 +58,14 @@ pub(crate) fn write(path: &str, bytes: &[u8], summary: &str, req: Option<u64>) -
     }
 }
 
+/// The `save_scenario` commands sent and not answered yet: their request numbers and
+/// paths. Only these are written: an agent cannot name a file of its own choosing.
+pub(crate) type Asked = Vec<(Option<u64>, String)>;
+
 /// An event from a single program's agent, as the consumer gets it: a `scenario` is
-/// written (its `ok` or `error` instead) or kept (nothing); any other event as it is.
-pub(crate) fn take(ev: Event, kept: &Kept) -> Option<Event> {
+/// written (its `ok` or `error` instead) if `asked` holds its request, or kept (nothing)
+/// when it is the session as it ended; any other event as it is.
+pub(crate) fn take(ev: Event, kept: &Kept, asked: &mut Asked) -> Option<Event> {
     let Event::Scenario {
         path,
         log,
@@ -77,7 +82,18 @@ pub(crate) fn take(ev: Event, kept: &Kept) -> Option<Event> {
         });
     };
     match path {
-        Some(path) => Some(write(&path, &bytes, &summary, req)),
+        Some(path) => {
+            let Some(i) = asked.iter().position(|(r, p)| *r == req && *p == path) else {
+                return Some(Event::Error {
+                    message: format!(
+                        "the agent sent a scenario for {path}, which no save_scenario asked for: not written"
+                    ),
+                    req: None,
+                });
+            };
+            asked.remove(i);
+            Some(write(&path, &bytes, &summary, req))
+        }
         None => {
             kept.set(bytes, summary);
             None
@@ -107,18 +123,31 @@ mod tests {
             summary: "3 bytes".into(),
             req: Some(7),
         };
-        let ok = take(answer(Some(path.clone()), to_hex(b"abc")), &kept);
+        // Written only when asked for.
+        let unasked = take(answer(Some(path.clone()), to_hex(b"abc")), &kept, &mut Vec::new());
+        assert!(
+            matches!(&unasked, Some(Event::Error { message, .. }) if message.contains("which no save_scenario asked for")),
+            "{unasked:?}"
+        );
+        assert!(!std::path::Path::new(&path).exists());
+        let mut asked = vec![(Some(7), path.clone())];
+        let ok = take(answer(Some(path.clone()), to_hex(b"abc")), &kept, &mut asked);
+        assert!(asked.is_empty(), "answered once");
         assert!(
             matches!(&ok, Some(Event::Ok { target: Some(t), req: Some(7), .. }) if *t == format!("scenario {path}: 3 bytes")),
             "{ok:?}"
         );
         assert_eq!(std::fs::read(&path).unwrap(), b"abc");
         assert!(matches!(
-            take(answer(Some(path.clone()), "zz".into()), &kept),
+            take(
+                answer(Some(path.clone()), "zz".into()),
+                &kept,
+                &mut vec![(Some(7), path.clone())]
+            ),
             Some(Event::Error { .. })
         ));
         // The session as it ended is kept, not passed on, and saved on demand.
-        assert_eq!(take(answer(None, to_hex(b"xyz")), &kept), None);
+        assert_eq!(take(answer(None, to_hex(b"xyz")), &kept, &mut Vec::new()), None);
         let saved = kept.save(&path, None);
         assert!(
             matches!(&saved, Event::Ok { target: Some(t), .. } if t.ends_with("(the session as the program ended)")),
