@@ -253,9 +253,10 @@ impl MpView {
         let Some(col) = self.columns(g).iter().position(|&l| l == x.lane) else {
             return;
         };
-        // A call in a fold opens it (the rows below move down from the next frame on).
+        // A call in a fold opens it, before its row is placed.
         if let Some((a, _)) = self.folds.fold_of(g.row(v)) {
             self.folds.opened.insert(a);
+            self.folds.update(g);
         }
         let at = Vec2::new(col as f32 * LANE_DX, self.folds.shown(g.row(v)) as f32 * ROW_DY) * self.zoom;
         self.pan = area.size() / 2.0 - at;
@@ -286,7 +287,7 @@ impl MpView {
         let row = |y: f32| (y - area.min.y - self.pan.y) / (self.zoom * ROW_DY);
         let lo = (row(area.min.y) - 1.0).floor().max(0.0);
         let hi = (row(area.max.y) + 1.0).ceil().max(0.0).min((u32::MAX - 1) as f32);
-        let next = self.folds.graph_row(hi as u32 + 1);
+        let next = self.folds.graph_row((hi as u32).saturating_add(1));
         (self.folds.graph_row(lo as u32), next.saturating_sub(1))
     }
 

@@ -92,4 +92,5 @@ fn matched_probes_are_recorded_as_probes_and_fit_the_op_bits() {
         assert_eq!(op_name(op_of(name)), name);
     }
     assert_eq!(op_of("MPI_Accumulate"), 63);
+    assert_eq!(op_name(63), "another call", "63 names no call");
 }

@@ -31,7 +31,10 @@ impl MpView {
         while r <= hi {
             let y = self.to_screen(area, 0, r).y;
             if self.folds.fold_of(r).is_some() || y - last_y < 12.0 {
-                r = r.saturating_add(step);
+                r = match r.checked_add(step) {
+                    Some(n) => n,
+                    None => break,
+                };
                 continue;
             }
             last_y = y;
