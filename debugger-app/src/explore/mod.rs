@@ -43,6 +43,9 @@ pub struct Pick {
     pub refused: Option<String>,
     /// Forced by the run's schedule (else MPI matched it).
     pub forced: bool,
+    /// The run's receives (by index in its list) that completed before this one was
+    /// posted: what a branch here keeps forced.
+    pub before: Vec<usize>,
 }
 
 /// How a run ended. Two exits are the same outcome when their codes and everything
@@ -57,6 +60,9 @@ pub enum Outcome {
     Deadlock(String),
     /// Still running at the run's limit (seconds).
     Timeout(u64),
+    /// Stuck while a forced receive waited for a source that never sent: the schedule
+    /// could not be followed (not an outcome of the program).
+    Infeasible(String),
 }
 
 impl PartialEq for Outcome {
@@ -65,6 +71,7 @@ impl PartialEq for Outcome {
             (Outcome::Exit(a, _, x), Outcome::Exit(b, _, y)) => a == b && x == y,
             (Outcome::Deadlock(a), Outcome::Deadlock(b)) => a == b,
             (Outcome::Timeout(a), Outcome::Timeout(b)) => a == b,
+            (Outcome::Infeasible(a), Outcome::Infeasible(b)) => a == b,
             _ => false,
         }
     }
@@ -83,6 +90,7 @@ impl Outcome {
             Outcome::Exit(code, line, _) => json!({"exit": code, "output": line}),
             Outcome::Deadlock(what) => json!({"deadlock": what}),
             Outcome::Timeout(s) => json!({"timeout_s": s}),
+            Outcome::Infeasible(what) => json!({"infeasible": what}),
         }
     }
 
@@ -94,6 +102,7 @@ impl Outcome {
             ),
             Outcome::Deadlock(what) => format!("deadlock: {what}"),
             Outcome::Timeout(s) => format!("still running after {s} s"),
+            Outcome::Infeasible(what) => format!("a forced pick could not be made (stuck: {what})"),
         }
     }
 
@@ -142,6 +151,8 @@ pub struct Summary {
     pub delivered: u64,
     /// Wildcard receives left to MPI, over all runs (nonblocking ones).
     pub unexplored: u64,
+    /// Forced picks a rank refused, or that left a receive waiting for good.
+    pub infeasible: usize,
     /// Each distinct outcome: how many runs, its scenario, the picks that led there.
     pub outcomes: Vec<(Outcome, usize, Option<PathBuf>, Vec<Pick>)>,
     pub complete: bool,
@@ -180,6 +191,7 @@ impl Summary {
             "branch_points": self.branch_points,
             "delivered": self.delivered,
             "unexplored": self.unexplored,
+            "infeasible": self.infeasible,
             "outcomes": outcomes,
             "complete": self.complete,
             "stopped": self.stopped,
@@ -230,6 +242,7 @@ pub fn explore_mpi(plan: &Plan, opts: &Options, mut say: impl FnMut(&str)) -> an
         branch_points: 0,
         delivered: 0,
         unexplored: 0,
+        infeasible: 0,
         outcomes: Vec::new(),
         complete: false,
         stopped: None,
@@ -248,28 +261,26 @@ pub fn explore_mpi(plan: &Plan, opts: &Options, mut say: impl FnMut(&str)) -> an
             break;
         }
         let file = opts.out.join(format!("run-{}.rtrec", s.runs + 1));
-        let r = run::run(plan, &forced, opts.run_limit, &file)?;
+        let r = match run::run(plan, &forced, opts.run_limit, &file) {
+            Ok(r) => r,
+            // What was found so far stands; the walk stops here.
+            Err(e) => {
+                s.stopped = Some(format!("run {} could not be made: {e}", s.runs + 1));
+                break;
+            }
+        };
         s.runs += 1;
         s.delivered += r.delivered;
         s.unexplored += r.unexplored;
         s.picks += r.picks.len();
         say(&describe(s.runs, &r.picks, &forced, &r.outcome));
-        // Each receive decided freely: a branch for each other sender, earlier picks kept.
-        let mut prefix = forced.clone();
-        for p in &r.picks {
-            if !forced.contains_key(&p.key) && p.source >= 0 && p.candidates.len() > 1 {
-                s.branch_points += 1;
-                for &alt in p.candidates.iter().rev().filter(|&&c| c != p.source) {
-                    let mut next = prefix.clone();
-                    next.insert(p.key.clone(), alt);
-                    stack.push(next);
-                }
-            }
-            // A match not reported on the receive itself (an `MPI_Irecv`'s) is not forced.
-            if p.source >= 0 {
-                prefix.insert(p.key.clone(), p.source);
-            }
+        s.infeasible += r.picks.iter().filter(|p| p.refused.is_some()).count();
+        if matches!(r.outcome, Outcome::Infeasible(_)) {
+            s.infeasible += 1;
+            let _ = std::fs::remove_file(&file);
+            continue;
         }
+        branch(&r.picks, &forced, &mut stack, &mut s.branch_points);
         match s.outcomes.iter_mut().find(|(o, ..)| *o == r.outcome) {
             Some((_, n, ..)) => {
                 *n += 1;
@@ -283,13 +294,46 @@ pub fn explore_mpi(plan: &Plan, opts: &Options, mut say: impl FnMut(&str)) -> an
     }
     if s.stopped.is_none() && s.unexplored > 0 {
         s.stopped = Some(format!(
-            "{} nonblocking wildcard receives (MPI_Irecv) were left to MPI, not explored",
+            "{} nonblocking wildcard receives or probes (MPI_Irecv, MPI_Iprobe, …) were left to MPI, not explored",
             s.unexplored
         ));
+    }
+    if s.stopped.is_none() && s.infeasible > 0 {
+        s.stopped = Some(format!("{} forced picks could not be made", s.infeasible));
     }
     s.complete = stack.is_empty() && s.stopped.is_none();
     s.time = t0.elapsed();
     Ok(s)
+}
+
+/// The branches a run adds: for each receive MPI matched freely, one per other sender it
+/// could have taken, with the receives that completed before it was posted forced as
+/// they were (a receive concurrent with it is left free: forcing it might not be
+/// possible once this one takes another message).
+fn branch(
+    picks: &[Pick],
+    forced: &BTreeMap<Key, i32>,
+    stack: &mut Vec<BTreeMap<Key, i32>>,
+    points: &mut usize,
+) {
+    for p in picks {
+        if forced.contains_key(&p.key) || p.source < 0 || p.candidates.len() < 2 {
+            continue;
+        }
+        *points += 1;
+        let prefix: BTreeMap<Key, i32> = p
+            .before
+            .iter()
+            .filter_map(|&j| picks.get(j))
+            .filter(|q| q.source >= 0)
+            .map(|q| (q.key.clone(), q.source))
+            .collect();
+        for &alt in p.candidates.iter().rev().filter(|&&c| c != p.source) {
+            let mut next = prefix.clone();
+            next.insert(p.key.clone(), alt);
+            stack.push(next);
+        }
+    }
 }
 
 /// One run in words: its forced picks and its outcome.

@@ -130,6 +130,7 @@ pub(super) fn run(
         let saved = d.save_live(&events, &path);
         kill(&mut launched, &d.pids);
         let outcome = match d.deadlock.take() {
+            Some(what) if d.forced_waiting() => Outcome::Infeasible(what),
             Some(what) => Outcome::Deadlock(what),
             None => Outcome::Timeout(limit.as_secs()),
         };
@@ -215,9 +216,11 @@ impl Driver<'_> {
             };
             let thread = self.model.thread_name(l.thread).to_owned();
             match last {
-                // Nonblocking receives match later, in a completion: not explored yet.
+                // Nonblocking receives match later, in a completion, and polls repeat as
+                // timing says: not explored yet.
                 Some((v, x)) if x.start == id && x.pending_wildcard() => {
-                    if self.model.first().op_name(x.call) == "MPI_Irecv" {
+                    let op = self.model.first().op_name(x.call);
+                    if matches!(op, "MPI_Irecv" | "MPI_Iprobe" | "MPI_Improbe" | "MPI_Imrecv") {
                         self.unexplored += 1;
                         other.push(id);
                     } else {
@@ -263,21 +266,64 @@ impl Driver<'_> {
     }
 
     /// Each wildcard receive held: the source it matched, and the others it could have.
+    /// A refused pick is reported with what the receive matched instead, not forced.
     fn picks(&mut self) -> Vec<Pick> {
         let receives = std::mem::take(&mut self.receives);
         let mut out = Vec::with_capacity(receives.len());
-        for (key, v) in receives {
-            let (source, site, alts) = alternatives(&mut self.model, v);
+        for (key, v) in &receives {
+            let (source, site, alts) = alternatives(&mut self.model, *v);
+            let refused = self.refusals.remove(key).flatten();
+            let forced = refused.is_none() && self.forced.contains_key(key);
+            let source = if forced {
+                self.forced.get(key).copied()
+            } else {
+                source
+            };
             out.push(Pick {
-                refused: self.refusals.remove(&key).flatten(),
-                forced: self.forced.contains_key(&key),
-                source: self.forced.get(&key).copied().or(source).unwrap_or(-1),
-                key,
+                refused,
+                forced,
+                source: source.unwrap_or(-1),
+                key: key.clone(),
                 candidates: alts,
                 site,
+                before: Vec::new(),
             });
         }
+        // Which receives completed before each was posted: for a blocking receive, one
+        // whose start happens before this start (its rank waited in it until it matched).
+        let starts: Vec<Option<u64>> = receives
+            .iter()
+            .map(|(_, v)| {
+                self.model
+                    .messages()
+                    .and_then(|g| g.vertices().get(*v as usize))
+                    .map(|x| x.start)
+            })
+            .collect();
+        if let Some(clocks) = self.model.clocks() {
+            for (i, p) in out.iter_mut().enumerate() {
+                p.before = (0..starts.len())
+                    .filter(|&j| j != i)
+                    .filter(|&j| match (starts[j], starts[i]) {
+                        (Some(a), Some(b)) => clocks.order(a, b) == Some(crate::model::clocks::Order::Before),
+                        _ => false,
+                    })
+                    .collect();
+            }
+        }
         out
+    }
+
+    /// Whether a forced receive is still waiting for its source: a deadlock then may be
+    /// the schedule's (the source never sends), not the program's.
+    fn forced_waiting(&self) -> bool {
+        let Some(g) = self.model.messages() else {
+            return false;
+        };
+        self.receives
+            .iter()
+            .filter(|(k, _)| self.forced.contains_key(k))
+            .any(|(_, v)| g.vertices().get(*v as usize).is_some_and(|x| x.open))
     }
 
     /// `save_scenario` while the ranks run: whether it was written.
