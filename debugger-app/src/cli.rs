@@ -82,7 +82,7 @@ LOG; `racetrack replay LOG -- PROGRAM ARGS` replays it.",
     /// Run an MPI job again and again with its wildcard receives' matches forced, to find
     /// every outcome its message races lead to
     #[command(
-        long_about = "Explore an MPI job's message races: run it under the debugger with every wildcard receive held, take the lowest candidate sender first, then run it again for each other sender a receive could have taken (earlier picks forced the same), depth first, until every branch ran or a budget is spent. Prints each run on stderr and a summary JSON line on stdout: runs, picks, the distinct outcomes (exit code and last output line, deadlock, hang), each with a scenario file that `racetrack replay FILE -- PROGRAM ARGS` plays again. Exit code 0 when every run exited 0 with one result, 1 when outcomes differ or a run failed.",
+        long_about = "Explore an MPI job's message races: run it under the debugger with every wildcard receive held and left to MPI, then run it again for each other sender a receive could have taken (the receives that completed before it forced the same), depth first, until every branch ran or a budget is spent. Prints each run on stderr and a summary JSON line on stdout: runs, picks, the distinct outcomes (exit code and what the program printed, deadlock, hang), each with a scenario file that `racetrack replay FILE -- PROGRAM ARGS` plays again. Exit code 0 when every run exited 0 with one result, 1 when outcomes differ or a run failed.",
         after_help = "Example:
   racetrack explore --mpi -n 4 -- ./mergesort --size 4000"
     )]

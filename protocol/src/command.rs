@@ -155,10 +155,11 @@ pub enum Command {
     /// as its `target`.
     TakeOver,
     /// Save the session's choices so far — which sender's message each thread took (the
-    /// reorders), edited sends, replaced states — as a replay log at `path` (on the
-    /// program's machine): `racetrack replay` of it makes the run take them again without
-    /// the user. Only for a program started under the debugger (held at its start).
-    /// Answered by `ok` with the file and its size as its `target`.
+    /// reorders), edited sends, replaced states — as a replay log at `path`, written by
+    /// the debugger on its machine: `racetrack replay` of it makes the run take them again
+    /// without the user. The agent answers with a `scenario` event (a program started
+    /// under the debugger, held at its start, or replayed, records its session; others
+    /// refuse); the debugger writes it and answers `ok` with what it holds.
     SaveScenario {
         /// Where to write it.
         path: String,

@@ -40,7 +40,7 @@ use serde_json::Value;
 pub use smol_str::SmolStr;
 
 /// Version of the wire protocol, sent in `hello`. A debugger refuses other versions.
-pub const PROTOCOL_VERSION: u32 = 2;
+pub const PROTOCOL_VERSION: u32 = 3;
 
 /// Largest frame either side accepts (bytes). Larger frames close that connection.
 pub const MAX_FRAME_BYTES: usize = 16 * 1024 * 1024;
@@ -337,7 +337,7 @@ pub enum Event {
     /// A scenario: the session's choices as a replay log, in hex, for the debugger to
     /// write on its own machine. With `path`: the answer to `save_scenario` (an MPI
     /// rank's is its part of the job's scenario, which the job's debugger merges). Without:
-    /// the program's session as it ended (a runtime program's when its schedule finished,
+    /// the program's session as it ended (a runtime program's when its runtime is dropped,
     /// an MPI rank's as it calls `MPI_Finalize`), which the debugger keeps so that a
     /// scenario can still be saved once the program, or the rank, is gone. The debugger
     /// does not pass it on: it writes the file and answers `ok` or `error`.

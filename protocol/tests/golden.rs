@@ -40,9 +40,9 @@ fn events() {
         Event::Hello {
             program: "farm".into(),
             pid: 42,
-            protocol: 2,
+            protocol: 3,
         },
-        r#"{"event":"hello","program":"farm","pid":42,"protocol":2}"#,
+        r#"{"event":"hello","program":"farm","pid":42,"protocol":3}"#,
     );
     golden_event(
         Event::Structure {

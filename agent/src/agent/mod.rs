@@ -257,7 +257,7 @@ pub fn scenario_event(
     req: Option<u64>,
 ) -> Result<Event, String> {
     // Hex doubles the bytes; the event's other fields are small.
-    let room = proto::MAX_FRAME_BYTES / 2 - summary.len() - 4096;
+    let room = (proto::MAX_FRAME_BYTES / 2).saturating_sub(summary.len() + 4096);
     if bytes.len() > room {
         return Err(format!(
             "the scenario is {} bytes, more than one message to the debugger carries ({room} bytes)",

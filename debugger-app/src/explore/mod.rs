@@ -1,22 +1,22 @@
 //! `racetrack explore --mpi`: find the outcomes a job's wildcard receives can lead to,
 //! by running it again and again with other matches forced.
 //!
-//! Each run holds every wildcard receive (race mode, [`run`]). A pick is keyed by its
-//! receive, `rank[R]`'s Nth wildcard receive, so a schedule (the picks to force) means
-//! the same in every run however the ranks interleave. The search is a depth-first walk
-//! over schedules, restoring a state by re-executing from the start with the schedule's
-//! picks forced (an MPI job cannot be checkpointed from outside; a re-run costs its
-//! start-up, about a second here): the first run takes, at each receive, the lowest
-//! candidate sender; every receive a run decided freely adds a branch for each other
-//! candidate it had, with the picks before it kept. The walk is complete when every
-//! branch ran; `--max-runs` and `--budget-s` bound it.
+//! Each run holds every wildcard receive (race mode, [`run`]): those its schedule names
+//! are forced, the others left to MPI. A pick is keyed by its receive, `rank[R]`'s Nth
+//! wildcard receive, so a schedule means the same in every run however the ranks
+//! interleave. After a run, each receive's alternatives are read off it (the senders
+//! whose next send to that rank does not happen after the receive was posted). The
+//! search is a depth-first walk over schedules, restoring a state by re-executing from
+//! the start with the schedule's picks forced (an MPI job cannot be checkpointed from
+//! outside; a re-run costs its start-up, under a second here): every receive a run left
+//! to MPI adds a branch per other sender it could have taken, with the receives that
+//! completed before it was posted forced as they were. The walk is complete when every
+//! branch ran and every forced pick could be made; `--max-runs` and `--budget-s` bound it.
 //!
-//! Candidates are the senders whose matching send is pending once every rank is held,
-//! in a call or finished (the happens-before frontier as far as the ranks can go; a
-//! sender still computing after [`run`]'s settle limit is not seen, and says so only by
-//! not being explored). Outcomes are the program's exit code and last output line
-//! (timing fields left out), a deadlock (as the job's debugger names it), or a run over
-//! its time limit. Each distinct outcome keeps the scenario of its first run, which
+//! Outcomes are the program's exit code and everything it printed (as a multiset, timing
+//! fields left out), a deadlock (as the job's debugger names it), or a run over its time
+//! limit. Each distinct outcome keeps the scenario of its first run when one could be
+//! saved (every rank alive, or every rank past `MPI_Finalize`), which
 //! `racetrack replay FILE -- PROGRAM ARGS` plays again.
 
 mod run;

@@ -309,7 +309,7 @@ pub fn rank_part_path(log: &str, rank: usize) -> std::path::PathBuf {
     std::path::PathBuf::from(format!("{log}.rank{rank}"))
 }
 
-/// `bytes` as lowercase hex (an MPI rank's scenario part in a `part` event).
+/// `bytes` as lowercase hex (a scenario in a `scenario` event).
 pub fn to_hex(bytes: &[u8]) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut s = String::with_capacity(2 * bytes.len());
