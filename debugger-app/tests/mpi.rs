@@ -3169,7 +3169,8 @@ on_both!(explore_finds_races_and_deadlocks);
 
 /// `racetrack explore --mpi`: on the merge sort, two runs find both outcomes (the sort,
 /// and the truncation of rank 0's first wildcard receive by rank 2's message), the walk
-/// is complete, and the failing outcome's scenario replays the truncation. A message
+/// is complete, and the failing outcome's scenario replays the truncation; the same
+/// through `MPI_Irecv`. A message
 /// race that cannot hang (`deadlock --kind forced`: rank 1 sends once) has one outcome
 /// and no deadlock; a lost message (`--kind lost`) is a deadlock, named.
 fn explore_finds_races_and_deadlocks(imp: Impl) {
@@ -3240,6 +3241,31 @@ fn explore_finds_races_and_deadlocks(imp: Impl) {
             .unwrap()
             .contains("matched rank 2's message"),
         "{replayed}"
+    );
+
+    // The same race through MPI_Irecv, which matches in its completion (MPI_Wait).
+    let (code, s, err) = explore(
+        "mergesort",
+        &["--size", "4000", "--irecv"],
+        &scratch(imp, "explore-irecv"),
+    );
+    assert_eq!(
+        (code, &s["complete"], &s["runs"]),
+        (Some(1), &json!(true), &json!(2)),
+        "{s}\n{err}"
+    );
+    let bad = s["outcomes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["result"]["exit"] == 1)
+        .expect("the race");
+    assert!(
+        bad["differs"]
+            .as_str()
+            .unwrap()
+            .ends_with("matched rank 2 instead of rank 1"),
+        "{s}"
     );
 
     let (code, s, err) = explore("deadlock", &["--kind", "forced"], &scratch(imp, "explore-forced"));

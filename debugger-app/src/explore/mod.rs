@@ -20,6 +20,7 @@
 //! `racetrack replay FILE -- PROGRAM ARGS` plays again.
 
 mod run;
+mod trail;
 
 use crate::mpirun::Plan;
 use serde_json::{json, Value};

@@ -1,14 +1,14 @@
 //! One run of an MPI job under the explorer: every wildcard receive is held (race mode);
 //! a receive the schedule names is forced onto its source, any other released at once
 //! for MPI to match. The run ends with the job, a deadlock, or its time limit. Then each
-//! receive's alternatives are read off the run ([`alternatives`]): for each other sender
-//! to it, that sender's first send the rank had not taken before this receive, unless
-//! the send happens after the receive was posted (then it cannot be what it takes).
+//! receive's alternatives are read off the run ([`Trail`]).
 
+use super::trail::Trail;
 use super::{Key, Outcome, Pick};
 use crate::conn::{CommandSender, ConnEvent};
 use crate::job::JobListener;
 use crate::launch::{spawn_job, Launched};
+use crate::model::clocks::Order;
 use crate::model::Model;
 use crate::mpirun::Plan;
 use racetrack_protocol::{Command, Event, Peer, Request, SpecialPeer, When};
@@ -39,9 +39,10 @@ struct Driver<'a> {
     tx: CommandSender,
     model: Model,
     forced: &'a BTreeMap<Key, i32>,
-    /// The wildcard receives held, by key, with their vertices; and the forced matches
-    /// a rank refused.
-    receives: Vec<(Key, crate::model::mpgraph::Vx)>,
+    /// The wildcard receives held, by key, with their `start`s; what the run's events
+    /// say of receives and sends; and the forced matches a rank refused.
+    receives: Vec<(Key, u64)>,
+    trail: Trail,
     refusals: BTreeMap<Key, Option<String>>,
     /// Wildcard receives held so far on each thread.
     seen: BTreeMap<String, u32>,
@@ -79,6 +80,7 @@ pub(super) fn run(
         model: Model::new().with_messages().with_clocks(),
         forced,
         receives: Vec::new(),
+        trail: Trail::default(),
         refusals: BTreeMap::new(),
         seen: BTreeMap::new(),
         done: BTreeSet::new(),
@@ -132,6 +134,10 @@ pub(super) fn run(
         let outcome = match d.deadlock.take() {
             Some(what) if d.forced_waiting() => Outcome::Infeasible(what),
             Some(what) => Outcome::Deadlock(what),
+            // A forced receive still waiting (polled for, say): the schedule's hang.
+            None if d.forced_waiting() => {
+                Outcome::Infeasible(format!("still running after {} s", limit.as_secs()))
+            }
             None => Outcome::Timeout(limit.as_secs()),
         };
         (outcome, saved)
@@ -154,6 +160,11 @@ impl Driver<'_> {
                 for p in &ps {
                     self.delivered += u64::from(p.kind == racetrack_protocol::Kind::Recv);
                     self.model.ingest_packed(&names, p);
+                    if p.call.is_some() {
+                        if let Ok(ev) = names.expand(p.clone()) {
+                            self.trail.observe(&ev);
+                        }
+                    }
                 }
             }
             ConnEvent::Closed(_) => {}
@@ -162,6 +173,7 @@ impl Driver<'_> {
 
     fn event(&mut self, ev: &Event) {
         self.model.ingest(ev);
+        self.trail.observe(ev);
         match ev {
             Event::Recv(_) => self.delivered += 1,
             Event::Snapshot { threads, .. } => self.pids.extend(threads.iter().filter_map(|t| t.pid)),
@@ -216,15 +228,14 @@ impl Driver<'_> {
             };
             let thread = self.model.thread_name(l.thread).to_owned();
             match last {
-                // Nonblocking receives match later, in a completion, and polls repeat as
-                // timing says: not explored yet.
-                Some((v, x)) if x.start == id && x.pending_wildcard() => {
+                // Polls repeat as timing says: not explored yet.
+                Some((_, x)) if x.start == id && x.pending_wildcard() => {
                     let op = self.model.first().op_name(x.call);
-                    if matches!(op, "MPI_Irecv" | "MPI_Iprobe" | "MPI_Improbe" | "MPI_Imrecv") {
+                    if matches!(op, "MPI_Iprobe" | "MPI_Improbe") {
                         self.unexplored += 1;
                         other.push(id);
                     } else {
-                        waiting.push((id, thread, v));
+                        waiting.push((id, thread));
                     }
                 }
                 _ => other.push(id),
@@ -234,13 +245,13 @@ impl Driver<'_> {
             self.done.insert(id);
             self.release(id);
         }
-        for (id, thread, v) in waiting {
+        for (id, thread) in waiting {
             // Keyed at first sight: the Nth wildcard receive of its thread, in every run.
             let nth = self.seen.entry(thread.clone()).or_insert(0);
             let key = (thread.clone(), *nth);
             *nth += 1;
             self.done.insert(id);
-            self.receives.push((key.clone(), v));
+            self.receives.push((key.clone(), id));
             match self.forced.get(&key) {
                 Some(&source) => self.pick(id, key, source),
                 // Free: MPI matches it; what else it could have taken is worked out after.
@@ -266,64 +277,52 @@ impl Driver<'_> {
     }
 
     /// Each wildcard receive held: the source it matched, and the others it could have.
-    /// A refused pick is reported with what the receive matched instead, not forced.
+    /// Each wildcard receive held: what it matched and could have (read off the run's
+    /// trail); a refused pick is reported with what the receive matched, not forced.
     fn picks(&mut self) -> Vec<Pick> {
         let receives = std::mem::take(&mut self.receives);
         let mut out = Vec::with_capacity(receives.len());
-        for (key, v) in &receives {
-            let (source, site, alts) = alternatives(&mut self.model, *v);
+        let mut recvs = Vec::with_capacity(receives.len());
+        for (key, start) in &receives {
+            let read = self.trail.read(&mut self.model, key, *start);
             let refused = self.refusals.remove(key).flatten();
             let forced = refused.is_none() && self.forced.contains_key(key);
             let source = if forced {
                 self.forced.get(key).copied()
             } else {
-                source
+                read.source
             };
+            recvs.push(read.recv);
             out.push(Pick {
                 refused,
                 forced,
                 source: source.unwrap_or(-1),
                 key: key.clone(),
-                candidates: alts,
-                site,
+                candidates: read.alternatives,
+                site: read.site,
                 before: Vec::new(),
             });
         }
-        // Which receives completed before each was posted: for a blocking receive, one
-        // whose start happens before this start (its rank waited in it until it matched).
-        let starts: Vec<Option<u64>> = receives
-            .iter()
-            .map(|(_, v)| {
-                self.model
-                    .messages()
-                    .and_then(|g| g.vertices().get(*v as usize))
-                    .map(|x| x.start)
-            })
-            .collect();
+        // The receives that completed (took their message) before each was posted.
         if let Some(clocks) = self.model.clocks() {
             for (i, p) in out.iter_mut().enumerate() {
-                p.before = (0..starts.len())
+                let start = receives[i].1;
+                p.before = (0..recvs.len())
                     .filter(|&j| j != i)
-                    .filter(|&j| match (starts[j], starts[i]) {
-                        (Some(a), Some(b)) => clocks.order(a, b) == Some(crate::model::clocks::Order::Before),
-                        _ => false,
-                    })
+                    .filter(|&j| recvs[j].is_some_and(|r| clocks.order(r, start) == Some(Order::Before)))
                     .collect();
             }
         }
         out
     }
 
-    /// Whether a forced receive is still waiting for its source: a deadlock then may be
-    /// the schedule's (the source never sends), not the program's.
+    /// Whether a forced receive still waits for its source: a deadlock then may be the
+    /// schedule's (the source never sends), not the program's.
     fn forced_waiting(&self) -> bool {
-        let Some(g) = self.model.messages() else {
-            return false;
-        };
         self.receives
             .iter()
             .filter(|(k, _)| self.forced.contains_key(k))
-            .any(|(_, v)| g.vertices().get(*v as usize).is_some_and(|x| x.open))
+            .any(|(k, start)| !self.trail.took(&k.0, *start))
     }
 
     /// `save_scenario` while the ranks run: whether it was written.
@@ -417,52 +416,4 @@ fn kill(l: &mut Launched, pids: &[u32]) {
     }
     let _ = l.child.kill();
     let _ = l.child.wait();
-}
-
-/// Wildcard receive `v` after the run: the source it matched (if it did), its site, and
-/// every source it could have matched, sorted: the matched one, and for each other
-/// sender to its rank, that sender's first send (on its communicator, with its tag) the
-/// rank had not taken before `v`, unless that send happens after `v` was posted.
-fn alternatives(model: &mut Model, v: crate::model::mpgraph::Vx) -> (Option<i32>, Option<String>, Vec<i32>) {
-    use racetrack_protocol::Tag;
-    let Some(g) = model.messages() else {
-        return (None, None, Vec::new());
-    };
-    let x = &g.vertices()[v as usize];
-    let matched = x.params.matched;
-    let site = x.params.site.map(|s| g.name(s).to_owned());
-    let (Some(comm), start) = (x.params.comm, x.start) else {
-        return (matched, site, matched.into_iter().collect());
-    };
-    let Some(me) = g.rank_in(x.lane, comm) else {
-        return (matched, site, matched.into_iter().collect());
-    };
-    let tag = match (x.params.tag, x.params.source) {
-        (Some(Tag::Tag(t)), None) => Some(t),
-        _ => None,
-    };
-    // Vertices along a lane are numbered in order: taken before `v` is taken by a
-    // vertex below `v`'s number (only `v`'s rank receives sends to it).
-    let mut first: BTreeMap<i32, u64> = BTreeMap::new();
-    for (source, s, taken) in g.sends_to(comm, me) {
-        let y = &g.vertices()[s as usize];
-        if Some(source) == matched || first.contains_key(&source) {
-            continue;
-        }
-        if tag.is_some_and(|t| y.params.tag != Some(Tag::Tag(t))) || taken.is_some_and(|r| r < v) {
-            continue;
-        }
-        first.insert(source, y.start);
-    }
-    let mut alts: Vec<i32> = matched.into_iter().collect();
-    if let Some(clocks) = model.clocks() {
-        for (source, send) in first {
-            if clocks.order(start, send) != Some(crate::model::clocks::Order::Before) {
-                alts.push(source);
-            }
-        }
-    }
-    alts.sort_unstable();
-    alts.dedup();
-    (matched, site, alts)
 }
