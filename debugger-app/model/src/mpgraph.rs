@@ -267,20 +267,28 @@ impl MpGraph {
         Some((rank, leader))
     }
 
-    /// Every send reported so far to rank `rank` of communicator `comm` (an interned
-    /// name): its sender's rank there, the send, and the call that received it, if one
-    /// did. Sends of one sender come in its order. Costs a pass over the sends.
-    pub fn sends_to(&self, comm: u32, rank: i32) -> Vec<(i32, Vx, Option<Vx>)> {
+    /// Every send reported so far to receive `v`'s rank on its communicator (the same
+    /// instance: its leader too), with its sender's rank there and the call that received
+    /// it, if one did. Costs a pass over the sends.
+    pub fn sends_to(&self, v: Vx) -> Vec<(i32, Vx, Option<Vx>)> {
+        let Some(x) = self.vertices.get(v as usize) else {
+            return Vec::new();
+        };
+        let Some((comm, (me, leader))) = x.params.comm.and_then(|c| Some((c, self.comm_rank(x.lane, c)?)))
+        else {
+            return Vec::new();
+        };
         let taken = self.out.iter().map(|(&s, r)| (s, r.first().copied()));
         let pending = self.sends.values().map(|&s| (s, None));
         let mut out: Vec<(i32, Vx, Option<Vx>)> = taken
             .chain(pending)
             .filter_map(|(s, r)| {
                 let y = self.vertices.get(s as usize)?;
-                if y.params.comm != Some(comm) || y.params.peer != Some(Peer::Rank(rank)) {
+                if y.params.comm != Some(comm) || y.params.peer != Some(Peer::Rank(me)) {
                     return None;
                 }
-                Some((self.comm_rank(y.lane, comm)?.0, s, r))
+                let (source, l) = self.comm_rank(y.lane, comm)?;
+                (l == leader).then_some((source, s, r))
             })
             .collect();
         out.sort_unstable_by_key(|&(source, s, _)| (source, s));

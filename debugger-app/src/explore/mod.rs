@@ -44,9 +44,11 @@ pub struct Pick {
     pub refused: Option<String>,
     /// Forced by the run's schedule (else MPI matched it).
     pub forced: bool,
-    /// The run's receives (by index in its list) that completed before this one was
-    /// posted: what a branch here keeps forced.
-    pub before: Vec<usize>,
+    /// The run's receives (by index in its list) posted after this one completed, so
+    /// perhaps because of what it took: a branch here does not keep them forced.
+    pub after: Vec<usize>,
+    /// Whether the run's events told enough of it (its call in the graph).
+    pub known: bool,
 }
 
 /// How a run ended. Two exits are the same outcome when their codes and everything
@@ -150,7 +152,7 @@ pub struct Summary {
     pub picks: usize,
     pub branch_points: usize,
     pub delivered: u64,
-    /// Wildcard receives left to MPI, over all runs (nonblocking ones).
+    /// Wildcard receives not explored, over all runs (polls, or ones not read).
     pub unexplored: u64,
     /// Forced picks a rank refused, or that left a receive waiting for good.
     pub infeasible: usize,
@@ -281,7 +283,10 @@ pub fn explore_mpi(plan: &Plan, opts: &Options, mut say: impl FnMut(&str)) -> an
             let _ = std::fs::remove_file(&file);
             continue;
         }
-        branch(&r.picks, &forced, &mut stack, &mut s.branch_points);
+        s.unexplored += branch(&r.picks, &forced, &mut stack, &mut s.branch_points);
+        if r.dropped && s.stopped.is_none() {
+            s.stopped = Some("the message graph was full: later receives were not read".into());
+        }
         match s.outcomes.iter_mut().find(|(o, ..)| *o == r.outcome) {
             Some((_, n, ..)) => {
                 *n += 1;
@@ -295,7 +300,7 @@ pub fn explore_mpi(plan: &Plan, opts: &Options, mut say: impl FnMut(&str)) -> an
     }
     if s.stopped.is_none() && s.unexplored > 0 {
         s.stopped = Some(format!(
-            "{} nonblocking wildcard receives or probes (MPI_Irecv, MPI_Iprobe, …) were left to MPI, not explored",
+            "{} wildcard receives or probes were not explored (polls, or what they took was not told)",
             s.unexplored
         ));
     }
@@ -308,26 +313,34 @@ pub fn explore_mpi(plan: &Plan, opts: &Options, mut say: impl FnMut(&str)) -> an
 }
 
 /// The branches a run adds: for each receive MPI matched freely, one per other sender it
-/// could have taken, with the receives that completed before it was posted forced as
-/// they were (a receive concurrent with it is left free: forcing it might not be
-/// possible once this one takes another message).
+/// could have taken, with every other receive forced as it went, but those posted after
+/// it completed (what they take may follow from its match). Returns the free receives
+/// that could not be read (no match told, or no call in the graph): left unexplored.
 fn branch(
     picks: &[Pick],
     forced: &BTreeMap<Key, i32>,
     stack: &mut Vec<BTreeMap<Key, i32>>,
     points: &mut usize,
-) {
-    for p in picks {
-        if forced.contains_key(&p.key) || p.source < 0 || p.candidates.len() < 2 {
+) -> u64 {
+    let mut unread = 0;
+    for (i, p) in picks.iter().enumerate() {
+        if forced.contains_key(&p.key) {
+            continue;
+        }
+        // Not read (no call in the graph), or never matched though a message was there.
+        if !p.known || (p.source < 0 && !p.candidates.is_empty()) {
+            unread += 1;
+            continue;
+        }
+        if p.candidates.len() < 2 {
             continue;
         }
         *points += 1;
-        let prefix: BTreeMap<Key, i32> = p
-            .before
+        let prefix: BTreeMap<Key, i32> = picks
             .iter()
-            .filter_map(|&j| picks.get(j))
-            .filter(|q| q.source >= 0)
-            .map(|q| (q.key.clone(), q.source))
+            .enumerate()
+            .filter(|&(j, q)| j != i && q.source >= 0 && !p.after.contains(&j))
+            .map(|(_, q)| (q.key.clone(), q.source))
             .collect();
         for &alt in p.candidates.iter().rev().filter(|&&c| c != p.source) {
             let mut next = prefix.clone();
@@ -335,6 +348,7 @@ fn branch(
             stack.push(next);
         }
     }
+    unread
 }
 
 /// One run in words: its forced picks and its outcome.

@@ -28,8 +28,10 @@ pub(super) struct Run {
     pub picks: Vec<Pick>,
     /// Messages received.
     pub delivered: u64,
-    /// Wildcard receives not explored (`MPI_Irecv`'s: they match in a completion).
+    /// Wildcard receives not explored (polls).
     pub unexplored: u64,
+    /// The graph was full: later receives went unread.
+    pub dropped: bool,
     /// Whether the scenario file was written.
     pub saved: bool,
 }
@@ -55,6 +57,8 @@ struct Driver<'a> {
     /// Wildcard receives left to MPI, not explored (nonblocking ones).
     unexplored: u64,
     deadlock: Option<String>,
+    /// The threads the deadlock names.
+    stuck: Vec<String>,
     pids: Vec<u32>,
 }
 
@@ -89,6 +93,7 @@ pub(super) fn run(
         delivered: 0,
         unexplored: 0,
         deadlock: None,
+        stuck: Vec::new(),
         pids: Vec::new(),
     };
     d.tx.send(Command::Break {
@@ -132,10 +137,10 @@ pub(super) fn run(
         let saved = d.save_live(&events, &path);
         kill(&mut launched, &d.pids);
         let outcome = match d.deadlock.take() {
-            Some(what) if d.forced_waiting() => Outcome::Infeasible(what),
+            Some(what) if d.forced_waiting(Some(&d.stuck)) => Outcome::Infeasible(what),
             Some(what) => Outcome::Deadlock(what),
             // A forced receive still waiting (polled for, say): the schedule's hang.
-            None if d.forced_waiting() => {
+            None if d.forced_waiting(None) => {
                 Outcome::Infeasible(format!("still running after {} s", limit.as_secs()))
             }
             None => Outcome::Timeout(limit.as_secs()),
@@ -147,6 +152,7 @@ pub(super) fn run(
         picks: d.picks(),
         delivered: d.delivered,
         unexplored: d.unexplored,
+        dropped: d.model.messages().is_some_and(|g| g.dropped() > 0),
         saved,
     })
 }
@@ -190,6 +196,7 @@ impl Driver<'_> {
                     })
                     .collect();
                 self.deadlock = Some(what.join("; "));
+                self.stuck = waits.iter().map(|w| w.thread.clone()).collect();
             }
             Event::Ok { req: Some(n), .. } | Event::Error { req: Some(n), .. } => {
                 if let Some((key, id)) = self.matching.remove(n) {
@@ -276,53 +283,74 @@ impl Driver<'_> {
         });
     }
 
-    /// Each wildcard receive held: the source it matched, and the others it could have.
     /// Each wildcard receive held: what it matched and could have (read off the run's
     /// trail); a refused pick is reported with what the receive matched, not forced.
     fn picks(&mut self) -> Vec<Pick> {
         let receives = std::mem::take(&mut self.receives);
         let mut out = Vec::with_capacity(receives.len());
-        let mut recvs = Vec::with_capacity(receives.len());
+        let mut done = Vec::with_capacity(receives.len());
         for (key, start) in &receives {
             let read = self.trail.read(&mut self.model, key, *start);
-            let refused = self.refusals.remove(key).flatten();
+            let refused = self.refusals.get(key).cloned().flatten();
             let forced = refused.is_none() && self.forced.contains_key(key);
             let source = if forced {
                 self.forced.get(key).copied()
             } else {
                 read.source
             };
-            recvs.push(read.recv);
+            done.push(read.done);
             out.push(Pick {
                 refused,
                 forced,
+                known: read.known,
                 source: source.unwrap_or(-1),
                 key: key.clone(),
                 candidates: read.alternatives,
                 site: read.site,
-                before: Vec::new(),
+                after: Vec::new(),
             });
         }
-        // The receives that completed (took their message) before each was posted.
+        // The receives posted after each completed, and so perhaps because of its match.
         if let Some(clocks) = self.model.clocks() {
             for (i, p) in out.iter_mut().enumerate() {
-                let start = receives[i].1;
-                p.before = (0..recvs.len())
-                    .filter(|&j| j != i)
-                    .filter(|&j| recvs[j].is_some_and(|r| clocks.order(r, start) == Some(Order::Before)))
+                let Some(d) = done[i] else { continue };
+                p.after = (0..receives.len())
+                    .filter(|&j| j != i && clocks.order(d, receives[j].1) == Some(Order::Before))
                     .collect();
             }
         }
+        self.receives = receives;
         out
     }
 
-    /// Whether a forced receive still waits for its source: a deadlock then may be the
-    /// schedule's (the source never sends), not the program's.
-    fn forced_waiting(&self) -> bool {
+    /// Whether the run is stuck on the schedule rather than the program: a forced
+    /// receive (that the rank accepted) still waits for its source, on a thread among
+    /// `stuck` (all threads for a hang). A blocking receive or probe waits while it is
+    /// open; an `MPI_Irecv` until it takes a message.
+    fn forced_waiting(&self, stuck: Option<&[String]>) -> bool {
+        let Some(g) = self.model.messages() else {
+            return false;
+        };
         self.receives
             .iter()
-            .filter(|(k, _)| self.forced.contains_key(k))
-            .any(|(k, start)| !self.trail.took(&k.0, *start))
+            .filter(|(k, _)| self.forced.contains_key(k) && self.refusals.get(k).is_none_or(Option::is_none))
+            .filter(|(k, _)| stuck.is_none_or(|s| s.contains(&k.0)))
+            .any(|(k, start)| {
+                let lane = self.model.thread_key(&k.0).and_then(|t| g.lane(t));
+                let x = lane.and_then(|l| {
+                    let vs = &g.lanes()[l as usize].vertices;
+                    vs.iter()
+                        .map(|&v| &g.vertices()[v as usize])
+                        .find(|x| x.start == *start)
+                });
+                match x {
+                    Some(x) if self.model.first().op_name(x.call) == "MPI_Irecv" => {
+                        !self.trail.took(&k.0, *start)
+                    }
+                    Some(x) => x.open,
+                    None => false,
+                }
+            })
     }
 
     /// `save_scenario` while the ranks run: whether it was written.
@@ -337,21 +365,32 @@ impl Driver<'_> {
         });
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {
-            let evs = match events.recv_timeout(Duration::from_millis(50)) {
-                Ok(ConnEvent::Event(ev)) => vec![ev],
-                Ok(ConnEvent::Events(evs)) => evs,
+            let item = match events.recv_timeout(Duration::from_millis(50)) {
                 Ok(ConnEvent::Closed(_)) | Err(mpsc::RecvTimeoutError::Disconnected) => return false,
-                _ => continue,
+                Ok(item) => item,
+                Err(mpsc::RecvTimeoutError::Timeout) => continue,
             };
-            for ev in evs {
-                match ev {
-                    Event::Ok { req: Some(n), .. } if n == req => return true,
-                    Event::Error { req: Some(n), .. } if n == req => return false,
-                    _ => {}
-                }
+            // The events that came meanwhile count for the trail too.
+            let verdict = match &item {
+                ConnEvent::Event(ev) => verdict_of(ev, req),
+                ConnEvent::Events(evs) => evs.iter().find_map(|ev| verdict_of(ev, req)),
+                _ => None,
+            };
+            self.take(item);
+            if let Some(ok) = verdict {
+                return ok;
             }
         }
         false
+    }
+}
+
+/// Whether `ev` answers request `req`: `ok` or not.
+fn verdict_of(ev: &Event, req: u64) -> Option<bool> {
+    match ev {
+        Event::Ok { req: Some(n), .. } if *n == req => Some(true),
+        Event::Error { req: Some(n), .. } if *n == req => Some(false),
+        _ => None,
     }
 }
 
