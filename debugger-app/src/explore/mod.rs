@@ -9,8 +9,8 @@
 //! search is a depth-first walk over schedules, restoring a state by re-executing from
 //! the start with the schedule's picks forced (an MPI job cannot be checkpointed from
 //! outside; a re-run costs its start-up, under a second here): every receive a run left
-//! to MPI adds a branch per other sender it could have taken, with the receives that
-//! completed before it was posted forced as they were. The walk is complete when every
+//! to MPI adds a branch per other sender it could have taken, with every other receive
+//! forced as it went but those posted after it completed. The walk is complete when every
 //! branch ran and every forced pick could be made; `--max-runs` and `--budget-s` bound it.
 //!
 //! Outcomes are the program's exit code and everything it printed (as a multiset, timing
