@@ -408,17 +408,8 @@ fn provoking_the_heat_race_through_the_widgets_shows_the_mismatch() {
     // The race is provoked: save the session as a scenario from the Session menu.
     let scenario = std::env::temp_dir().join(format!("racetrack-gui-{}.rtrec", std::process::id()));
     let _ = std::fs::remove_file(&scenario);
-    h.get_by_label("Session").click();
-    h.step();
-    let label = "File (on this machine)";
-    h.get_by_label(label).focus();
-    h.step();
-    h.key_press_modifiers(egui::Modifiers::COMMAND, egui::Key::A);
-    h.step();
-    h.get_by_label(label).type_text(&scenario.display().to_string());
-    h.step();
+    save_from_session_menu(&mut h, &scenario);
     assert_eq!(h.state().ui.scenario_path, scenario.display().to_string());
-    h.get_by_label("Save scenario").click();
     pump(&mut h, "the scenario saved", |a| {
         a.model
             .control
@@ -446,19 +437,9 @@ fn provoking_the_heat_race_through_the_widgets_shows_the_mismatch() {
     assert_eq!(h.state().result_matches(), Some(false));
 
     // Replayed without the GUI, the saved session shows the race again.
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_racetrack"))
-        .arg("replay")
-        .arg(&scenario)
-        .arg("--")
-        .arg(support::example_bin("heat"))
-        .args(["--threads", "4"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let report: serde_json::Value =
-        serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().last().unwrap()).unwrap();
     assert_eq!(
-        report["matches_reference"], false,
+        heat_replayed(&scenario)["matches_reference"],
+        false,
         "the scenario replays the race"
     );
 
@@ -468,15 +449,7 @@ fn provoking_the_heat_race_through_the_widgets_shows_the_mismatch() {
     });
     let after = std::env::temp_dir().join(format!("racetrack-gui-after-{}.rtrec", std::process::id()));
     let _ = std::fs::remove_file(&after);
-    h.get_by_label("Session").click();
-    h.step();
-    h.get_by_label(label).focus();
-    h.step();
-    h.key_press_modifiers(egui::Modifiers::COMMAND, egui::Key::A);
-    h.step();
-    h.get_by_label(label).type_text(&after.display().to_string());
-    h.step();
-    h.get_by_label("Save scenario").click();
+    save_from_session_menu(&mut h, &after);
     pump(&mut h, "the session saved after the exit", |a| {
         a.model
             .control
@@ -484,21 +457,39 @@ fn provoking_the_heat_race_through_the_widgets_shows_the_mismatch() {
             .as_deref()
             .is_some_and(|n| n.ends_with("(the session as the program ended)"))
     });
+    assert_eq!(
+        heat_replayed(&after)["matches_reference"],
+        false,
+        "the session as it ended replays the race"
+    );
+}
+
+/// Type `path` into the Session menu's file field and press Save scenario.
+fn save_from_session_menu(h: &mut Harness<'static, App>, path: &std::path::Path) {
+    let label = "File (on this machine)";
+    h.get_by_label("Session").click();
+    h.step();
+    h.get_by_label(label).focus();
+    h.step();
+    h.key_press_modifiers(egui::Modifiers::COMMAND, egui::Key::A);
+    h.step();
+    h.get_by_label(label).type_text(&path.display().to_string());
+    h.step();
+    h.get_by_label("Save scenario").click();
+}
+
+/// `heat --threads 4` replaying `scenario` without the GUI: its report.
+fn heat_replayed(scenario: &std::path::Path) -> serde_json::Value {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_racetrack"))
         .arg("replay")
-        .arg(&after)
+        .arg(scenario)
         .arg("--")
         .arg(support::example_bin("heat"))
         .args(["--threads", "4"])
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let report: serde_json::Value =
-        serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().last().unwrap()).unwrap();
-    assert_eq!(
-        report["matches_reference"], false,
-        "the session as it ended replays the race"
-    );
+    serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().last().unwrap()).unwrap()
 }
 
 #[test]

@@ -2728,16 +2728,10 @@ fn replay_clock(imp: Impl) {
     }
 }
 
-on_both!(scenario_after_ranks_finished);
-
-/// A scenario saved while rank 0 is held at `MPI_Finalize` and the other ranks may be
-/// gone (their parts are those they sent as they finished): it replays the forced race.
-fn scenario_after_ranks_finished(imp: Impl) {
-    let Some(dir) = setup(imp) else { return };
-    let prog = dir.join("mergesort");
-    let args = ["--size", "4000"];
-    let scenario = scratch(imp, "after-finish.rtrec");
-    let mut s = Ctl::mpirun(imp, &prog, &args);
+/// The merge sort on `imp`, rank 0's first wildcard receive forced onto rank 2 (the
+/// truncation), its breakpoint off again: the session the scenario tests save.
+fn forced_mergesort_race(imp: Impl, prog: &Path, args: &[&str]) -> Ctl {
+    let mut s = Ctl::mpirun(imp, prog, args);
     s.all_held_at_start();
     s.send(json!({"cmd":"break","op":"MPI_Recv","thread":"rank[0]","on":true}));
     s.send(json!({"cmd":"continue"}));
@@ -2747,6 +2741,29 @@ fn scenario_after_ranks_finished(imp: Impl) {
     s.send(json!({"cmd":"match","thread":"rank[0]","source":2}));
     s.expect("the match applied", |v| v["event"] == "ok" && v["cmd"] == "match");
     s.send(json!({"cmd":"break","op":"MPI_Recv","thread":"rank[0]","on":false}));
+    s
+}
+
+/// `scenario` replayed twice with no debugger: the truncation each time.
+fn replays_the_truncation(scenario: &Path, prog: &Path, args: &[&str]) {
+    for i in 0..2 {
+        let (code, report, err) = racetrack_cli(&["replay", scenario.to_str().unwrap()], prog, args);
+        assert_eq!(code, Some(1), "replay {i}: {err}");
+        let error = report["error"].as_str().unwrap_or_default();
+        assert!(error.contains("matched rank 2's message"), "replay {i}: {report}");
+    }
+}
+
+on_both!(scenario_after_ranks_finished);
+
+/// A scenario saved while rank 0 is held at `MPI_Finalize` and the other ranks may be
+/// gone (their parts are those they sent as they finished): it replays the forced race.
+fn scenario_after_ranks_finished(imp: Impl) {
+    let Some(dir) = setup(imp) else { return };
+    let prog = dir.join("mergesort");
+    let args = ["--size", "4000"];
+    let scenario = scratch(imp, "after-finish.rtrec");
+    let mut s = forced_mergesort_race(imp, &prog, &args);
     s.send(json!({"cmd":"break","op":"MPI_Finalize","thread":"rank[0]","on":true}));
     s.send(json!({"cmd":"continue","thread":"rank[0]"}));
     s.expect("rank[0] held at MPI_Finalize", |v| {
@@ -2767,12 +2784,7 @@ fn scenario_after_ranks_finished(imp: Impl) {
         (Some(1), &json!(false)),
         "{last}"
     );
-    for i in 0..2 {
-        let (code, report, err) = racetrack_cli(&["replay", scenario.to_str().unwrap()], &prog, &args);
-        assert_eq!(code, Some(1), "replay {i}: {err}");
-        let error = report["error"].as_str().unwrap_or_default();
-        assert!(error.contains("matched rank 2's message"), "replay {i}: {report}");
-    }
+    replays_the_truncation(&scenario, &prog, &args);
 }
 
 on_both!(scenario_after_exit);
@@ -2784,16 +2796,7 @@ fn scenario_after_exit(imp: Impl) {
     let prog = dir.join("mergesort");
     let args = ["--size", "4000"];
     let scenario = scratch(imp, "after-exit.rtrec");
-    let mut s = Ctl::mpirun(imp, &prog, &args);
-    s.all_held_at_start();
-    s.send(json!({"cmd":"break","op":"MPI_Recv","thread":"rank[0]","on":true}));
-    s.send(json!({"cmd":"continue"}));
-    s.expect("rank[0]'s receive held", |v| {
-        v["event"] == "start" && v["thread"] == "rank[0]" && v["op"] == "MPI_Recv" && v["held"] == true
-    });
-    s.send(json!({"cmd":"match","thread":"rank[0]","source":2}));
-    s.expect("the match applied", |v| v["event"] == "ok" && v["cmd"] == "match");
-    s.send(json!({"cmd":"break","op":"MPI_Recv","thread":"rank[0]","on":false}));
+    let mut s = forced_mergesort_race(imp, &prog, &args);
     s.send_together(&[
         json!({"cmd":"continue"}),
         json!({"cmd":"wait","until":"exit","timeout_ms":30000}),
@@ -2817,12 +2820,7 @@ fn scenario_after_exit(imp: Impl) {
         s.seen.iter().position(|v| v["req"] == 77) < s.seen.iter().position(|v| v["event"] == "exit"),
         "saved before the controller ended"
     );
-    for i in 0..2 {
-        let (code, report, err) = racetrack_cli(&["replay", scenario.to_str().unwrap()], &prog, &args);
-        assert_eq!(code, Some(1), "replay {i}: {err}");
-        let error = report["error"].as_str().unwrap_or_default();
-        assert!(error.contains("matched rank 2's message"), "replay {i}: {report}");
-    }
+    replays_the_truncation(&scenario, &prog, &args);
 }
 
 on_both!(sendrecv_wildcard_forced);

@@ -355,13 +355,7 @@ fn outcome(events: &[Value]) -> Value {
 fn a_provoked_heat_race_saves_and_replays() {
     let log = scratch("heat-race.rtrec");
     let l = log.to_str().unwrap();
-    let race = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/scenarios/heat_race.jsonl"),
-    )
-    .unwrap()
-    .replace("${THREAD-1}", "proc[0]")
-    .replace("${THREAD+1}", "proc[2]")
-    .replace("${THREAD}", "proc[1]");
+    let race = heat_race_script();
     let off = r#"{"cmd":"break","op":"BorderReq","thread":"proc[1]","on":false}"#;
     assert!(race.contains(off), "the scenario still turns its breakpoint off");
     let save = format!(r#"{{"cmd":"save_scenario","path":"{l}"}}"#);
@@ -401,19 +395,24 @@ fn a_provoked_heat_race_saves_and_replays() {
     }
 }
 
-/// The same race, saved by the debugger after the program exited (from the session as
-/// it ended, which the agent sent as its schedule finished): it replays the race too.
-#[test]
-fn a_race_saved_after_the_program_exited_replays() {
-    let log = scratch("heat-race-after-exit.rtrec");
-    let l = log.to_str().unwrap();
-    let race = std::fs::read_to_string(
+/// The shipped heat race scenario, its thread `proc[1]`.
+fn heat_race_script() -> String {
+    std::fs::read_to_string(
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/scenarios/heat_race.jsonl"),
     )
     .unwrap()
     .replace("${THREAD-1}", "proc[0]")
     .replace("${THREAD+1}", "proc[2]")
-    .replace("${THREAD}", "proc[1]");
+    .replace("${THREAD}", "proc[1]")
+}
+
+/// The same race, saved by the debugger after the program exited (from the session as
+/// it ended, which the agent sent as its runtime was dropped): it replays the race too.
+#[test]
+fn a_race_saved_after_the_program_exited_replays() {
+    let log = scratch("heat-race-after-exit.rtrec");
+    let l = log.to_str().unwrap();
+    let race = heat_race_script();
     let script = format!(
         "{race}\n{{\"cmd\":\"wait\",\"until\":\"exit\",\"timeout_ms\":30000}}\n\
          {{\"cmd\":\"save_scenario\",\"path\":\"{l}\"}}\n"
