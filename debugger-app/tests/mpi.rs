@@ -3214,6 +3214,29 @@ fn explore_finds_races_and_deadlocks(imp: Impl) {
         "{s}"
     );
     assert_eq!(bad["departures"], 1, "{s}");
+    // The ordering that reaches it: one departure, nothing to shrink.
+    let departed = &bad["ordering"][0];
+    assert_eq!(
+        (
+            &departed["thread"],
+            &departed["receive"],
+            &departed["source"],
+            &departed["instead_of"]
+        ),
+        (&json!("rank[0]"), &json!(0), &json!(2), &json!(1)),
+        "{s}"
+    );
+    assert_eq!(bad["ordering"].as_array().map(Vec::len), Some(1), "{s}");
+    assert_eq!(
+        (&bad["ordering_replay"], &s["shrink_runs"]),
+        (&bad["replay"], &json!(0)),
+        "{s}"
+    );
+    assert_eq!(
+        (&good["ordering"], &good["ordering_replay"]),
+        (&json!([]), &Value::Null),
+        "{s}"
+    );
     let differs = bad["differs"].as_str().unwrap();
     assert!(
         differs.starts_with("rank[0]'s receive #1 at ")

@@ -17,7 +17,9 @@
 //! fields left out), a deadlock (as the job's debugger names it), or a run over its time
 //! limit. Each distinct outcome keeps the scenario of its first run when one could be
 //! saved (every rank alive, or every rank past `MPI_Finalize`), which
-//! `racetrack replay FILE -- PROGRAM ARGS` plays again.
+//! `racetrack replay FILE -- PROGRAM ARGS` plays again. Once the walk is over, each
+//! outcome reached through several departures from the natural order is shrunk
+//! ([`shrink`]): the fewest departures found to reach it.
 
 mod run;
 mod trail;
@@ -144,6 +146,43 @@ pub struct Options {
     pub out: PathBuf,
 }
 
+/// A distinct outcome: how many runs reached it, its scenario, the picks of its first run,
+/// and the fewest departures from the natural order found to reach it.
+#[derive(Debug)]
+pub struct Found {
+    pub outcome: Outcome,
+    pub count: usize,
+    pub replay: Option<PathBuf>,
+    pub picks: Vec<Pick>,
+    /// The departures of a run that reached it, as few as shrinking found (all of its
+    /// first run's when it was not shrunk), and that run's scenario.
+    pub minimal: Vec<Departure>,
+    pub minimal_replay: Option<PathBuf>,
+}
+
+/// A receive forced onto another sender than it took in the natural (first) run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Departure {
+    pub key: Key,
+    pub source: i32,
+    /// The sender it took in the natural run.
+    pub natural: i32,
+    pub site: Option<String>,
+}
+
+impl Departure {
+    pub fn words(&self) -> String {
+        let at = self.site.as_deref().map_or(String::new(), |s| format!(" at {s}"));
+        format!(
+            "{}'s receive #{}{at} matched rank {} instead of rank {}",
+            self.key.0,
+            self.key.1 + 1,
+            self.source,
+            self.natural
+        )
+    }
+}
+
 /// What a search found.
 #[derive(Debug)]
 pub struct Summary {
@@ -156,8 +195,10 @@ pub struct Summary {
     pub unexplored: u64,
     /// Forced picks a rank refused, or that left a receive waiting for good.
     pub infeasible: usize,
-    /// Each distinct outcome: how many runs, its scenario, the picks that led there.
-    pub outcomes: Vec<(Outcome, usize, Option<PathBuf>, Vec<Pick>)>,
+    /// Each distinct outcome, the natural run's first.
+    pub outcomes: Vec<Found>,
+    /// Runs made to shrink the orderings that reach an outcome (see [`shrink`]).
+    pub shrink_runs: usize,
     pub complete: bool,
     /// Why not complete.
     pub stopped: Option<String>,
@@ -170,26 +211,34 @@ impl Summary {
         let outcomes: Vec<Value> = self
             .outcomes
             .iter()
-            .map(|(o, n, file, picks)| {
-                let forced: Vec<Value> = picks
+            .map(|f| {
+                let forced: Vec<Value> = f
+                    .picks
                     .iter()
                     .filter(|p| p.candidates.len() > 1)
                     .map(|p| json!({"thread": p.key.0, "receive": p.key.1, "source": p.source, "site": p.site}))
                     .collect();
-                let (departures, differs) = self.against_first(picks);
+                let ordering: Vec<Value> = f
+                    .minimal
+                    .iter()
+                    .map(|d| json!({"thread": d.key.0, "receive": d.key.1, "source": d.source, "instead_of": d.natural, "site": d.site}))
+                    .collect();
                 json!({
-                    "result": o.to_json(),
-                    "count": n,
-                    "replay": file,
+                    "result": f.outcome.to_json(),
+                    "count": f.count,
+                    "replay": f.replay,
                     "picks": forced,
-                    "departures": departures,
-                    "differs": differs,
+                    "departures": f.minimal.len(),
+                    "differs": f.minimal.first().map(Departure::words),
+                    "ordering": ordering,
+                    "ordering_replay": f.minimal_replay,
                 })
             })
             .collect();
         json!({
             "event": "explored",
             "runs": self.runs,
+            "shrink_runs": self.shrink_runs,
             "picks": self.picks,
             "branch_points": self.branch_points,
             "delivered": self.delivered,
@@ -202,39 +251,74 @@ impl Summary {
         })
     }
 
-    /// How a run's `picks` depart from the first run's (the natural order): how many
-    /// receives were forced onto another sender (what follows from them is not counted),
-    /// and the first of them in words.
-    pub fn against_first(&self, picks: &[Pick]) -> (usize, Option<String>) {
-        let Some((_, _, _, first)) = self.outcomes.first() else {
-            return (0, None);
+    /// How a run's `picks` depart from the first run's (the natural order): the receives
+    /// forced onto another sender (what follows from them is not counted).
+    pub fn against_first(&self, picks: &[Pick]) -> Vec<Departure> {
+        let Some(first) = self.outcomes.first() else {
+            return Vec::new();
         };
-        let natural: BTreeMap<&Key, i32> = first.iter().map(|p| (&p.key, p.source)).collect();
-        let departed: Vec<(&Pick, i32)> = picks
+        let natural: BTreeMap<&Key, i32> = first.picks.iter().map(|p| (&p.key, p.source)).collect();
+        picks
             .iter()
             .filter(|p| p.forced)
-            .filter_map(|p| natural.get(&p.key).filter(|&&s| s != p.source).map(|&s| (p, s)))
-            .collect();
-        let words = departed.first().map(|(p, s)| {
-            let at = p.site.as_deref().map_or(String::new(), |s| format!(" at {s}"));
-            format!(
-                "{}'s receive #{}{at} matched rank {} instead of rank {s}",
-                p.key.0,
-                p.key.1 + 1,
-                p.source
-            )
-        });
-        (departed.len(), words)
+            .filter_map(|p| {
+                let &n = natural.get(&p.key).filter(|&&s| s != p.source)?;
+                Some(Departure {
+                    key: p.key.clone(),
+                    source: p.source,
+                    natural: n,
+                    site: p.site.clone(),
+                })
+            })
+            .collect()
+    }
+
+    /// Count a run's outcome: a new one keeps its scenario `file`, a known one does not.
+    fn count(&mut self, r: run::Run, file: PathBuf) {
+        match self.outcomes.iter_mut().find(|f| f.outcome == r.outcome) {
+            Some(f) => {
+                f.count += 1;
+                let _ = std::fs::remove_file(&file);
+            }
+            None => {
+                let minimal = self.against_first(&r.picks);
+                let kept = r.saved.then_some(file);
+                self.outcomes.push(Found {
+                    outcome: r.outcome,
+                    count: 1,
+                    minimal_replay: kept.clone().filter(|_| !minimal.is_empty()),
+                    replay: kept,
+                    picks: r.picks,
+                    minimal,
+                });
+            }
+        }
     }
 
     /// Whether every run exited 0 with one result.
     pub fn clean(&self) -> bool {
-        self.outcomes.len() == 1 && self.outcomes.iter().all(|(o, ..)| !o.failed())
+        self.outcomes.len() == 1 && self.outcomes.iter().all(|f| !f.outcome.failed())
     }
 }
 
+/// Where a search stands, for a progress bar: told after each run.
+#[derive(Debug, Clone, Copy)]
+pub struct Progress {
+    pub runs: usize,
+    /// Schedules waiting to run (an upper bound of what is left: some repeat).
+    pub pending: usize,
+    pub outcomes: usize,
+    pub elapsed: Duration,
+}
+
+/// What a search tells as it goes: each run in words, and where it stands.
+pub enum Note<'a> {
+    Run(&'a str),
+    Progress(Progress),
+}
+
 /// Explore the job of `plan`; `say` hears of each run.
-pub fn explore_mpi(plan: &Plan, opts: &Options, mut say: impl FnMut(&str)) -> anyhow::Result<Summary> {
+pub fn explore_mpi(plan: &Plan, opts: &Options, mut say: impl FnMut(Note)) -> anyhow::Result<Summary> {
     std::fs::create_dir_all(&opts.out)?;
     let t0 = Instant::now();
     let mut stack: Vec<BTreeMap<Key, i32>> = vec![BTreeMap::new()];
@@ -247,6 +331,7 @@ pub fn explore_mpi(plan: &Plan, opts: &Options, mut say: impl FnMut(&str)) -> an
         unexplored: 0,
         infeasible: 0,
         outcomes: Vec::new(),
+        shrink_runs: 0,
         complete: false,
         stopped: None,
         time: Duration::ZERO,
@@ -263,6 +348,12 @@ pub fn explore_mpi(plan: &Plan, opts: &Options, mut say: impl FnMut(&str)) -> an
             s.stopped = Some(format!("--budget-s {} spent", opts.budget.as_secs()));
             break;
         }
+        say(Note::Progress(Progress {
+            runs: s.runs,
+            pending: stack.len() + 1,
+            outcomes: s.outcomes.len(),
+            elapsed: t0.elapsed(),
+        }));
         let file = opts.out.join(format!("run-{}.rtrec", s.runs + 1));
         let r = match run::run(plan, &forced, opts.run_limit, &file) {
             Ok(r) => r,
@@ -276,7 +367,7 @@ pub fn explore_mpi(plan: &Plan, opts: &Options, mut say: impl FnMut(&str)) -> an
         s.delivered += r.delivered;
         s.unexplored += r.unexplored;
         s.picks += r.picks.len();
-        say(&describe(s.runs, &r.picks, &forced, &r.outcome));
+        say(Note::Run(&describe(s.runs, &r.picks, &forced, &r.outcome)));
         s.infeasible += r.picks.iter().filter(|p| p.refused.is_some()).count();
         if matches!(r.outcome, Outcome::Infeasible(_)) {
             s.infeasible += 1;
@@ -287,17 +378,9 @@ pub fn explore_mpi(plan: &Plan, opts: &Options, mut say: impl FnMut(&str)) -> an
         if r.dropped && s.stopped.is_none() {
             s.stopped = Some("the message graph was full: later receives were not read".into());
         }
-        match s.outcomes.iter_mut().find(|(o, ..)| *o == r.outcome) {
-            Some((_, n, ..)) => {
-                *n += 1;
-                let _ = std::fs::remove_file(&file);
-            }
-            None => {
-                let kept = r.saved.then(|| file.clone());
-                s.outcomes.push((r.outcome, 1, kept, r.picks));
-            }
-        }
+        s.count(r, file);
     }
+    shrink_all(plan, opts, &mut s, t0, &mut say);
     if s.stopped.is_none() && s.unexplored > 0 {
         s.stopped = Some(format!(
             "{} wildcard receives or probes were not explored (polls, or what they took was not told)",
@@ -351,6 +434,77 @@ fn branch(
     unread
 }
 
+/// Shrink the departures that reach each outcome but the natural run's, within the time
+/// budget: the runs it makes are counted apart (`shrink_runs`).
+fn shrink_all(plan: &Plan, opts: &Options, s: &mut Summary, t0: Instant, say: &mut impl FnMut(Note)) {
+    for i in 1..s.outcomes.len() {
+        if s.outcomes[i].minimal.len() < 2 || matches!(s.outcomes[i].outcome, Outcome::Timeout(_)) {
+            continue;
+        }
+        let target = s.outcomes[i].outcome.clone();
+        let mut smallest: Option<PathBuf> = None;
+        let mut runs = 0;
+        let kept = shrink(s.outcomes[i].minimal.clone(), |trial| {
+            if t0.elapsed() >= opts.budget {
+                return None;
+            }
+            runs += 1;
+            let file = opts.out.join(format!("shrink-{}-{runs}.rtrec", i + 1));
+            let schedule: BTreeMap<Key, i32> = trial.iter().map(|d| (d.key.clone(), d.source)).collect();
+            let r = run::run(plan, &schedule, opts.run_limit, &file).ok()?;
+            let reached = r.outcome == target;
+            say(Note::Run(&format!(
+                "shrinking outcome {}: {} departures -> {}",
+                i + 1,
+                trial.len(),
+                if reached {
+                    "same outcome"
+                } else {
+                    "another outcome"
+                }
+            )));
+            if reached && r.saved {
+                if let Some(old) = smallest.replace(file) {
+                    let _ = std::fs::remove_file(old);
+                }
+            } else {
+                let _ = std::fs::remove_file(&file);
+            }
+            Some(reached)
+        });
+        s.shrink_runs += runs;
+        let f = &mut s.outcomes[i];
+        if kept.len() < f.minimal.len() {
+            f.minimal = kept;
+            f.minimal_replay = smallest;
+        } else if let Some(unused) = smallest {
+            let _ = std::fs::remove_file(unused);
+        }
+    }
+}
+
+/// The fewest departures found that still reach an outcome: each in turn is left out
+/// (its receive left to MPI), and stays out when `reaches` says the rest still reach it
+/// (`None`: stop, the budget is spent). One run per departure, so a local minimum: no
+/// single departure left can go.
+fn shrink(mut kept: Vec<Departure>, mut reaches: impl FnMut(&[Departure]) -> Option<bool>) -> Vec<Departure> {
+    let mut i = 0;
+    while i < kept.len() && kept.len() > 1 {
+        let trial: Vec<Departure> = kept
+            .iter()
+            .enumerate()
+            .filter(|&(j, _)| j != i)
+            .map(|(_, d)| d.clone())
+            .collect();
+        match reaches(&trial) {
+            Some(true) => kept = trial,
+            Some(false) => i += 1,
+            None => break,
+        }
+    }
+    kept
+}
+
 /// One run in words: its forced picks and its outcome.
 fn describe(n: usize, picks: &[Pick], forced: &BTreeMap<Key, i32>, outcome: &Outcome) -> String {
     let chosen: Vec<String> = picks
@@ -401,5 +555,34 @@ mod tests {
         let b = Outcome::exit(Some(0), &lines(&["rank 2 done", "rank 1 done"]));
         assert_eq!(a, b);
         assert_ne!(a, Outcome::exit(Some(0), &lines(&["rank 1 done"])));
+    }
+
+    fn departure(rank: u32, source: i32) -> Departure {
+        Departure {
+            key: (format!("rank[{rank}]"), 0),
+            source,
+            natural: 0,
+            site: None,
+        }
+    }
+
+    #[test]
+    fn shrinking_keeps_only_the_departures_that_matter() {
+        // An outcome reached whenever rank 2's receive departs, whatever the others do.
+        let all = vec![departure(1, 3), departure(2, 3), departure(3, 1)];
+        let mut tried = 0;
+        let kept = shrink(all.clone(), |trial| {
+            tried += 1;
+            Some(trial.iter().any(|d| d.key.0 == "rank[2]"))
+        });
+        assert_eq!(kept, vec![departure(2, 3)]);
+        assert_eq!(tried, 3, "one run per departure left out");
+        // Two departures needed together: neither goes.
+        let kept = shrink(all.clone(), |trial| {
+            Some(trial.iter().filter(|d| d.key.0 != "rank[3]").count() == 2)
+        });
+        assert_eq!(kept, vec![departure(1, 3), departure(2, 3)]);
+        // The budget spent at once: nothing shrinks.
+        assert_eq!(shrink(all.clone(), |_| None), all);
     }
 }
