@@ -21,7 +21,12 @@ Workloads: Debian's `hpcc` on `hpcc/hpccinf.txt` (wall time of the whole job, an
 own HPL and MPIRandomAccess times from `hpccoutf.txt`), and `ring --rounds R` (4 ranks,
 `MPI_Send`/`MPI_Recv`: µs per call, each rank making 2 R calls).
 
+With `--scale 2,4,8,16`: how the attached cost grows with the ranks instead, ring and hpcc
+at each count (oversubscribed on a small machine; hpcc's process grid as square as the
+count allows), plain (configuration 0) against attached (configuration 2), interleaved.
+
 Usage: examples/mpi/bench.py [--reps N] [--rounds R] [--only hpcc|ring] [--gui] [--n N]
+                             [--scale RANKS,...]
 (`--n`: hpcc's problem size, default 200; `--gui` needs `xvfb-run`)
 Needs the release build: `cargo build --release -p racetrack -p racetrack-mpi`
 (`$CARGO_TARGET_DIR`, else `target/`), `hpcc`, Open MPI and `mpicc.openmpi`.
@@ -137,11 +142,26 @@ def gui_fixed_cost(rel, ring):
     return gui - plain
 
 
+def grid(ranks):
+    """hpcc's process grid for `ranks`: P x Q = ranks, P the largest factor <= sqrt."""
+    p = max(d for d in range(1, int(ranks ** 0.5) + 1) if ranks % d == 0)
+    return p, ranks // p
+
+
+def hpcc_input(work, n, ranks=4):
+    """Write hpcc's input into `work`: problem size `n`, a grid for `ranks`."""
+    p, q = grid(ranks)
+    inf = open(os.path.join(HERE, "hpcc", "hpccinf.txt")).read()
+    inf = re.sub(r"^200( +Ns)$", rf"{n}\1", inf, count=1, flags=re.M)
+    inf = re.sub(r"^2( +Ps)$", rf"{p}\1", inf, count=1, flags=re.M)
+    inf = re.sub(r"^2( +Qs)$", rf"{q}\1", inf, count=1, flags=re.M)
+    with open(os.path.join(work, "hpccinf.txt"), "w") as f:
+        f.write(inf)
+
+
 def bench_hpcc(rel, reps, n, gui):
     work = tempfile.mkdtemp(prefix="racetrack-bench-hpcc-")
-    inf = open(os.path.join(HERE, "hpcc", "hpccinf.txt")).read()
-    with open(os.path.join(work, "hpccinf.txt"), "w") as f:
-        f.write(re.sub(r"^200( +Ns)$", rf"{n}\1", inf, count=1, flags=re.M))
+    hpcc_input(work, n)
     configs = list(range(5 if gui else 4))
     ring = None
     if gui:
@@ -208,6 +228,53 @@ def bench_ring(rel, reps, rounds):
     table(rows, ["workload", "configuration", "µs per call", "ratio", "events / log"])
 
 
+def bench_scale(rel, reps, rounds, n, counts):
+    """Plain against attached, ring and hpcc, at each rank count in `counts`."""
+    global RANKS
+    build = tempfile.mkdtemp(prefix="racetrack-bench-scale-")
+    subprocess.run(["bash", os.path.join(HERE, "build.sh"), "openmpi", build], check=True,
+                   stdout=subprocess.DEVNULL)
+    prog = [os.path.join(build, "ring"), "--rounds", str(rounds)]
+    short = [os.path.join(build, "ring"), "--rounds", "1"]
+    ring = {(r, c): [] for r in counts for c in (0, 2)}
+    hpcc = {(r, c): [] for r in counts for c in (0, 2)}
+    events = {r: [] for r in counts}
+    for _ in range(reps):
+        for r in counts:
+            RANKS = r
+            hpcc_input(build, n, r)
+            for c in (0, 2):
+                full, ev = run(c, rel, prog, build)
+                fixed, _ = run(c, rel, short, build)
+                ring[(r, c)].append(full - fixed)
+                out = os.path.join(build, "hpccoutf.txt")
+                if os.path.exists(out):
+                    os.remove(out)
+                secs, hev = run(c, rel, ["hpcc"], build)
+                hpcc_figures(build)
+                hpcc[(r, c)].append(secs)
+                if c == 2:
+                    events[r].append((ev, hev))
+    shutil.rmtree(build)
+    rows = []
+    for r in counts:
+        med = {k: statistics.median(v) for k, v in ring.items() if k[0] == r}
+        hmed = {k: statistics.median(v) for k, v in hpcc.items() if k[0] == r}
+        ratios = [a / p for a, p in zip(ring[(r, 2)], ring[(r, 0)])]
+        hratios = [a / p for a, p in zip(hpcc[(r, 2)], hpcc[(r, 0)])]
+        calls = 2 * (rounds - 1)
+        rows.append([str(r), "%dx%d" % grid(r),
+                     f"{med[(r, 0)] * 1e6 / calls:.2f}", f"{med[(r, 2)] * 1e6 / calls:.2f}",
+                     f"{med[(r, 2)] / med[(r, 0)]:.2f} ({min(ratios):.2f}–{max(ratios):.2f})",
+                     f"{hmed[(r, 0)]:.2f}", f"{hmed[(r, 2)]:.2f}",
+                     f"{hmed[(r, 2)] / hmed[(r, 0)]:.2f} ({min(hratios):.2f}–{max(hratios):.2f})",
+                     f"{statistics.median(e[0] for e in events[r]):.0f}",
+                     f"{statistics.median(e[1] for e in events[r]):.0f}"])
+    table(rows, ["ranks", "hpcc grid", f"ring µs/call, plain", "ring µs/call, attached",
+                 "ring ratio (each rep)", "hpcc s, plain", "hpcc s, attached",
+                 "hpcc ratio (each rep)", "ring events", "hpcc events"])
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=5)
@@ -215,9 +282,15 @@ def main():
     ap.add_argument("--only", choices=["hpcc", "ring"])
     ap.add_argument("--gui", action="store_true")
     ap.add_argument("--n", type=int, default=200)
+    ap.add_argument("--scale", help="rank counts, e.g. 2,4,8,16: plain against attached at each")
     a = ap.parse_args()
     rel = release_dir()
     print(f"load average before: {os.getloadavg()[0]:.2f}; {a.reps} reps, interleaved")
+    if a.scale:
+        counts = [int(r) for r in a.scale.split(",")]
+        bench_scale(rel, a.reps, a.rounds, a.n, counts)
+        print(f"\nload average after: {os.getloadavg()[0]:.2f}")
+        return
     if a.only in (None, "hpcc"):
         bench_hpcc(rel, a.reps, a.n, a.gui)
         print()
