@@ -149,11 +149,7 @@ pub(crate) fn parse_binary(bytes: &[u8]) -> Result<Vec<PackedEv>, DecodeError> {
             bytes: body.len(),
         });
     }
-    let mut r = Reader {
-        b: body,
-        i: 0,
-        scratch: Vec::with_capacity(32),
-    };
+    let mut r = Reader::new(body);
     // (A frame claiming more events than the agent ever puts in one grows as it is read.)
     let mut out = Vec::with_capacity(count.min(4096));
     let mut prev_id = 0u64;
@@ -235,9 +231,25 @@ struct Reader<'a> {
     i: usize,
     /// A message id's text being built (reused).
     scratch: Vec<u8>,
+    /// The calls' texts read last (sites, communicators, datatypes), to share rather
+    /// than copy again: a call site's text is long enough to be allocated, and a frame's
+    /// calls come from a few sites.
+    texts: Vec<(&'a [u8], SmolStr)>,
+    /// Where the next text read goes once `texts` is full.
+    texts_next: usize,
 }
 
 impl<'a> Reader<'a> {
+    fn new(b: &'a [u8]) -> Self {
+        Self {
+            b,
+            i: 0,
+            scratch: Vec::with_capacity(32),
+            texts: Vec::new(),
+            texts_next: 0,
+        }
+    }
+
     /// A string (a `send`'s type name). Type names repeat: `last`, the previous one read,
     /// is reused when the bytes match.
     fn string(

@@ -231,8 +231,7 @@ impl PackedEv {
             // `call` is every notification's last field: it goes before the closing brace.
             out.pop();
             out.extend_from_slice(br#","call":"#);
-            // Writing into a vector cannot fail.
-            let _ = serde_json::to_writer(&mut *out, &**call);
+            call.append_json(out);
             out.push(b'}');
         }
     }
@@ -423,6 +422,8 @@ impl Decoder {
         self.names.expand(p)
     }
 }
+
+mod call_json;
 
 #[cfg(test)]
 mod tests;

@@ -106,23 +106,34 @@ fn put_str(out: &mut Vec<u8>, s: &str) {
     out.extend_from_slice(s.as_bytes());
 }
 
-impl Reader<'_> {
+/// Texts a reader keeps to share (see `Reader::texts`).
+const TEXTS: usize = 16;
+
+impl<'a> Reader<'a> {
     /// A string field (inline up to 23 bytes: no allocation for a communicator's or a
     /// datatype's name).
     fn text(&mut self) -> Result<SmolStr, DecodeError> {
         let n = usize::try_from(self.u()?).map_err(|_| self.truncated())?;
         let at = self.i;
-        let s = self
-            .b
-            .get(at..at.saturating_add(n))
-            .ok_or_else(|| self.truncated())?;
+        let b: &'a [u8] = self.b;
+        let s = b.get(at..at.saturating_add(n)).ok_or_else(|| self.truncated())?;
         self.i += n;
-        std::str::from_utf8(s)
+        if let Some((_, text)) = self.texts.iter().find(|(bytes, _)| *bytes == s) {
+            return Ok(text.clone());
+        }
+        let text = std::str::from_utf8(s)
             .map(SmolStr::new)
             .map_err(|source| DecodeError::TextNotUtf8 {
                 at: at + HEADER + 1,
                 source,
-            })
+            })?;
+        if self.texts.len() < TEXTS {
+            self.texts.push((s, text.clone()));
+        } else {
+            self.texts[self.texts_next % TEXTS] = (s, text.clone());
+            self.texts_next += 1;
+        }
+        Ok(text)
     }
 
     fn i32(&mut self) -> Result<i32, DecodeError> {
