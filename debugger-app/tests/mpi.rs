@@ -823,8 +823,9 @@ on_both!(deadlocks_are_named);
 /// A job that hangs is told as a `deadlock` naming who waits for whom, on which call, at
 /// which site, while the job is left hanging (`examples/mpi/deadlock.c`): a receive–receive
 /// cycle, a barrier one rank never enters, a wildcard receive whose senders finished, a
-/// wildcard receive forced onto a rank that never sends again. A
-/// slow rank that others wait for is not a deadlock: that run ends correctly with none.
+/// wildcard receive forced onto a rank that never sends again, an `MPI_Waitall` on two
+/// wildcard receives with one message sent. A slow rank that others wait for is not a
+/// deadlock, nor a waitall whose second message comes: those runs end correctly with none.
 fn deadlocks_are_named(imp: Impl) {
     let Some(dir) = setup(imp) else { return };
     let prog = dir.join("deadlock");
@@ -945,6 +946,43 @@ fn deadlocks_are_named(imp: Impl) {
     assert_eq!(last["result"], 1);
     let alarms: Vec<&Value> = s.seen.iter().filter(|v| v["event"] == "deadlock").collect();
     assert!(alarms.is_empty(), "a slow rank is not a deadlock: {alarms:?}");
+    drop(s);
+
+    // Two wildcard MPI_Irecv in one MPI_Waitall, one message sent: the waitall waits for
+    // a second sender, and the only one left waits for rank 0.
+    let mut s = start("waitall");
+    let d = s.expect("deadlock", |v| v["event"] == "deadlock");
+    let w0 = waiter(&d, "rank[0]");
+    assert_eq!(
+        (
+            w0["call"].as_str(),
+            w0["needs"].as_str(),
+            &w0["waits_for"],
+            &w0["finished"]
+        ),
+        (
+            Some("MPI_Waitall"),
+            Some("any"),
+            &json!(["rank[1]", "rank[2]", "rank[3]"]),
+            &json!(["rank[2]", "rank[3]"])
+        ),
+        "{d}"
+    );
+    assert_eq!(waiter(&d, "rank[1]")["call"], "MPI_Recv", "{d}");
+    assert_eq!(d["cycle"], json!(["rank[0]", "rank[1]"]), "{d}");
+    // The waitall's start said what it waits for.
+    let waitall = events(&s.seen)
+        .into_iter()
+        .find(|e| e["event"] == "start" && e["op"] == "MPI_Waitall")
+        .expect("the waitall's start");
+    let any = json!({"comm":"MPI_COMM_WORLD","peer":"MPI_ANY_SOURCE","tag":0});
+    assert_eq!(waitall["call"]["awaits"], json!([any, any]), "{waitall}");
+    drop(s);
+
+    // Rank 2 sends the second message: no deadlock, whenever it comes.
+    let mut s = start("waitall_ok");
+    let last = s.finish_correctly();
+    assert_eq!(last["result"], 3);
 }
 
 on_both!(

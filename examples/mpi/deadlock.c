@@ -14,6 +14,11 @@
  *               receive from rank 0, which sends after its wait
  *   slow        no deadlock: rank 1 computes for 1.5 s while rank 0 waits for its
  *               message and the others wait in MPI_Barrier; then it prints a result
+ *   waitall     rank 0 posts two MPI_Irecv from MPI_ANY_SOURCE and waits for both
+ *               (MPI_Waitall) before it sends to rank 1; rank 1 sends one message, then
+ *               receives from rank 0 (the MPI Bugs Initiative's
+ *               p2p-any-src-waitall-deadlock2): one message completes one receive only
+ *   waitall_ok  no deadlock: the same, but rank 2 sends a message too
  * Each rank blocks where the kind says; a debugger's deadlock detection names who waits
  * for whom, and the job hangs until it is killed (except `slow`). Rank 0 prints a JSON
  * result line at the end of `slow`. */
@@ -85,6 +90,24 @@ int main(int argc, char **argv)
         } else {
             MPI_Recv(&v, 1, MPI_INT, 0, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
         }
+    } else if (strcmp(kind, "waitall") == 0 || strcmp(kind, "waitall_ok") == 0) {
+        int w[2] = {0, 0};
+        if (rank == 0) {
+            MPI_Request r[2];
+            for (int i = 0; i < 2; i++)
+                MPI_Irecv(&w[i], 1, MPI_INT, MPI_ANY_SOURCE, 0, MPI_COMM_WORLD, &r[i]);
+            MPI_Waitall(2, r, MPI_STATUSES_IGNORE);
+            MPI_Send(&rank, 1, MPI_INT, 1, 1, MPI_COMM_WORLD);
+        } else if (rank == 1) {
+            MPI_Send(&rank, 1, MPI_INT, 0, 0, MPI_COMM_WORLD);
+            MPI_Recv(&v, 1, MPI_INT, 0, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        } else if (rank == 2 && strcmp(kind, "waitall_ok") == 0) {
+            MPI_Send(&rank, 1, MPI_INT, 0, 0, MPI_COMM_WORLD);
+        }
+        if (rank == 0)
+            printf("{\"program\":\"deadlock\",\"kind\":\"%s\",\"result\":%d,\"reference\":3,"
+                   "\"matches_reference\":%s}\n",
+                   kind, w[0] + w[1], w[0] + w[1] == 3 ? "true" : "false");
     } else if (strcmp(kind, "slow") == 0) {
         if (rank == 1) {
             compute(1.5);
@@ -99,7 +122,7 @@ int main(int argc, char **argv)
                    v, v == 1 ? "true" : "false");
     } else {
         if (rank == 0)
-            fprintf(stderr, "deadlock: unknown --kind %s (recv_recv, collective, lost, forced, ibarrier, slow)\n", kind);
+            fprintf(stderr, "deadlock: unknown --kind %s (recv_recv, collective, lost, forced, ibarrier, slow, waitall, waitall_ok)\n", kind);
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
     MPI_Finalize();

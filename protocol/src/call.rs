@@ -160,6 +160,22 @@ pub struct CallInfo {
     /// is their destination), `MPI_ANY_SOURCE` for a wildcard.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<Peer>,
+    /// The receives a `MPI_Wait`, `MPI_Waitall`, `MPI_Waitany` or `MPI_Waitsome` waits
+    /// for (its `start`): each of its requests that is an incomplete `MPI_Irecv`, in the
+    /// order given. Present only when the library knows what every request given is (an
+    /// `MPI_Irecv` or an `MPI_Isend`, whose completion needs nobody here); absent, the
+    /// call may wait for anyone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub awaits: Option<Vec<Awaited>>,
+}
+
+/// A receive a completion call waits for: its communicator, source and tag as its
+/// `MPI_Irecv` gave them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Awaited {
+    pub comm: SmolStr,
+    pub peer: Peer,
+    pub tag: Tag,
 }
 
 /// The condition of a conditional breakpoint (`break` with `when`): each field given must

@@ -27,7 +27,8 @@ mod varint;
 
 pub use binary::{BinaryWriter, BINARY_HEADER};
 pub use call::{
-    AnyTag, CallInfo, Collective, ConditionError, Created, Forced, Matched, Peer, SpecialPeer, Tag, When,
+    AnyTag, Awaited, CallInfo, Collective, ConditionError, Created, Forced, Matched, Peer, SpecialPeer, Tag,
+    When,
 };
 pub use command::{Command, Request, Rest};
 pub use compact::{Compact, Kind, MsgPath, PackedEv, PackedTuple, Record, RecordText, SentBy};
@@ -40,7 +41,7 @@ use serde_json::Value;
 pub use smol_str::SmolStr;
 
 /// Version of the wire protocol, sent in `hello`. A debugger refuses other versions.
-pub const PROTOCOL_VERSION: u32 = 3;
+pub const PROTOCOL_VERSION: u32 = 4;
 
 /// Largest frame either side accepts (bytes). Larger frames close that connection.
 pub const MAX_FRAME_BYTES: usize = 16 * 1024 * 1024;

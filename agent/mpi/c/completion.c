@@ -47,6 +47,15 @@ static void reqset_free(reqset *r, MPI_Status *sts) {
     if (r->st != sts && r->st != r->st_s) free(r->st);
 }
 
+/* What a Wait* call waits on, for the debugger's deadlock model (a Test* waits on
+ * nothing: it returns at once). */
+static void awaits(wcall *w, const reqset *r, int ok, int test) {
+    if (!ok || test) return;
+    w->c.awaits = r->ids;
+    w->c.awaits_live = r->live;
+    w->c.awaits_count = r->n;
+}
+
 /* Request i completed with status `st` (if it was live: null requests are skipped). */
 static void done(wcall *w, const reqset *r, int i, const MPI_Status *st) {
     if (i >= 0 && i < r->n && r->live[i]) wc_completed(w, r->ids[i], st);
@@ -75,6 +84,10 @@ int rtw_wait(void *caller, MPI_Request *req, MPI_Status *st) {
     int live = *req != MPI_REQUEST_NULL;
     int64_t id = live ? MPI_Request_c2f(*req) : 0;
     wc_begin(&w, "MPI_Wait", caller);
+    unsigned char lv = (unsigned char)live;
+    w.c.awaits = &id;
+    w.c.awaits_live = &lv;
+    w.c.awaits_count = 1;
     rt_start(&w.c);
     int rc = PMPI_Wait(req, st);
     if (completed_rc(rc) && live) wc_completed(&w, id, st);
@@ -116,6 +129,7 @@ static int all(void *caller, int test, int n, MPI_Request reqs[], int *flag,
     int ok = reqset_init(&r, n, reqs, sts, 1);
     MPI_Status *s = ok ? r.st : sts;
     wc_begin(&w, test ? "MPI_Testall" : "MPI_Waitall", caller);
+    awaits(&w, &r, ok, test);
     rt_start(&w.c);
     int rc;
     if (test && w.c.forced_found == 0) {
@@ -155,6 +169,7 @@ static int any(void *caller, int test, int n, MPI_Request reqs[], int *index, in
     if (st == MPI_STATUS_IGNORE) st = &local;
     int ok = reqset_init(&r, n, reqs, NULL, 0);
     wc_begin(&w, test ? "MPI_Testany" : "MPI_Waitany", caller);
+    awaits(&w, &r, ok, test);
     rt_start(&w.c);
     int rc;
     const int32_t *fi = w.c.forced_indices;
@@ -204,6 +219,7 @@ static int some(void *caller, int test, int n, MPI_Request reqs[], int *outcount
     int ok = reqset_init(&r, n, reqs, sts, 1);
     MPI_Status *s = ok ? r.st : sts;
     wc_begin(&w, test ? "MPI_Testsome" : "MPI_Waitsome", caller);
+    awaits(&w, &r, ok, test);
     rt_start(&w.c);
     int rc;
     const int32_t *fi = w.c.forced_indices;

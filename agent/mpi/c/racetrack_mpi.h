@@ -57,6 +57,11 @@ typedef struct rt_call {
                                (a message, as MPI_Isend), RT_STARTS_RECV a persistent
                                receive (its completion reports the match, as MPI_Irecv's);
                                RT_NONE for other calls, or a request not seen created */
+    const int64_t *awaits;  /* Wait, Waitall, Waitany, Waitsome: the ids (MPI_Request_c2f)
+                               of the requests given, valid until rt_start returns; NULL
+                               for other calls */
+    const unsigned char *awaits_live; /* per request: 0 if it was MPI_REQUEST_NULL */
+    int32_t awaits_count;   /* how many requests, or RT_NONE */
 
     /* ---- out: set by rt_start, applied by the wrapper ---- */
     int32_t forced_source;  /* RT_NONE, or the source (in `comm`) a wildcard receive or

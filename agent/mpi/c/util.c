@@ -70,7 +70,7 @@ void wc_begin(wcall *w, const char *name, void *caller) {
     w->c.bytes = -1;
     w->c.forced_source = w->c.forced_tag = w->c.source = w->c.starts = RT_NONE;
     w->c.new_rank = w->c.new_leader = w->c.found = RT_NONE;
-    w->c.forced_found = w->c.forced_count = RT_NONE;
+    w->c.forced_found = w->c.forced_count = w->c.awaits_count = RT_NONE;
 }
 
 /* ---- communicator names: "comm N", N counting the communicators this rank's reports

@@ -36,6 +36,8 @@ pub struct Call {
     pub caller: usize,
     /// An `MPI_Start`'s persistent request, when the wrappers saw it created.
     pub starts: Option<Starts>,
+    /// A `Wait*` call's live requests (their `MPI_Request_c2f`).
+    pub awaits: Option<Vec<i64>>,
 }
 
 /// What an `MPI_Start` started.

@@ -37,6 +37,9 @@ pub struct RtCall {
     caller: *mut c_void,
     source: i32,
     starts: i32,
+    awaits: *const i64,
+    awaits_live: *const u8,
+    awaits_count: i32,
     forced_source: i32,
     forced_tag: i32,
     edited_buf: *const c_void,
@@ -121,7 +124,35 @@ unsafe fn read(c: &RtCall) -> Call {
             RT_STARTS_RECV => Some(Starts::Recv),
             _ => None,
         },
+        // SAFETY: the header's contract: `awaits_count` ids and liveness flags, valid
+        // until `rt_start` returns (this runs inside it).
+        awaits: unsafe { awaited(c) },
     }
+}
+
+/// The live requests a `Wait*` call was given (see `rt_call.awaits`).
+///
+/// # Safety
+/// `c.awaits` and `c.awaits_live` point to `c.awaits_count` elements, or are NULL.
+unsafe fn awaited(c: &RtCall) -> Option<Vec<i64>> {
+    let n = usize::try_from(c.awaits_count).ok()?;
+    if c.awaits.is_null() || c.awaits_live.is_null() {
+        return None;
+    }
+    // SAFETY: as the function's contract says.
+    let (ids, live) = unsafe {
+        (
+            std::slice::from_raw_parts(c.awaits, n),
+            std::slice::from_raw_parts(c.awaits_live, n),
+        )
+    };
+    Some(
+        ids.iter()
+            .zip(live)
+            .filter(|(_, &l)| l != 0)
+            .map(|(&id, _)| id)
+            .collect(),
+    )
 }
 
 /// Run `f` on the call `c` points to, if it is not NULL; a panic stops here (the core

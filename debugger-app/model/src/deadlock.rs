@@ -15,7 +15,14 @@
 //!   nobody's data), but a rank still in the call after the others went quiet is
 //!   waiting: implementations exchange more than the data flow needs (MPICH's scan
 //!   does), and only members that have not entered can be what it waits for;
-//! - `MPI_Wait*` and `MPI_Sendrecv*`, whose other peers the events do not name, for
+//! - `MPI_Wait`, `MPI_Waitall`, `MPI_Waitany` and `MPI_Waitsome` whose `start` says what
+//!   they wait for (`awaits`: its requests were all `MPI_Irecv`s and `MPI_Isend`s), for
+//!   the sources of the receives among them that no pending message will complete: the
+//!   pending messages are handed to those receives in order, one each, as MPI matches
+//!   them. `MPI_Waitall` needs **every** such receive to get a message (a wildcard's from
+//!   any member, so an AND of ORs), the others **any** one of them; a send request
+//!   completes without anyone here;
+//! - other `MPI_Wait*`, and `MPI_Sendrecv*`, whose other peers the events do not name, for
 //!   **any** other rank (unless a send to it is pending): a Wait on a nonblocking
 //!   collective's request or a started persistent one included.
 //!
@@ -32,7 +39,10 @@
 //!
 //! Every approximation errs towards "can go on": an unknown communicator, a call whose
 //! peers are not reported, a rank not seen yet. A deadlock reported is a real one, as
-//! far as the events tell; one among calls the library does not cover is missed.
+//! far as the events tell; one among calls the library does not cover is missed, and so
+//! is one where a posted `MPI_Irecv` already took the message a later blocking receive
+//! waits for (its match is reported only when it completes, so the message still looks
+//! pending).
 
 use crate::clocks::flow_of;
 use crate::links::{world_rank, CommKey, Linker};
@@ -62,6 +72,36 @@ enum Need {
     Nothing,
     All(Vec<usize>),
     Any(Vec<usize>),
+    /// One of each set (a `MPI_Waitall` on receives, some of them wildcards).
+    Each(Vec<Vec<usize>>),
+}
+
+impl Need {
+    /// Whether it is met when `free` says which ranks can go on.
+    fn met(&self, free: impl Fn(usize) -> bool) -> bool {
+        match self {
+            Need::Nothing => true,
+            Need::All(w) => w.iter().all(|&x| free(x)),
+            Need::Any(w) => w.iter().any(|&x| free(x)),
+            Need::Each(sets) => sets.iter().all(|w| w.iter().any(|&x| free(x))),
+        }
+    }
+
+    /// Every rank it names, in order, once.
+    fn ranks(&self) -> Vec<usize> {
+        let mut out: Vec<usize> = Vec::new();
+        let lists: Vec<&Vec<usize>> = match self {
+            Need::Nothing => Vec::new(),
+            Need::All(w) | Need::Any(w) => vec![w],
+            Need::Each(sets) => sets.iter().collect(),
+        };
+        for &x in lists.into_iter().flatten() {
+            if !out.contains(&x) {
+                out.push(x);
+            }
+        }
+        out
+    }
 }
 
 /// A deadlock: the stuck ranks and a cycle among them (see [`racetrack_protocol::Event::Deadlock`]).
@@ -278,11 +318,7 @@ impl Waits {
             for r in 0..n {
                 let goes = !free[r]
                     && !self.ranks[r].finished
-                    && match &needs[r] {
-                        Need::Nothing => true,
-                        Need::All(w) => w.iter().all(|&x| free.get(x).copied().unwrap_or(true)),
-                        Need::Any(w) => w.iter().any(|&x| free.get(x).copied().unwrap_or(true)),
-                    };
+                    && needs[r].met(|x| free.get(x).copied().unwrap_or(true));
                 if goes {
                     free[r] = true;
                     changed = true;
@@ -295,10 +331,12 @@ impl Waits {
     }
 
     fn waiting(&self, r: usize, need: &Need) -> Waiting {
-        let (w, needs) = match need {
-            Need::All(w) => (w.as_slice(), Needs::All),
-            Need::Any(w) => (w.as_slice(), Needs::Any),
-            Need::Nothing => (&[][..], Needs::All),
+        let w = need.ranks();
+        // An AND of ORs is told as the ranks it names: "any" when one wildcard is left.
+        let needs = match need {
+            Need::Any(_) => Needs::Any,
+            Need::Each(sets) if sets.len() == 1 && sets[0].len() > 1 => Needs::Any,
+            _ => Needs::All,
         };
         let open = self.ranks[r].open.as_ref();
         Waiting {
@@ -350,12 +388,67 @@ impl Waits {
                 (Some((key, _)), Some(Peer::Rank(d))) => in_world(linker, key, d),
                 _ => Need::Nothing,
             },
+            "MPI_Wait" | "MPI_Waitall" | "MPI_Waitany" | "MPI_Waitsome" if c.awaits.is_some() => {
+                self.awaited(r, o, linker)
+            }
             op => match flow_of(op) {
                 Some(_) => self.collective(r, o, linker),
                 None if linker.pending_to_world(i32::try_from(r).unwrap_or(i32::MAX)) => Need::Nothing,
                 None => any((0..self.ranks.len()).filter(|&x| x != r).collect()),
             },
         }
+    }
+
+    /// A `Wait*` on receives (`awaits`): what its receives that no pending message will
+    /// complete need. Pending messages go to the receives in order, one each (MPI's
+    /// matching of receives posted in that order); an unknown communicator or peer is a
+    /// receive that may complete.
+    fn awaited(&self, r: usize, o: &Open, linker: &mut Linker) -> Need {
+        let thread = rank_name(r);
+        let mut taken = Vec::new();
+        let mut left: Vec<Vec<usize>> = Vec::new();
+        for a in o.call.awaits.iter().flatten() {
+            // An unknown communicator: this receive may complete, and so may the call.
+            let Some((key, me)) = linker.comms().of(&thread, &a.comm) else {
+                return Need::Nothing;
+            };
+            let src = match a.peer {
+                Peer::Rank(s) => Some(s),
+                Peer::Special(SpecialPeer::AnySource) => None,
+                Peer::Special(_) => continue,
+            };
+            let tag = match a.tag {
+                Tag::Tag(t) => Some(t),
+                Tag::Any(_) => None,
+            };
+            if let Some(m) = linker.pending_message((key, me), src, tag, &taken) {
+                taken.push(m);
+                continue;
+            }
+            let whom = match src {
+                Some(s) => match linker.comms().world(key, s).and_then(|x| usize::try_from(x).ok()) {
+                    Some(x) => vec![x],
+                    // Not a rank the events tell of: it may complete.
+                    None => continue,
+                },
+                None => self.members(linker, key, Some(me)),
+            };
+            if whom.is_empty() {
+                continue;
+            }
+            left.push(whom);
+        }
+        if left.is_empty() {
+            return Need::Nothing;
+        }
+        if o.op == "MPI_Waitall" || o.op == "MPI_Wait" {
+            return Need::Each(left);
+        }
+        // `MPI_Waitany`, `MPI_Waitsome`: one completion will do.
+        if !taken.is_empty() {
+            return Need::Nothing;
+        }
+        any(Need::Each(left).ranks())
     }
 
     /// The world ranks of communicator `key` but `except` (a rank there).
@@ -459,13 +552,10 @@ fn cycle(stuck: &[usize], needs: &[Need], free: &[bool]) -> Vec<String> {
             return path[i..].iter().map(|&r| rank_name(r)).collect();
         }
         path.push(at);
-        let next = match &needs[at] {
-            Need::All(w) | Need::Any(w) => w
-                .iter()
-                .copied()
-                .find(|&x| stuck.contains(&x) && !free.get(x).copied().unwrap_or(true)),
-            Need::Nothing => None,
-        };
+        let next = needs[at]
+            .ranks()
+            .into_iter()
+            .find(|&x| stuck.contains(&x) && !free.get(x).copied().unwrap_or(true));
         match next {
             Some(x) => at = x,
             None => return Vec::new(),

@@ -1,5 +1,5 @@
 //! An MPI call's parameters in a binary packed frame: a varint mask of the fields present
-//! (bit 0 `comm` … bit 15 `saw`, bit 16 `source`), then each present one:
+//! (bit 0 `comm` … bit 15 `saw`, bit 16 `source`, bit 17 `awaits`), then each present one:
 //!
 //! - strings (`comm`, `datatype`, `site`, `label`) as their byte length, then UTF-8;
 //! - `peer` and `source` a varint: 0 `MPI_ANY_SOURCE`, 1 `MPI_PROC_NULL`, 2 `MPI_ROOT`,
@@ -11,10 +11,11 @@
 //! - `created` its comm, rank and leader;
 //! - `polls` a varint;
 //! - `collective` its comm, leader (signed) and n;
-//! - `saw` its thread and event id.
+//! - `saw` its thread and event id;
+//! - `awaits` its length, then each receive's comm, peer and tag.
 
 use super::{Reader, HEADER};
-use crate::call::{AnyTag, CallInfo, Collective, Created, Forced, Matched, Peer, SpecialPeer, Tag};
+use crate::call::{AnyTag, Awaited, CallInfo, Collective, Created, Forced, Matched, Peer, SpecialPeer, Tag};
 use crate::error::{BinaryFrame, DecodeError};
 use crate::varint::{put_i, put_u, unzigzag, zigzag};
 use crate::{Link, SmolStr};
@@ -38,6 +39,7 @@ pub(super) fn put_call(out: &mut Vec<u8>, c: &CallInfo) {
         c.collective.is_some(),
         c.saw.is_some(),
         c.source.is_some(),
+        c.awaits.is_some(),
     ];
     let mask = present
         .iter()
@@ -46,15 +48,7 @@ pub(super) fn put_call(out: &mut Vec<u8>, c: &CallInfo) {
     put_u(out, mask);
     c.comm.as_deref().inspect(|s| put_str(out, s));
     c.peer.inspect(|p| put_peer(out, *p));
-    if let Some(t) = c.tag {
-        put_u(
-            out,
-            match t {
-                Tag::Any(AnyTag::AnyTag) => 0,
-                Tag::Tag(t) => 1 + zigzag(i64::from(t)),
-            },
-        );
-    }
+    c.tag.inspect(|t| put_tag(out, *t));
     c.count.inspect(|n| put_i(out, i64::from(*n)));
     c.datatype.as_deref().inspect(|s| put_str(out, s));
     c.bytes.inspect(|n| put_i(out, *n));
@@ -87,6 +81,24 @@ pub(super) fn put_call(out: &mut Vec<u8>, c: &CallInfo) {
         put_u(out, l.event_id);
     }
     c.source.inspect(|p| put_peer(out, *p));
+    if let Some(w) = &c.awaits {
+        put_u(out, w.len() as u64);
+        for a in w {
+            put_str(out, &a.comm);
+            put_peer(out, a.peer);
+            put_tag(out, a.tag);
+        }
+    }
+}
+
+fn put_tag(out: &mut Vec<u8>, t: Tag) {
+    put_u(
+        out,
+        match t {
+            Tag::Any(AnyTag::AnyTag) => 0,
+            Tag::Tag(t) => 1 + zigzag(i64::from(t)),
+        },
+    );
 }
 
 fn put_peer(out: &mut Vec<u8>, p: Peer) {
@@ -145,7 +157,7 @@ impl<'a> Reader<'a> {
     pub(super) fn call(&mut self) -> Result<CallInfo, DecodeError> {
         let at = self.i;
         let mask = self.u()?;
-        if mask >> 17 != 0 {
+        if mask >> 18 != 0 {
             return Err(DecodeError::UnknownCallFields {
                 mask,
                 at: at + HEADER + 1,
@@ -218,6 +230,23 @@ impl<'a> Reader<'a> {
         }
         if has(16) {
             c.source = Some(self.peer()?);
+        }
+        if has(17) {
+            let at = self.i;
+            let n = self.u()?;
+            // Each takes three bytes at least: a claim past the frame's end is damage.
+            if n > (self.b.len() - self.i) as u64 / 3 {
+                return Err(out_of_range(at));
+            }
+            let mut w = Vec::with_capacity(n as usize);
+            for _ in 0..n {
+                w.push(Awaited {
+                    comm: self.text()?,
+                    peer: self.peer()?,
+                    tag: self.tag()?,
+                });
+            }
+            c.awaits = Some(w);
         }
         Ok(c)
     }

@@ -226,6 +226,18 @@ fn every_field() -> crate::CallInfo {
             event_id: 3_000_000_000_009,
         }),
         source: Some(Peer::Special(SpecialPeer::AnySource)),
+        awaits: Some(vec![
+            crate::Awaited {
+                comm: "comm 3".into(),
+                peer: Peer::Special(SpecialPeer::AnySource),
+                tag: Tag::Any(AnyTag::AnyTag),
+            },
+            crate::Awaited {
+                comm: "MPI_COMM_WORLD".into(),
+                peer: Peer::Rank(-2),
+                tag: Tag::Tag(i32::MIN),
+            },
+        ]),
     }
 }
 

@@ -28,6 +28,7 @@ impl CallInfo {
             saw,
             polls,
             source,
+            awaits,
         } = self;
         let mut o = Obj::new(out);
         if let Some(v) = comm {
@@ -104,6 +105,24 @@ impl CallInfo {
         if let Some(v) = source {
             o.key("source").peer(*v);
         }
+        if let Some(w) = awaits {
+            let out = o.key("awaits").0;
+            out.push(b'[');
+            for (i, a) in w.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                let mut e = Obj::new(out);
+                e.key("comm").str(&a.comm);
+                e.key("peer").peer(a.peer);
+                match a.tag {
+                    Tag::Tag(t) => e.key("tag").num(i64::from(t)),
+                    Tag::Any(AnyTag::AnyTag) => e.key("tag").str("MPI_ANY_TAG"),
+                }
+                e.end();
+            }
+            out.push(b']');
+        }
         o.end();
     }
 }
@@ -165,7 +184,9 @@ impl<'a> Val<'a> {
 
 #[cfg(test)]
 mod tests {
-    use crate::call::{AnyTag, CallInfo, Collective, Created, Forced, Matched, Peer, SpecialPeer, Tag};
+    use crate::call::{
+        AnyTag, Awaited, CallInfo, Collective, Created, Forced, Matched, Peer, SpecialPeer, Tag,
+    };
     use crate::Link;
 
     fn same_as_serde(c: &CallInfo) {
@@ -218,6 +239,18 @@ mod tests {
             }),
             polls: Some(12),
             source: Some(Peer::Special(SpecialPeer::AnySource)),
+            awaits: Some(vec![
+                Awaited {
+                    comm: "MPI_COMM_WORLD".into(),
+                    peer: Peer::Special(SpecialPeer::AnySource),
+                    tag: Tag::Any(AnyTag::AnyTag),
+                },
+                Awaited {
+                    comm: "comm \"2\"".into(),
+                    peer: Peer::Rank(3),
+                    tag: Tag::Tag(7),
+                },
+            ]),
         };
         same_as_serde(&full);
         // Each field alone, and the other forms of the enums.
@@ -241,6 +274,10 @@ mod tests {
             },
             CallInfo {
                 polls: Some(0),
+                ..CallInfo::default()
+            },
+            CallInfo {
+                awaits: Some(Vec::new()),
                 ..CallInfo::default()
             },
         ];

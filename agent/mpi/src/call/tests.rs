@@ -70,6 +70,7 @@ fn named(name: &'static str, peer: i32, starts: Option<Starts>) -> Call {
         content: None,
         caller: 0,
         starts,
+        awaits: None,
     }
 }
 

@@ -8,7 +8,7 @@ use crate::site::{RankSite, RankView};
 use racetrack_agent::agent::front::{Collection, Decision, HoldReason, Operation};
 use racetrack_agent::agent::{self, Agent, ReplayError};
 use racetrack_protocol::{
-    CallInfo, Created, Event, Forced, Kind, Matched, RecordText, SendEv, SmolStr, Step, StepEv,
+    Awaited, CallInfo, Created, Event, Forced, Kind, Matched, RecordText, SendEv, SmolStr, Step, StepEv,
 };
 use std::cell::Cell;
 use std::collections::HashMap;
@@ -110,6 +110,8 @@ struct Ops {
 struct Pending {
     seq: u64,
     op: usize,
+    /// The call that made it (`MPI_Irecv`, …).
+    name: &'static str,
     receives: bool,
     info: Arc<CallInfo>,
 }
@@ -368,7 +370,10 @@ pub fn start(mut call: Call) -> Started {
         core.send_part();
     }
     let (op, op_name) = core.op(call.name);
-    let info = Arc::new(call.info(core.site(call.caller)));
+    let mut info = call.info(core.site(call.caller));
+    let any = matches!(call.name, "MPI_Waitany" | "MPI_Waitsome");
+    info.awaits = call.awaits.as_deref().and_then(|ids| core.awaited(ids, any));
+    let info = Arc::new(info);
     let sends = call.sends();
     let polls = call.polls();
     core.view.calling(&op_name, seq);
@@ -497,6 +502,7 @@ pub fn request(token: u64, request: i64) {
     let pending = Pending {
         seq: fl.seq,
         op: fl.op,
+        name: fl.call.name,
         receives: fl.call.receives(),
         info: fl.info.clone(),
     };
@@ -538,6 +544,37 @@ impl InFlight {
 }
 
 impl Core {
+    /// The receives a `Wait*` call given requests `ids` waits for, as the deadlock model
+    /// reads them (`CallInfo::awaits`): `None` unless each request is one this library
+    /// saw made by `MPI_Irecv` (a receive to wait for) or `MPI_Isend` (which completes
+    /// without anyone here); anything else may wait for anyone. `any`: one completion
+    /// ends the call (`MPI_Waitany`, `MPI_Waitsome`), so a send among them waits for
+    /// nobody.
+    fn awaited(&self, ids: &[i64], any: bool) -> Option<Vec<Awaited>> {
+        let requests = lock(&self.requests);
+        let mut out = Vec::new();
+        let mut sends = false;
+        for id in ids {
+            let p = requests.get(id)?;
+            match p.name {
+                "MPI_Isend" => sends = true,
+                "MPI_Irecv" => {
+                    let i = &p.info;
+                    out.push(Awaited {
+                        comm: i.comm.clone()?,
+                        peer: i.peer?,
+                        tag: i.tag?,
+                    });
+                }
+                _ => return None,
+            }
+        }
+        if any && sends {
+            out.clear();
+        }
+        Some(out)
+    }
+
     /// A receive matched: the `recv` event (never held: the rank is inside MPI).
     fn report_recv(&self, seq: u64, op: usize, info: Arc<CallInfo>) {
         if !self.agent.is_attached() {

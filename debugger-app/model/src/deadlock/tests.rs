@@ -369,3 +369,84 @@ fn a_wait_for_a_nonblocking_barrier_the_others_never_enter_is_a_deadlock() {
     }
     assert_eq!(j.find(), None, "all three are in the same barrier");
 }
+
+fn waiting_on(peers: &[Option<i32>]) -> CallInfo {
+    CallInfo {
+        awaits: Some(
+            peers
+                .iter()
+                .map(|p| racetrack_protocol::Awaited {
+                    comm: "MPI_COMM_WORLD".into(),
+                    peer: p.map_or(Peer::Special(SpecialPeer::AnySource), Peer::Rank),
+                    tag: Tag::Tag(0),
+                })
+                .collect(),
+        ),
+        site: Some("t.c:9 (main)".into()),
+        ..CallInfo::default()
+    }
+}
+
+/// MBI's `p2p-any-src-waitall-deadlock2`: rank 0 waits for two wildcard receives, rank 1
+/// sent one message and waits for rank 0. The one message completes one receive only.
+#[test]
+fn a_waitall_on_two_wildcards_with_one_message_waits_for_a_second() {
+    let mut j = Job::new(2);
+    j.send(1, 0, 0);
+    j.start(1, "MPI_Recv", recv(0));
+    j.start(0, "MPI_Waitall", waiting_on(&[None, None]));
+    let d = j.find().expect("a deadlock");
+    assert_eq!(d.cycle, ["rank[0]", "rank[1]"]);
+    assert_eq!(
+        (d.waits[0].call.as_str(), d.waits[0].waits_for.as_slice()),
+        ("MPI_Waitall", &["rank[1]".to_owned()][..])
+    );
+    // Two messages: both receives complete, then rank 0 sends.
+    let mut j = Job::new(2);
+    j.send(1, 0, 0);
+    j.send(1, 0, 0);
+    j.start(1, "MPI_Recv", recv(0));
+    j.start(0, "MPI_Waitall", waiting_on(&[None, None]));
+    assert_eq!(j.find(), None);
+    // Without `awaits` (a request the library did not see made) the old rule holds: a
+    // message pending to the rank may be what it waits for.
+    let mut j = Job::new(2);
+    j.send(1, 0, 0);
+    j.start(1, "MPI_Recv", recv(0));
+    j.start(0, "MPI_Waitall", barrier());
+    assert_eq!(j.find(), None);
+}
+
+/// A waitall needs every receive: one from a rank that can still send is not enough when
+/// another waits on a rank that cannot; a waitany needs one.
+#[test]
+fn a_waitall_needs_each_receive_a_waitany_one() {
+    // Rank 0 waits on receives from 1 and 2; rank 1 runs, rank 2 waits for rank 0.
+    let mut j = Job::new(3);
+    j.start(2, "MPI_Recv", recv(0));
+    j.start(0, "MPI_Waitall", waiting_on(&[Some(1), Some(2)]));
+    let d = j.find().expect("a deadlock");
+    assert_eq!(d.cycle, ["rank[0]", "rank[2]"]);
+    assert_eq!(d.waits[0].waits_for, ["rank[1]", "rank[2]"]);
+    assert_eq!(d.waits.len(), 2, "rank 1 runs");
+    // The same as a waitany: rank 1 may send, so rank 0 may go on, and then rank 2.
+    let mut j = Job::new(3);
+    j.start(2, "MPI_Recv", recv(0));
+    j.start(0, "MPI_Waitany", waiting_on(&[Some(1), Some(2)]));
+    assert_eq!(j.find(), None);
+    // A waitany whose senders both wait for it.
+    let mut j = Job::new(3);
+    j.start(1, "MPI_Recv", recv(0));
+    j.start(2, "MPI_Recv", recv(0));
+    j.start(0, "MPI_Waitany", waiting_on(&[Some(1), Some(2)]));
+    let d = j.find().expect("a deadlock");
+    assert_eq!((d.waits[0].needs, d.waits[0].waits_for.len()), (Needs::Any, 2));
+    // A message from rank 2 pending: its receive completes, and so does the waitany.
+    j.send(2, 0, 0);
+    assert_eq!(j.find(), None);
+    // Nothing to wait for (only sends): nobody is needed.
+    let mut j = Job::new(2);
+    j.start(1, "MPI_Recv", recv(0));
+    j.start(0, "MPI_Waitall", waiting_on(&[]));
+    assert_eq!(j.find(), None);
+}
