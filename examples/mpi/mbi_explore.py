@@ -13,7 +13,8 @@ codes, `codes/` in the repository). Only codes that use `MPI_ANY_SOURCE` are exp
 the others have no match to choose. Each test its header lists (`$ mpirun -np N ${EXE}`)
 is explored once; per expected class it prints the tests, those whose search found a
 failing outcome (a deadlock, an abort, a nonzero exit, or results that differ), the
-deadlocks among them, false reports (a failing outcome for a code expected OK), and the
+deadlocks among them, false reports (a failing outcome for a code expected OK that runs
+correctly on its own: such a code is run once without Racetrack to tell), and the
 searches that were complete. `--json FILE` keeps every test's summary. Nothing here
 asserts: it reports what it saw.
 """
@@ -70,6 +71,19 @@ def explore(args, exe, ranks, extra):
     return None
 
 
+def plain_fails(args, exe, ranks, extra):
+    """Whether the code fails or hangs without Racetrack (one run)."""
+    _, mpiexec, flags = mbi.IMPLS[args.impl]
+    p = subprocess.Popen([mpiexec, "-n", str(ranks)] + flags + [exe] + extra,
+                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        return p.wait(timeout=args.run_limit_s) != 0
+    except subprocess.TimeoutExpired:
+        mbi.kill(p)
+        return True
+
+
 def failing(outcome):
     res = outcome["result"]
     return "deadlock" in res or "timeout_s" in res or res.get("exit") != 0
@@ -99,6 +113,9 @@ def main():
             row["summary"] = "not built"
         else:
             row["summary"] = explore(args, exe, ranks, extra)
+            s = row["summary"]
+            if detail == "OK" and isinstance(s, dict) and any(failing(o) for o in s["outcomes"]):
+                row["plain_fails"] = plain_fails(args, exe, ranks, extra)
         rows.append(row)
         s = row["summary"]
         what = "no summary" if s is None else ("not built" if s == "not built" else
@@ -127,11 +144,13 @@ def report(args, rows):
         c["complete"] += s["complete"]
         times[r["expected"]].append(s["time_s"])
         if r["expected"] == "OK":
-            c["false report"] += found
+            c["fails without racetrack"] += found and r.get("plain_fails", False)
+            c["false report"] += found and not r.get("plain_fails", False)
         else:
             c["found"] += found
             c["deadlock found"] += any("deadlock" in o["result"] for o in bad)
-    cols = ["tests", "not built", "no summary", "found", "deadlock found", "false report", "complete"]
+    cols = ["tests", "not built", "no summary", "found", "deadlock found", "false report",
+            "fails without racetrack", "complete"]
     print(f"MBI codes with MPI_ANY_SOURCE under racetrack explore --mpi, {args.impl}, "
           f"--max-runs {args.max_runs} --budget-s {args.budget_s} --run-limit-s {args.run_limit_s}")
     print("| expected | " + " | ".join(cols) + " | median s |")
