@@ -105,6 +105,9 @@ LOG; `racetrack replay LOG -- PROGRAM ARGS` replays it.",
         /// A run still going after this many seconds counts as hung
         #[arg(long, value_name = "S", default_value_t = 60)]
         run_limit_s: u64,
+        /// Runs made side by side (each job takes its ranks' cores)
+        #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
+        jobs: u32,
         /// Where the scenarios of the outcomes go
         #[arg(long, value_name = "DIR", default_value = "racetrack-explore")]
         out: PathBuf,

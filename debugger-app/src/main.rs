@@ -76,6 +76,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             max_runs,
             budget_s,
             run_limit_s,
+            jobs,
             out,
             program,
         } => {
@@ -89,6 +90,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
                 budget: std::time::Duration::from_secs(budget_s),
                 run_limit: std::time::Duration::from_secs(run_limit_s),
                 out,
+                jobs: jobs as usize,
             };
             mpi::explore(imp, ranks, &program, &opts)
         }

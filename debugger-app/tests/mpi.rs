@@ -3206,12 +3206,12 @@ on_both!(explore_finds_races_and_deadlocks);
 /// `racetrack explore --mpi`: on the merge sort, two runs find both outcomes (the sort,
 /// and the truncation of rank 0's first wildcard receive by rank 2's message), the walk
 /// is complete, and the failing outcome's scenario replays the truncation; the same
-/// through `MPI_Irecv`. A message
-/// race that cannot hang (`deadlock --kind forced`: rank 1 sends once) has one outcome
+/// through `MPI_Irecv`; with `--jobs 2` the same (and the master/worker's branches run two
+/// at a time). A message race that cannot hang (`deadlock --kind forced`: rank 1 sends once) has one outcome
 /// and no deadlock; a lost message (`--kind lost`) is a deadlock, named.
 fn explore_finds_races_and_deadlocks(imp: Impl) {
     let Some(dir) = setup(imp) else { return };
-    let explore = |prog: &str, args: &[&str], out: &Path| {
+    let explore_jobs = |prog: &str, args: &[&str], out: &Path, jobs: &str| {
         let out = out.display().to_string();
         let a = [
             "explore",
@@ -3222,11 +3222,14 @@ fn explore_finds_races_and_deadlocks(imp: Impl) {
             "4",
             "--run-limit-s",
             "20",
+            "--jobs",
+            jobs,
             "--out",
             &out,
         ];
         racetrack_cli(&a, &dir.join(prog), args)
     };
+    let explore = |prog: &str, args: &[&str], out: &Path| explore_jobs(prog, args, out, "1");
     let out = scratch(imp, "explore-mergesort");
     let (code, s, err) = explore("mergesort", &["--size", "4000"], &out);
     assert_eq!((code, &s["event"]), (Some(1), &json!("explored")), "{s}\n{err}");
@@ -3301,6 +3304,72 @@ fn explore_finds_races_and_deadlocks(imp: Impl) {
             .contains("matched rank 2's message"),
         "{replayed}"
     );
+
+    // Two runs side by side (--jobs 2): the same walk, the same outcomes.
+    let (code, s2, err) = explore_jobs(
+        "mergesort",
+        &["--size", "4000"],
+        &scratch(imp, "explore-jobs"),
+        "2",
+    );
+    assert_eq!(
+        (
+            code,
+            &s2["complete"],
+            &s2["runs"],
+            s2["outcomes"].as_array().map(Vec::len)
+        ),
+        (Some(1), &json!(true), &json!(2), Some(2)),
+        "{s2}\n{err}"
+    );
+    let results = |s: &Value| -> Vec<Value> {
+        let mut r: Vec<Value> = s["outcomes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| o["result"].clone())
+            .collect();
+        r.sort_by_key(|v| v.to_string());
+        r
+    };
+    assert_eq!(results(&s2), results(&s), "{s2}");
+    // The master/worker's first run leaves many branches: its next runs go two at a time.
+    let out = scratch(imp, "explore-jobs-mw");
+    let (_, s3, err) = racetrack_cli(
+        &[
+            "explore",
+            "--mpi",
+            "--impl",
+            imp.key(),
+            "-n",
+            "4",
+            "--run-limit-s",
+            "20",
+            "--jobs",
+            "2",
+            "--max-runs",
+            "5",
+            "--out",
+            &out.display().to_string(),
+        ],
+        &dir.join("master_worker"),
+        &[],
+    );
+    assert_eq!(
+        (&s3["runs"], &s3["complete"], &s3["stopped"]),
+        (&json!(5), &json!(false), &json!("--max-runs 5 reached")),
+        "{s3}\n{err}"
+    );
+    for o in s3["outcomes"].as_array().unwrap() {
+        let file = o["replay"].as_str().expect("a scenario per outcome");
+        assert!(Path::new(file).is_file(), "{file}");
+    }
+    for k in 2..=5 {
+        assert!(
+            err.contains(&format!("racetrack: run {k}: ")),
+            "run {k} told\n{err}"
+        );
+    }
 
     // The same race through MPI_Irecv, which matches in its completion (MPI_Wait).
     let (code, s, err) = explore(

@@ -22,10 +22,12 @@
 //! ([`shrink`]): the fewest departures found to reach it.
 
 mod run;
+mod shrink;
 mod trail;
 
 use crate::mpirun::Plan;
 use serde_json::{json, Value};
+use shrink::shrink_all;
 use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -144,6 +146,8 @@ pub struct Options {
     pub run_limit: Duration,
     /// Where the scenarios go.
     pub out: PathBuf,
+    /// Runs made side by side.
+    pub jobs: usize,
 }
 
 /// A distinct outcome: how many runs reached it, its scenario, the picks of its first run,
@@ -273,6 +277,33 @@ impl Summary {
             .collect()
     }
 
+    /// Take in run `r` of schedule `forced`: its counts, its branches (onto `stack`), its
+    /// outcome (see [`Summary::count`]).
+    fn absorb(
+        &mut self,
+        r: run::Run,
+        (forced, file): (&BTreeMap<Key, i32>, PathBuf),
+        stack: &mut Vec<BTreeMap<Key, i32>>,
+        say: &mut impl FnMut(Note),
+    ) {
+        self.runs += 1;
+        self.delivered += r.delivered;
+        self.unexplored += r.unexplored;
+        self.picks += r.picks.len();
+        say(Note::Run(&describe(self.runs, &r.picks, forced, &r.outcome)));
+        self.infeasible += r.picks.iter().filter(|p| p.refused.is_some()).count();
+        if matches!(r.outcome, Outcome::Infeasible(_)) {
+            self.infeasible += 1;
+            let _ = std::fs::remove_file(&file);
+            return;
+        }
+        self.unexplored += branch(&r.picks, forced, stack, &mut self.branch_points);
+        if r.dropped && self.stopped.is_none() {
+            self.stopped = Some("the message graph was full: later receives were not read".into());
+        }
+        self.count(r, file);
+    }
+
     /// Count a run's outcome: a new one keeps its scenario `file`, a known one does not.
     fn count(&mut self, r: run::Run, file: PathBuf) {
         match self.outcomes.iter_mut().find(|f| f.outcome == r.outcome) {
@@ -336,49 +367,28 @@ pub fn explore_mpi(plan: &Plan, opts: &Options, mut say: impl FnMut(Note)) -> an
         stopped: None,
         time: Duration::ZERO,
     };
-    while let Some(forced) = stack.pop() {
-        if !tried.insert(forced.clone().into_iter().collect()) {
-            continue;
-        }
-        if s.runs >= opts.max_runs {
-            s.stopped = Some(format!("--max-runs {} reached", opts.max_runs));
-            break;
-        }
-        if t0.elapsed() >= opts.budget {
-            s.stopped = Some(format!("--budget-s {} spent", opts.budget.as_secs()));
+    while s.stopped.is_none() {
+        let batch = next_batch(&mut stack, &mut tried, opts, &mut s, t0);
+        if batch.is_empty() {
             break;
         }
         say(Note::Progress(Progress {
             runs: s.runs,
-            pending: stack.len() + 1,
+            pending: stack.len() + batch.len(),
             outcomes: s.outcomes.len(),
             elapsed: t0.elapsed(),
         }));
-        let file = opts.out.join(format!("run-{}.rtrec", s.runs + 1));
-        let r = match run::run(plan, &forced, opts.run_limit, &file) {
-            Ok(r) => r,
-            // What was found so far stands; the walk stops here.
-            Err(e) => {
-                s.stopped = Some(format!("run {} could not be made: {e}", s.runs + 1));
-                break;
+        let results = run_all(plan, opts, &batch);
+        for ((forced, file), r) in batch.into_iter().zip(results) {
+            match r {
+                Ok(r) => s.absorb(r, (&forced, file), &mut stack, &mut say),
+                // What was found so far stands; the walk stops here.
+                Err(e) => {
+                    s.stopped
+                        .get_or_insert(format!("run {} could not be made: {e}", s.runs + 1));
+                }
             }
-        };
-        s.runs += 1;
-        s.delivered += r.delivered;
-        s.unexplored += r.unexplored;
-        s.picks += r.picks.len();
-        say(Note::Run(&describe(s.runs, &r.picks, &forced, &r.outcome)));
-        s.infeasible += r.picks.iter().filter(|p| p.refused.is_some()).count();
-        if matches!(r.outcome, Outcome::Infeasible(_)) {
-            s.infeasible += 1;
-            let _ = std::fs::remove_file(&file);
-            continue;
         }
-        s.unexplored += branch(&r.picks, &forced, &mut stack, &mut s.branch_points);
-        if r.dropped && s.stopped.is_none() {
-            s.stopped = Some("the message graph was full: later receives were not read".into());
-        }
-        s.count(r, file);
     }
     shrink_all(plan, opts, &mut s, t0, &mut say);
     if s.stopped.is_none() && s.unexplored > 0 {
@@ -393,6 +403,80 @@ pub fn explore_mpi(plan: &Plan, opts: &Options, mut say: impl FnMut(Note)) -> an
     s.complete = stack.is_empty() && s.stopped.is_none();
     s.time = t0.elapsed();
     Ok(s)
+}
+
+/// The next schedules to run, at most `--jobs` of them: the stack's latest ones not run
+/// yet, each with its scenario's file; none when the walk is over or a budget is spent
+/// (then `s.stopped` says which).
+fn next_batch(
+    stack: &mut Vec<BTreeMap<Key, i32>>,
+    tried: &mut HashSet<Vec<(Key, i32)>>,
+    opts: &Options,
+    s: &mut Summary,
+    t0: Instant,
+) -> Vec<(BTreeMap<Key, i32>, PathBuf)> {
+    let mut batch = Vec::new();
+    while batch.len() < opts.jobs.max(1) {
+        let Some(forced) = pop_untried(stack, tried) else {
+            break;
+        };
+        let spent = if s.runs + batch.len() >= opts.max_runs {
+            Some(format!("--max-runs {} reached", opts.max_runs))
+        } else if t0.elapsed() >= opts.budget {
+            Some(format!("--budget-s {} spent", opts.budget.as_secs()))
+        } else {
+            None
+        };
+        if let Some(why) = spent {
+            // Left for a walk that goes on: it was not run.
+            stack.push(forced);
+            if batch.is_empty() {
+                s.stopped = Some(why);
+            }
+            break;
+        }
+        tried.insert(forced.clone().into_iter().collect());
+        let file = opts.out.join(format!("run-{}.rtrec", s.runs + batch.len() + 1));
+        batch.push((forced, file));
+    }
+    batch
+}
+
+/// The latest schedule on `stack` not run yet.
+fn pop_untried(
+    stack: &mut Vec<BTreeMap<Key, i32>>,
+    tried: &HashSet<Vec<(Key, i32)>>,
+) -> Option<BTreeMap<Key, i32>> {
+    while let Some(forced) = stack.pop() {
+        if !tried.contains(&forced.clone().into_iter().collect::<Vec<_>>()) {
+            return Some(forced);
+        }
+    }
+    None
+}
+
+/// Run each schedule of `batch`, side by side when there are several (each run is its
+/// own job, with its own listener and scenario file); results in the batch's order.
+fn run_all(
+    plan: &Plan,
+    opts: &Options,
+    batch: &[(BTreeMap<Key, i32>, PathBuf)],
+) -> Vec<anyhow::Result<run::Run>> {
+    if let [(forced, file)] = batch {
+        return vec![run::run(plan, forced, opts.run_limit, file)];
+    }
+    std::thread::scope(|sc| {
+        let runs: Vec<_> = batch
+            .iter()
+            .map(|(forced, file)| sc.spawn(move || run::run(plan, forced, opts.run_limit, file)))
+            .collect();
+        runs.into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(anyhow::anyhow!("the run's thread panicked")))
+            })
+            .collect()
+    })
 }
 
 /// The branches a run adds: for each receive MPI matched freely, one per other sender it
@@ -434,77 +518,6 @@ fn branch(
     unread
 }
 
-/// Shrink the departures that reach each outcome but the natural run's, within the time
-/// budget: the runs it makes are counted apart (`shrink_runs`).
-fn shrink_all(plan: &Plan, opts: &Options, s: &mut Summary, t0: Instant, say: &mut impl FnMut(Note)) {
-    for i in 1..s.outcomes.len() {
-        if s.outcomes[i].minimal.len() < 2 || matches!(s.outcomes[i].outcome, Outcome::Timeout(_)) {
-            continue;
-        }
-        let target = s.outcomes[i].outcome.clone();
-        let mut smallest: Option<PathBuf> = None;
-        let mut runs = 0;
-        let kept = shrink(s.outcomes[i].minimal.clone(), |trial| {
-            if t0.elapsed() >= opts.budget {
-                return None;
-            }
-            runs += 1;
-            let file = opts.out.join(format!("shrink-{}-{runs}.rtrec", i + 1));
-            let schedule: BTreeMap<Key, i32> = trial.iter().map(|d| (d.key.clone(), d.source)).collect();
-            let r = run::run(plan, &schedule, opts.run_limit, &file).ok()?;
-            let reached = r.outcome == target;
-            say(Note::Run(&format!(
-                "shrinking outcome {}: {} departures -> {}",
-                i + 1,
-                trial.len(),
-                if reached {
-                    "same outcome"
-                } else {
-                    "another outcome"
-                }
-            )));
-            if reached && r.saved {
-                if let Some(old) = smallest.replace(file) {
-                    let _ = std::fs::remove_file(old);
-                }
-            } else {
-                let _ = std::fs::remove_file(&file);
-            }
-            Some(reached)
-        });
-        s.shrink_runs += runs;
-        let f = &mut s.outcomes[i];
-        if kept.len() < f.minimal.len() {
-            f.minimal = kept;
-            f.minimal_replay = smallest;
-        } else if let Some(unused) = smallest {
-            let _ = std::fs::remove_file(unused);
-        }
-    }
-}
-
-/// The fewest departures found that still reach an outcome: each in turn is left out
-/// (its receive left to MPI), and stays out when `reaches` says the rest still reach it
-/// (`None`: stop, the budget is spent). One run per departure, so a local minimum: no
-/// single departure left can go.
-fn shrink(mut kept: Vec<Departure>, mut reaches: impl FnMut(&[Departure]) -> Option<bool>) -> Vec<Departure> {
-    let mut i = 0;
-    while i < kept.len() && kept.len() > 1 {
-        let trial: Vec<Departure> = kept
-            .iter()
-            .enumerate()
-            .filter(|&(j, _)| j != i)
-            .map(|(_, d)| d.clone())
-            .collect();
-        match reaches(&trial) {
-            Some(true) => kept = trial,
-            Some(false) => i += 1,
-            None => break,
-        }
-    }
-    kept
-}
-
 /// One run in words: its forced picks and its outcome.
 fn describe(n: usize, picks: &[Pick], forced: &BTreeMap<Key, i32>, outcome: &Outcome) -> String {
     let chosen: Vec<String> = picks
@@ -537,52 +550,4 @@ fn describe(n: usize, picks: &[Pick], forced: &BTreeMap<Key, i32>, outcome: &Out
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn results_are_compared_without_their_timing() {
-        let a = without_timing(r#"{"program":"mergesort","matches_reference":true,"elapsed_ms":3.2}"#);
-        let b = without_timing(r#"{"program":"mergesort","matches_reference":true,"elapsed_ms":9.7}"#);
-        assert_eq!(a, b);
-        assert!(a.contains("matches_reference"));
-        assert_eq!(without_timing("  sorted 4000 numbers "), "sorted 4000 numbers");
-        let lines = |l: &[&str]| l.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
-        assert!(Outcome::exit(Some(1), &lines(&["x"])).failed());
-        assert!(!Outcome::exit(Some(0), &lines(&["x"])).failed());
-        // The ranks' lines in another order: the same outcome, and the last line shown.
-        let a = Outcome::exit(Some(0), &lines(&["rank 1 done", "rank 2 done"]));
-        let b = Outcome::exit(Some(0), &lines(&["rank 2 done", "rank 1 done"]));
-        assert_eq!(a, b);
-        assert_ne!(a, Outcome::exit(Some(0), &lines(&["rank 1 done"])));
-    }
-
-    fn departure(rank: u32, source: i32) -> Departure {
-        Departure {
-            key: (format!("rank[{rank}]"), 0),
-            source,
-            natural: 0,
-            site: None,
-        }
-    }
-
-    #[test]
-    fn shrinking_keeps_only_the_departures_that_matter() {
-        // An outcome reached whenever rank 2's receive departs, whatever the others do.
-        let all = vec![departure(1, 3), departure(2, 3), departure(3, 1)];
-        let mut tried = 0;
-        let kept = shrink(all.clone(), |trial| {
-            tried += 1;
-            Some(trial.iter().any(|d| d.key.0 == "rank[2]"))
-        });
-        assert_eq!(kept, vec![departure(2, 3)]);
-        assert_eq!(tried, 3, "one run per departure left out");
-        // Two departures needed together: neither goes.
-        let kept = shrink(all.clone(), |trial| {
-            Some(trial.iter().filter(|d| d.key.0 != "rank[3]").count() == 2)
-        });
-        assert_eq!(kept, vec![departure(1, 3), departure(2, 3)]);
-        // The budget spent at once: nothing shrinks.
-        assert_eq!(shrink(all.clone(), |_| None), all);
-    }
-}
+mod tests;

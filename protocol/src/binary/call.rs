@@ -164,31 +164,18 @@ impl<'a> Reader<'a> {
             });
         }
         let has = |bit: u32| mask & (1 << bit) != 0;
-        let mut c = CallInfo::default();
-        if has(0) {
-            c.comm = Some(self.text()?);
-        }
-        if has(1) {
-            c.peer = Some(self.peer()?);
-        }
-        if has(2) {
-            c.tag = Some(self.tag()?);
-        }
-        if has(3) {
-            c.count = Some(self.i32()?);
-        }
-        if has(4) {
-            c.datatype = Some(self.text()?);
-        }
-        if has(5) {
-            c.bytes = Some(self.i()?);
-        }
-        if has(6) {
-            c.root = Some(self.i32()?);
-        }
-        if has(7) {
-            c.site = Some(self.text()?);
-        }
+        // Fields in bit order: a struct's fields are evaluated as written.
+        let mut c = CallInfo {
+            comm: has(0).then(|| self.text()).transpose()?,
+            peer: has(1).then(|| self.peer()).transpose()?,
+            tag: has(2).then(|| self.tag()).transpose()?,
+            count: has(3).then(|| self.i32()).transpose()?,
+            datatype: has(4).then(|| self.text()).transpose()?,
+            bytes: has(5).then(|| self.i()).transpose()?,
+            root: has(6).then(|| self.i32()).transpose()?,
+            site: has(7).then(|| self.text()).transpose()?,
+            ..CallInfo::default()
+        };
         if has(8) {
             c.matched = Some(Matched {
                 source: self.i32()?,
@@ -196,9 +183,7 @@ impl<'a> Reader<'a> {
                 bytes: self.i()?,
             });
         }
-        if has(9) {
-            c.forced = Some(self.forced()?);
-        }
+        c.forced = has(9).then(|| self.forced()).transpose()?;
         if has(10) {
             c.created = Some(Created {
                 comm: self.text()?.into(),
@@ -206,15 +191,9 @@ impl<'a> Reader<'a> {
                 leader: self.i32()?,
             });
         }
-        if has(11) {
-            c.label = Some(self.text()?);
-        }
-        if has(12) {
-            c.rc = Some(self.i32()?);
-        }
-        if has(13) {
-            c.polls = Some(self.u()?);
-        }
+        c.label = has(11).then(|| self.text()).transpose()?;
+        c.rc = has(12).then(|| self.i32()).transpose()?;
+        c.polls = has(13).then(|| self.u()).transpose()?;
         if has(14) {
             c.collective = Some(Collective {
                 comm: self.text()?.into(),
@@ -228,27 +207,28 @@ impl<'a> Reader<'a> {
                 event_id: self.u()?,
             });
         }
-        if has(16) {
-            c.source = Some(self.peer()?);
-        }
-        if has(17) {
-            let at = self.i;
-            let n = self.u()?;
-            // Each takes three bytes at least: a claim past the frame's end is damage.
-            if n > (self.b.len() - self.i) as u64 / 3 {
-                return Err(out_of_range(at));
-            }
-            let mut w = Vec::with_capacity(n as usize);
-            for _ in 0..n {
-                w.push(Awaited {
-                    comm: self.text()?,
-                    peer: self.peer()?,
-                    tag: self.tag()?,
-                });
-            }
-            c.awaits = Some(w);
-        }
+        c.source = has(16).then(|| self.peer()).transpose()?;
+        c.awaits = has(17).then(|| self.awaits()).transpose()?;
         Ok(c)
+    }
+
+    /// `awaits`: its length, then each receive.
+    fn awaits(&mut self) -> Result<Vec<Awaited>, DecodeError> {
+        let at = self.i;
+        let n = self.u()?;
+        // Each takes three bytes at least: a claim past the frame's end is damage.
+        if n > (self.b.len() - self.i) as u64 / 3 {
+            return Err(out_of_range(at));
+        }
+        let mut w = Vec::with_capacity(n as usize);
+        for _ in 0..n {
+            w.push(Awaited {
+                comm: self.text()?,
+                peer: self.peer()?,
+                tag: self.tag()?,
+            });
+        }
+        Ok(w)
     }
 
     /// A peer: 0–2 the special ones, else a rank zigzagged and offset by 3.

@@ -19,16 +19,7 @@ impl CallInfo {
             bytes,
             root,
             site,
-            matched,
-            forced,
-            created,
-            label,
-            rc,
-            collective,
-            saw,
-            polls,
-            source,
-            awaits,
+            ..
         } = self;
         let mut o = Obj::new(out);
         if let Some(v) = comm {
@@ -58,6 +49,25 @@ impl CallInfo {
         if let Some(v) = site {
             o.key("site").str(v);
         }
+        self.append_outcome(&mut o);
+        o.end();
+    }
+
+    /// The fields after `site`: what the call did, and what the job's debugger added.
+    fn append_outcome(&self, o: &mut Obj<'_>) {
+        let CallInfo {
+            matched,
+            forced,
+            created,
+            label,
+            rc,
+            collective,
+            saw,
+            polls,
+            source,
+            awaits,
+            ..
+        } = self;
         if let Some(m) = matched {
             let mut i = o.key("matched").obj();
             i.key("source").num(i64::from(m.source));
@@ -123,7 +133,6 @@ impl CallInfo {
             }
             out.push(b']');
         }
-        o.end();
     }
 }
 

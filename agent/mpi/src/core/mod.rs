@@ -8,7 +8,7 @@ use crate::site::{RankSite, RankView};
 use racetrack_agent::agent::front::{Collection, Decision, HoldReason, Operation};
 use racetrack_agent::agent::{self, Agent, ReplayError};
 use racetrack_protocol::{
-    Awaited, CallInfo, Created, Event, Forced, Kind, Matched, RecordText, SendEv, SmolStr, Step, StepEv,
+    CallInfo, Created, Event, Forced, Kind, Matched, RecordText, SendEv, SmolStr, Step, StepEv,
 };
 use std::cell::Cell;
 use std::collections::HashMap;
@@ -23,10 +23,13 @@ const EVENT_ID_STRIDE: u64 = 1_000_000_000_000;
 mod calls;
 mod names;
 mod polls;
+mod requests;
 pub use calls::CALLS;
 use names::{job_threads, start_point};
 pub(crate) use polls::tick;
 use polls::PollRun;
+use requests::Pending;
+pub use requests::{completed, request};
 
 static CORE: OnceLock<Core> = OnceLock::new();
 
@@ -104,16 +107,6 @@ pub(crate) struct InFlight {
 struct Ops {
     names: Vec<Arc<str>>,
     by_address: HashMap<usize, usize, crate::site_lines::IdHash>,
-}
-
-/// A nonblocking call's request, to report its completion.
-struct Pending {
-    seq: u64,
-    op: usize,
-    /// The call that made it (`MPI_Irecv`, …).
-    name: &'static str,
-    receives: bool,
-    info: Arc<CallInfo>,
 }
 
 /// What `rt_start` tells the wrapper.
@@ -494,35 +487,6 @@ pub fn matched(token: u64, source: i32, tag: i32, bytes: i64) {
     }
 }
 
-/// `rt_request`: remember what a nonblocking call's request is for.
-pub fn request(token: u64, request: i64) {
-    let Some(core) = CORE.get() else { return };
-    let flights = lock(&core.in_flight);
-    let Some(fl) = flights.get(&token) else { return };
-    let pending = Pending {
-        seq: fl.seq,
-        op: fl.op,
-        name: fl.call.name,
-        receives: fl.call.receives(),
-        info: fl.info.clone(),
-    };
-    drop(flights);
-    lock(&core.requests).insert(request, pending);
-}
-
-/// `rt_completed`: a request completed; a receive's is its `recv`.
-pub fn completed(_token: u64, request: i64, (source, tag, bytes): (i32, i32, i64), cancelled: bool) {
-    let Some(core) = CORE.get() else { return };
-    let Some(p) = lock(&core.requests).remove(&request) else {
-        return;
-    };
-    if p.receives && !cancelled {
-        let mut info = p.info;
-        Arc::make_mut(&mut info).matched = Some(Matched { source, tag, bytes });
-        core.report_recv(p.seq, p.op, info);
-    }
-}
-
 impl InFlight {
     fn new(
         (seq, op, op_name): (u64, usize, Arc<str>),
@@ -544,37 +508,6 @@ impl InFlight {
 }
 
 impl Core {
-    /// The receives a `Wait*` call given requests `ids` waits for, as the deadlock model
-    /// reads them (`CallInfo::awaits`): `None` unless each request is one this library
-    /// saw made by `MPI_Irecv` (a receive to wait for) or `MPI_Isend` (which completes
-    /// without anyone here); anything else may wait for anyone. `any`: one completion
-    /// ends the call (`MPI_Waitany`, `MPI_Waitsome`), so a send among them waits for
-    /// nobody.
-    fn awaited(&self, ids: &[i64], any: bool) -> Option<Vec<Awaited>> {
-        let requests = lock(&self.requests);
-        let mut out = Vec::new();
-        let mut sends = false;
-        for id in ids {
-            let p = requests.get(id)?;
-            match p.name {
-                "MPI_Isend" => sends = true,
-                "MPI_Irecv" => {
-                    let i = &p.info;
-                    out.push(Awaited {
-                        comm: i.comm.clone()?,
-                        peer: i.peer?,
-                        tag: i.tag?,
-                    });
-                }
-                _ => return None,
-            }
-        }
-        if any && sends {
-            out.clear();
-        }
-        Some(out)
-    }
-
     /// A receive matched: the `recv` event (never held: the rank is inside MPI).
     fn report_recv(&self, seq: u64, op: usize, info: Arc<CallInfo>) {
         if !self.agent.is_attached() {

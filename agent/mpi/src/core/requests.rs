@@ -1,0 +1,78 @@
+//! Nonblocking calls' requests: what each is for (`rt_request`), its completion
+//! (`rt_completed`: a receive's is its `recv`), and what a `Wait*` given some waits for.
+
+use super::{lock, Core, CORE};
+use racetrack_protocol::{Awaited, CallInfo, Matched};
+use std::sync::Arc;
+
+/// A nonblocking call's request, to report its completion.
+pub(super) struct Pending {
+    seq: u64,
+    op: usize,
+    /// The call that made it (`MPI_Irecv`, …).
+    name: &'static str,
+    receives: bool,
+    info: Arc<CallInfo>,
+}
+
+/// `rt_request`: remember what a nonblocking call's request is for.
+pub fn request(token: u64, request: i64) {
+    let Some(core) = CORE.get() else { return };
+    let flights = lock(&core.in_flight);
+    let Some(fl) = flights.get(&token) else { return };
+    let pending = Pending {
+        seq: fl.seq,
+        op: fl.op,
+        name: fl.call.name,
+        receives: fl.call.receives(),
+        info: fl.info.clone(),
+    };
+    drop(flights);
+    lock(&core.requests).insert(request, pending);
+}
+
+/// `rt_completed`: a request completed; a receive's is its `recv`.
+pub fn completed(_token: u64, request: i64, (source, tag, bytes): (i32, i32, i64), cancelled: bool) {
+    let Some(core) = CORE.get() else { return };
+    let Some(p) = lock(&core.requests).remove(&request) else {
+        return;
+    };
+    if p.receives && !cancelled {
+        let mut info = p.info;
+        Arc::make_mut(&mut info).matched = Some(Matched { source, tag, bytes });
+        core.report_recv(p.seq, p.op, info);
+    }
+}
+
+impl Core {
+    /// The receives a `Wait*` call given requests `ids` waits for, as the deadlock model
+    /// reads them (`CallInfo::awaits`): `None` unless each request is one this library
+    /// saw made by `MPI_Irecv` (a receive to wait for) or `MPI_Isend` (which completes
+    /// without anyone here); anything else may wait for anyone. `any`: one completion
+    /// ends the call (`MPI_Waitany`, `MPI_Waitsome`), so a send among them waits for
+    /// nobody.
+    pub(super) fn awaited(&self, ids: &[i64], any: bool) -> Option<Vec<Awaited>> {
+        let requests = lock(&self.requests);
+        let mut out = Vec::new();
+        let mut sends = false;
+        for id in ids {
+            let p = requests.get(id)?;
+            match p.name {
+                "MPI_Isend" => sends = true,
+                "MPI_Irecv" => {
+                    let i = &p.info;
+                    out.push(Awaited {
+                        comm: i.comm.clone()?,
+                        peer: i.peer?,
+                        tag: i.tag?,
+                    });
+                }
+                _ => return None,
+            }
+        }
+        if any && sends {
+            out.clear();
+        }
+        Some(out)
+    }
+}

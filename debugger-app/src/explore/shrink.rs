@@ -1,0 +1,87 @@
+//! The fewest departures from the natural order that still reach an outcome.
+
+use super::{run, Departure, Key, Note, Options, Outcome, Summary};
+use crate::mpirun::Plan;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Instant;
+
+/// Shrink the departures that reach each outcome but the natural run's, within the time
+/// budget: the runs it makes are counted apart (`shrink_runs`).
+pub(super) fn shrink_all(
+    plan: &Plan,
+    opts: &Options,
+    s: &mut Summary,
+    t0: Instant,
+    say: &mut impl FnMut(Note),
+) {
+    for i in 1..s.outcomes.len() {
+        if s.outcomes[i].minimal.len() < 2 || matches!(s.outcomes[i].outcome, Outcome::Timeout(_)) {
+            continue;
+        }
+        let target = s.outcomes[i].outcome.clone();
+        let mut smallest: Option<PathBuf> = None;
+        let mut runs = 0;
+        let kept = shrink(s.outcomes[i].minimal.clone(), |trial| {
+            if t0.elapsed() >= opts.budget {
+                return None;
+            }
+            runs += 1;
+            let file = opts.out.join(format!("shrink-{}-{runs}.rtrec", i + 1));
+            let schedule: BTreeMap<Key, i32> = trial.iter().map(|d| (d.key.clone(), d.source)).collect();
+            let r = run::run(plan, &schedule, opts.run_limit, &file).ok()?;
+            let reached = r.outcome == target;
+            say(Note::Run(&format!(
+                "shrinking outcome {}: {} departures -> {}",
+                i + 1,
+                trial.len(),
+                if reached {
+                    "same outcome"
+                } else {
+                    "another outcome"
+                }
+            )));
+            if reached && r.saved {
+                if let Some(old) = smallest.replace(file) {
+                    let _ = std::fs::remove_file(old);
+                }
+            } else {
+                let _ = std::fs::remove_file(&file);
+            }
+            Some(reached)
+        });
+        s.shrink_runs += runs;
+        let f = &mut s.outcomes[i];
+        if kept.len() < f.minimal.len() {
+            f.minimal = kept;
+            f.minimal_replay = smallest;
+        } else if let Some(unused) = smallest {
+            let _ = std::fs::remove_file(unused);
+        }
+    }
+}
+
+/// The fewest departures found that still reach an outcome: each in turn is left out
+/// (its receive left to MPI), and stays out when `reaches` says the rest still reach it
+/// (`None`: stop, the budget is spent). One run per departure, so a local minimum: no
+/// single departure left can go.
+pub(super) fn shrink(
+    mut kept: Vec<Departure>,
+    mut reaches: impl FnMut(&[Departure]) -> Option<bool>,
+) -> Vec<Departure> {
+    let mut i = 0;
+    while i < kept.len() && kept.len() > 1 {
+        let trial: Vec<Departure> = kept
+            .iter()
+            .enumerate()
+            .filter(|&(j, _)| j != i)
+            .map(|(_, d)| d.clone())
+            .collect();
+        match reaches(&trial) {
+            Some(true) => kept = trial,
+            Some(false) => i += 1,
+            None => break,
+        }
+    }
+    kept
+}
