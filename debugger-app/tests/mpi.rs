@@ -824,7 +824,8 @@ on_both!(deadlocks_are_named);
 /// which site, while the job is left hanging (`examples/mpi/deadlock.c`): a receive–receive
 /// cycle, a barrier one rank never enters, a wildcard receive whose senders finished, a
 /// wildcard receive forced onto a rank that never sends again, an `MPI_Waitall` on two
-/// wildcard receives with one message sent. A slow rank that others wait for is not a
+/// wildcard receives with one message sent, a blocking receive whose message a posted
+/// wildcard `MPI_Irecv` took. A slow rank that others wait for is not a
 /// deadlock, nor a waitall whose second message comes: those runs end correctly with none.
 fn deadlocks_are_named(imp: Impl) {
     let Some(dir) = setup(imp) else { return };
@@ -977,6 +978,28 @@ fn deadlocks_are_named(imp: Impl) {
         .expect("the waitall's start");
     let any = json!({"comm":"MPI_COMM_WORLD","peer":"MPI_ANY_SOURCE","tag":0});
     assert_eq!(waitall["call"]["awaits"], json!([any, any]), "{waitall}");
+    drop(s);
+
+    // A wildcard MPI_Irecv posted before a blocking MPI_Recv took the one message there
+    // was: the receive waits, on both ranks.
+    let mut s = start("posted");
+    let d = s.expect("deadlock", |v| v["event"] == "deadlock");
+    assert_eq!(d["cycle"], json!(["rank[0]", "rank[1]"]), "{d}");
+    let w0 = waiter(&d, "rank[0]");
+    assert_eq!(
+        (w0["call"].as_str(), &w0["waits_for"]),
+        (Some("MPI_Recv"), &json!(["rank[1]"])),
+        "{d}"
+    );
+    let recv = events(&s.seen)
+        .into_iter()
+        .find(|e| e["event"] == "start" && e["thread"] == "rank[0]" && e["op"] == "MPI_Recv")
+        .expect("rank 0's receive");
+    assert_eq!(
+        recv["call"]["posted"],
+        json!([{"comm":"MPI_COMM_WORLD","peer":"MPI_ANY_SOURCE","tag":0}]),
+        "{recv}"
+    );
     drop(s);
 
     // Rank 2 sends the second message: no deadlock, whenever it comes.

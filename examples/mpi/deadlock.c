@@ -19,6 +19,9 @@
  *               receives from rank 0 (the MPI Bugs Initiative's
  *               p2p-any-src-waitall-deadlock2): one message completes one receive only
  *   waitall_ok  no deadlock: the same, but rank 2 sends a message too
+ *   posted      ranks 0 and 1 each post an MPI_Irecv from MPI_ANY_SOURCE, send to the
+ *               other, then receive from it (MPI_Recv) before waiting for the Irecv (MBI's
+ *               p2p-any-src-wait-deadlock4): the posted receive took the one message
  * Each rank blocks where the kind says; a debugger's deadlock detection names who waits
  * for whom, and the job hangs until it is killed (except `slow`). Rank 0 prints a JSON
  * result line at the end of `slow`. */
@@ -108,6 +111,16 @@ int main(int argc, char **argv)
             printf("{\"program\":\"deadlock\",\"kind\":\"%s\",\"result\":%d,\"reference\":3,"
                    "\"matches_reference\":%s}\n",
                    kind, w[0] + w[1], w[0] + w[1] == 3 ? "true" : "false");
+    } else if (strcmp(kind, "posted") == 0) {
+        if (rank < 2) {
+            int peer = 1 - rank, w = 0;
+            MPI_Request r;
+            MPI_Irecv(&w, 1, MPI_INT, MPI_ANY_SOURCE, 0, MPI_COMM_WORLD, &r);
+            MPI_Send(&rank, 1, MPI_INT, peer, 0, MPI_COMM_WORLD);
+            MPI_Recv(&v, 1, MPI_INT, peer, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            MPI_Send(&rank, 1, MPI_INT, peer, 0, MPI_COMM_WORLD);
+            MPI_Wait(&r, MPI_STATUS_IGNORE);
+        }
     } else if (strcmp(kind, "slow") == 0) {
         if (rank == 1) {
             compute(1.5);
@@ -122,7 +135,7 @@ int main(int argc, char **argv)
                    v, v == 1 ? "true" : "false");
     } else {
         if (rank == 0)
-            fprintf(stderr, "deadlock: unknown --kind %s (recv_recv, collective, lost, forced, ibarrier, slow, waitall, waitall_ok)\n", kind);
+            fprintf(stderr, "deadlock: unknown --kind %s (recv_recv, collective, lost, forced, ibarrier, slow, waitall, waitall_ok, posted)\n", kind);
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
     MPI_Finalize();

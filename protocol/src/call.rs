@@ -167,6 +167,12 @@ pub struct CallInfo {
     /// call may wait for anyone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub awaits: Option<Vec<Awaited>>,
+    /// A blocking receive or probe's `start` (`MPI_Recv`, `MPI_Probe`, `MPI_Mprobe`): the
+    /// rank's `MPI_Irecv`s posted before it and not complete, in posting order, which MPI
+    /// gives a message before this call. Present when there are some and the library
+    /// saw every incomplete receive request made by `MPI_Irecv`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub posted: Option<Vec<Awaited>>,
 }
 
 /// A receive a completion call waits for: its communicator, source and tag as its

@@ -4,7 +4,9 @@
 //! A rank in a blocking call waits for other ranks:
 //!
 //! - a receive or probe (`MPI_Mprobe` too) from one source, for that source (unless a
-//!   matching send is already observed and not taken: then it completes);
+//!   matching send is already observed and not taken: then it completes, unless the
+//!   `MPI_Irecv`s `posted` before it took every such message: those whose every
+//!   candidate is one of this call's take one each);
 //! - a wildcard receive or probe, for **any** member of the communicator but itself (or,
 //!   once the debugger forced its match, for that source);
 //! - a send, for its destination to receive (a send that completes eagerly leaves before
@@ -40,13 +42,13 @@
 //! Every approximation errs towards "can go on": an unknown communicator, a call whose
 //! peers are not reported, a rank not seen yet. A deadlock reported is a real one, as
 //! far as the events tell; one among calls the library does not cover is missed, and so
-//! is one where a posted `MPI_Irecv` already took the message a later blocking receive
-//! waits for (its match is reported only when it completes, so the message still looks
-//! pending).
+//! is one where a posted wildcard `MPI_Irecv` with several candidates already took the
+//! message a later blocking receive waits for (its match is reported only when it
+//! completes: which one it took is not known).
 
 use crate::clocks::flow_of;
 use crate::links::{world_rank, CommKey, Linker};
-use racetrack_protocol::{CallInfo, Kind, Needs, Peer, SmolStr, SpecialPeer, Tag, Waiting};
+use racetrack_protocol::{Awaited, CallInfo, Kind, Needs, Peer, SmolStr, SpecialPeer, Tag, Waiting};
 use std::sync::Arc;
 
 /// A rank's blocking call, from its `start`.
@@ -376,12 +378,17 @@ impl Waits {
                     _ => None,
                 };
                 let peer = o.forced.map(|(s, _)| Peer::Rank(s)).or(c.peer);
-                match peer {
-                    Some(Peer::Rank(s)) if !linker.pending(key, me, Some(s), tag) => in_world(linker, key, s),
-                    Some(Peer::Special(SpecialPeer::AnySource)) if !linker.pending(key, me, None, tag) => {
-                        any(self.members(linker, key, Some(me)))
-                    }
-                    _ => Need::Nothing,
+                let src = match peer {
+                    Some(Peer::Rank(s)) => Some(s),
+                    Some(Peer::Special(SpecialPeer::AnySource)) => None,
+                    _ => return Need::Nothing,
+                };
+                if left_for(&thread, (key, me), (src, tag), c.posted.as_deref(), linker) {
+                    return Need::Nothing;
+                }
+                match src {
+                    Some(s) => in_world(linker, key, s),
+                    None => any(self.members(linker, key, Some(me))),
                 }
             }
             "MPI_Send" | "MPI_Ssend" | "MPI_Rsend" => match (comm, c.peer) {
@@ -399,6 +406,11 @@ impl Waits {
         }
     }
 
+    /// Whether a pending message is left for a blocking receive or probe on `(key, me)` from
+    /// `src` with `tag` (`None`: any), once the receives `posted` before it (`MPI_Irecv`s
+    /// not complete) took theirs: MPI gives those a message first. Erring towards "left":
+    /// a posted receive that may take a message this one cannot is taken to; only those
+    /// whose every candidate is one of this receive's consume them.
     /// A `Wait*` on receives (`awaits`): what its receives that no pending message will
     /// complete need. Pending messages go to the receives in order, one each (MPI's
     /// matching of receives posted in that order); an unknown communicator or peer is a
@@ -522,6 +534,51 @@ pub fn describe(waits: &[Waiting], cycle: &[String]) -> String {
         text.push_str(&format!("; cycle: {}", cycle.join(" -> ")));
     }
     text
+}
+
+/// A posted receive's source and tag (`None`: any).
+fn src_tag(a: &Awaited) -> (Option<i32>, Option<i32>) {
+    let src = match a.peer {
+        Peer::Rank(s) => Some(s),
+        _ => None,
+    };
+    let tag = match a.tag {
+        Tag::Tag(t) => Some(t),
+        Tag::Any(_) => None,
+    };
+    (src, tag)
+}
+
+/// Whether a pending message is left for `thread`'s blocking receive or probe on
+/// `(key, me)` from `src` with `tag` (`None`: any), once the receives `posted` before it
+/// (`MPI_Irecv`s not complete) took theirs: MPI gives those a message first. Erring
+/// towards "left": a posted receive that may take a message this one cannot is taken to;
+/// only those whose every candidate is one of this receive's consume them.
+fn left_for(
+    thread: &str,
+    (key, me): (CommKey, i32),
+    (src, tag): (Option<i32>, Option<i32>),
+    posted: Option<&[Awaited]>,
+    linker: &mut Linker,
+) -> bool {
+    let mine = linker.pending_messages((key, me), src, tag);
+    if mine.is_empty() {
+        return false;
+    }
+    let Some(posted) = posted else { return true };
+    let mut forced = 0;
+    for p in posted {
+        // A receive on another communicator takes none of these.
+        if linker.comms().of(thread, &p.comm).map(|(k, _)| k) != Some(key) {
+            continue;
+        }
+        let (ps, pt) = src_tag(p);
+        let theirs = linker.pending_messages((key, me), ps, pt);
+        if !theirs.is_empty() && theirs.iter().all(|m| mine.contains(m)) {
+            forced += 1;
+        }
+    }
+    forced < mine.len()
 }
 
 /// Rank `r` of communicator `key`, as a world rank (`Nothing` when unknown: no alarm on

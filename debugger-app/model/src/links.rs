@@ -358,6 +358,29 @@ impl Linker {
         })
     }
 
+    /// Every send to `dst` on `comm` observed and not taken yet, from `src` with `tag`
+    /// (`None`: any): each named by its channel and place in it.
+    pub fn pending_messages(
+        &self,
+        (comm, dst): (CommKey, i32),
+        src: Option<i32>,
+        tag: Option<i32>,
+    ) -> Vec<(Channel, usize)> {
+        let mut out: Vec<(Channel, usize)> = self
+            .sends
+            .iter()
+            .filter(|(ch, _)| {
+                ch.comm == comm
+                    && ch.dst == dst
+                    && src.is_none_or(|s| s == ch.src)
+                    && tag.is_none_or(|t| t == ch.tag)
+            })
+            .flat_map(|(ch, q)| (0..q.len()).map(move |i| (*ch, i)))
+            .collect();
+        out.sort_by_key(|(ch, i)| (ch.src, ch.tag, *i));
+        out
+    }
+
     /// Whether a send to `dst` on any communicator is observed and not taken yet
     /// (`dst`: a world rank).
     pub fn pending_to_world(&self, dst: i32) -> bool {

@@ -1,5 +1,6 @@
 //! An MPI call's parameters in a binary packed frame: a varint mask of the fields present
-//! (bit 0 `comm` … bit 15 `saw`, bit 16 `source`, bit 17 `awaits`), then each present one:
+//! (bit 0 `comm` … bit 16 `source`, bit 17 `awaits`, bit 18 `posted`), then each present
+//! one:
 //!
 //! - strings (`comm`, `datatype`, `site`, `label`) as their byte length, then UTF-8;
 //! - `peer` and `source` a varint: 0 `MPI_ANY_SOURCE`, 1 `MPI_PROC_NULL`, 2 `MPI_ROOT`,
@@ -12,7 +13,7 @@
 //! - `polls` a varint;
 //! - `collective` its comm, leader (signed) and n;
 //! - `saw` its thread and event id;
-//! - `awaits` its length, then each receive's comm, peer and tag.
+//! - `awaits` and `posted` their length, then each receive's comm, peer and tag.
 
 use super::{Reader, HEADER};
 use crate::call::{AnyTag, Awaited, CallInfo, Collective, Created, Forced, Matched, Peer, SpecialPeer, Tag};
@@ -40,6 +41,7 @@ pub(super) fn put_call(out: &mut Vec<u8>, c: &CallInfo) {
         c.saw.is_some(),
         c.source.is_some(),
         c.awaits.is_some(),
+        c.posted.is_some(),
     ];
     let mask = present
         .iter()
@@ -81,7 +83,7 @@ pub(super) fn put_call(out: &mut Vec<u8>, c: &CallInfo) {
         put_u(out, l.event_id);
     }
     c.source.inspect(|p| put_peer(out, *p));
-    if let Some(w) = &c.awaits {
+    for w in [&c.awaits, &c.posted].into_iter().flatten() {
         put_u(out, w.len() as u64);
         for a in w {
             put_str(out, &a.comm);
@@ -157,7 +159,7 @@ impl<'a> Reader<'a> {
     pub(super) fn call(&mut self) -> Result<CallInfo, DecodeError> {
         let at = self.i;
         let mask = self.u()?;
-        if mask >> 18 != 0 {
+        if mask >> 19 != 0 {
             return Err(DecodeError::UnknownCallFields {
                 mask,
                 at: at + HEADER + 1,
@@ -209,10 +211,11 @@ impl<'a> Reader<'a> {
         }
         c.source = has(16).then(|| self.peer()).transpose()?;
         c.awaits = has(17).then(|| self.awaits()).transpose()?;
+        c.posted = has(18).then(|| self.awaits()).transpose()?;
         Ok(c)
     }
 
-    /// `awaits`: its length, then each receive.
+    /// `awaits` or `posted`: its length, then each receive.
     fn awaits(&mut self) -> Result<Vec<Awaited>, DecodeError> {
         let at = self.i;
         let n = self.u()?;

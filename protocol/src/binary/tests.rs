@@ -238,6 +238,11 @@ fn every_field() -> crate::CallInfo {
                 tag: Tag::Tag(i32::MIN),
             },
         ]),
+        posted: Some(vec![crate::Awaited {
+            comm: "comm 3".into(),
+            peer: Peer::Rank(1),
+            tag: Tag::Tag(9),
+        }]),
     }
 }
 

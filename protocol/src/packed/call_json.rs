@@ -66,6 +66,7 @@ impl CallInfo {
             polls,
             source,
             awaits,
+            posted,
             ..
         } = self;
         if let Some(m) = matched {
@@ -115,8 +116,9 @@ impl CallInfo {
         if let Some(v) = source {
             o.key("source").peer(*v);
         }
-        if let Some(w) = awaits {
-            let out = o.key("awaits").0;
+        for (key, w) in [("awaits", awaits), ("posted", posted)] {
+            let Some(w) = w else { continue };
+            let out = o.key(key).0;
             out.push(b'[');
             for (i, a) in w.iter().enumerate() {
                 if i > 0 {
@@ -248,6 +250,11 @@ mod tests {
             }),
             polls: Some(12),
             source: Some(Peer::Special(SpecialPeer::AnySource)),
+            posted: Some(vec![Awaited {
+                comm: "comm 1".into(),
+                peer: Peer::Rank(0),
+                tag: Tag::Tag(-3),
+            }]),
             awaits: Some(vec![
                 Awaited {
                     comm: "MPI_COMM_WORLD".into(),

@@ -366,6 +366,9 @@ pub fn start(mut call: Call) -> Started {
     let mut info = call.info(core.site(call.caller));
     let any = matches!(call.name, "MPI_Waitany" | "MPI_Waitsome");
     info.awaits = call.awaits.as_deref().and_then(|ids| core.awaited(ids, any));
+    if matches!(call.name, "MPI_Recv" | "MPI_Probe" | "MPI_Mprobe") {
+        info.posted = core.posted();
+    }
     let info = Arc::new(info);
     let sends = call.sends();
     let polls = call.polls();

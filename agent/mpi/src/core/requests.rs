@@ -75,4 +75,28 @@ impl Core {
         }
         Some(out)
     }
+
+    /// The rank's incomplete receive requests, in posting order, for a blocking receive
+    /// or probe (`CallInfo::posted`): `None` when there are none, or when one was not made
+    /// by `MPI_Irecv` (a started persistent receive, a matched `MPI_Imrecv`).
+    pub(super) fn posted(&self) -> Option<Vec<Awaited>> {
+        let requests = lock(&self.requests);
+        let mut recvs: Vec<&Pending> = requests.values().filter(|p| p.receives).collect();
+        if recvs.is_empty() {
+            return None;
+        }
+        recvs.sort_by_key(|p| p.seq);
+        recvs
+            .into_iter()
+            .map(|p| {
+                let i = &p.info;
+                (p.name == "MPI_Irecv").then_some(())?;
+                Some(Awaited {
+                    comm: i.comm.clone()?,
+                    peer: i.peer?,
+                    tag: i.tag?,
+                })
+            })
+            .collect()
+    }
 }

@@ -450,3 +450,58 @@ fn a_waitall_needs_each_receive_a_waitany_one() {
     j.start(0, "MPI_Waitall", waiting_on(&[]));
     assert_eq!(j.find(), None);
 }
+
+fn posted_before(c: CallInfo, peers: &[Option<i32>]) -> CallInfo {
+    CallInfo {
+        posted: waiting_on(peers).awaits,
+        ..c
+    }
+}
+
+/// MBI's `p2p-any-src-wait-deadlock4`: each of two ranks posted a wildcard `MPI_Irecv`,
+/// sent to the other, and receives from it: the posted receive took the one message, so
+/// the blocking receive waits, and so does the other rank.
+#[test]
+fn a_posted_receive_takes_the_message_first() {
+    let mut j = Job::new(2);
+    j.send(0, 1, 0);
+    j.send(1, 0, 0);
+    j.start(0, "MPI_Recv", posted_before(recv(1), &[None]));
+    j.start(1, "MPI_Recv", posted_before(recv(0), &[None]));
+    let d = j.find().expect("a deadlock");
+    assert_eq!(d.cycle, ["rank[0]", "rank[1]"]);
+    // Without `posted` the message looks free for the receive.
+    let mut j = Job::new(2);
+    j.send(0, 1, 0);
+    j.send(1, 0, 0);
+    j.start(0, "MPI_Recv", recv(1));
+    j.start(1, "MPI_Recv", recv(0));
+    assert_eq!(j.find(), None);
+    // Two messages for one posted receive: one is left.
+    let mut j = Job::new(2);
+    j.send(1, 0, 0);
+    j.send(1, 0, 0);
+    j.start(1, "MPI_Recv", recv(0));
+    j.start(0, "MPI_Recv", posted_before(recv(1), &[None]));
+    assert_eq!(j.find(), None);
+}
+
+/// A posted wildcard with a message from a third rank pending may have taken that one
+/// instead: the blocking receive may go on (no alarm on what the events cannot tell).
+#[test]
+fn a_posted_wildcard_with_another_candidate_leaves_the_message() {
+    let mut j = Job::new(3);
+    j.send(1, 0, 0);
+    j.send(2, 0, 0);
+    j.start(1, "MPI_Recv", recv(0));
+    j.start(0, "MPI_Recv", posted_before(recv(1), &[None]));
+    assert_eq!(j.find(), None);
+    // Posted for rank 1 only: it took rank 1's message, and rank 1 waits for rank 0.
+    let mut j = Job::new(3);
+    j.send(1, 0, 0);
+    j.send(2, 0, 0);
+    j.start(1, "MPI_Recv", recv(0));
+    j.start(0, "MPI_Recv", posted_before(recv(1), &[Some(1)]));
+    let d = j.find().expect("a deadlock");
+    assert_eq!(d.cycle, ["rank[0]", "rank[1]"]);
+}
