@@ -5,7 +5,7 @@
 //! every field and on strings that need escaping.
 
 use super::push_str;
-use crate::call::{AnyTag, CallInfo, Peer, SpecialPeer, Tag};
+use crate::call::{AnyTag, Awaited, CallInfo, Peer, SpecialPeer, Tag};
 
 impl CallInfo {
     /// Append this call as serde_json writes it.
@@ -117,23 +117,9 @@ impl CallInfo {
             o.key("source").peer(*v);
         }
         for (key, w) in [("awaits", awaits), ("posted", posted)] {
-            let Some(w) = w else { continue };
-            let out = o.key(key).0;
-            out.push(b'[');
-            for (i, a) in w.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                let mut e = Obj::new(out);
-                e.key("comm").str(&a.comm);
-                e.key("peer").peer(a.peer);
-                match a.tag {
-                    Tag::Tag(t) => e.key("tag").num(i64::from(t)),
-                    Tag::Any(AnyTag::AnyTag) => e.key("tag").str("MPI_ANY_TAG"),
-                }
-                e.end();
+            if let Some(w) = w {
+                o.key(key).receives(w);
             }
-            out.push(b']');
         }
     }
 }
@@ -190,6 +176,24 @@ impl<'a> Val<'a> {
     }
     fn obj(self) -> Obj<'a> {
         Obj::new(self.0)
+    }
+    /// `awaits` or `posted`: a list of receives.
+    fn receives(self, w: &[Awaited]) {
+        self.0.push(b'[');
+        for (i, a) in w.iter().enumerate() {
+            if i > 0 {
+                self.0.push(b',');
+            }
+            let mut e = Obj::new(self.0);
+            e.key("comm").str(&a.comm);
+            e.key("peer").peer(a.peer);
+            match a.tag {
+                Tag::Tag(t) => e.key("tag").num(i64::from(t)),
+                Tag::Any(AnyTag::AnyTag) => e.key("tag").str("MPI_ANY_TAG"),
+            }
+            e.end();
+        }
+        self.0.push(b']');
     }
 }
 
