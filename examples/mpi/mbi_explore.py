@@ -57,8 +57,10 @@ def explore(args, exe, ranks, extra):
     out = tempfile.mkdtemp(prefix="racetrack-mbi-explore-")
     cmd = [args.racetrack, "explore", "--mpi", "--impl", args.impl, "-n", str(ranks),
            "--max-runs", str(args.max_runs), "--budget-s", str(args.budget_s),
-           "--run-limit-s", str(args.run_limit_s), "--out", out, "--", exe] + extra
-    r = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+           "--run-limit-s", str(args.run_limit_s), "--out", os.path.join(out, "scenarios"),
+           "--", exe] + extra
+    # In a directory of its own: some codes write files where they run.
+    r = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, cwd=out,
                        timeout=args.budget_s + 4 * args.run_limit_s + 60)
     subprocess.run(["rm", "-rf", out])
     for line in reversed(r.stdout.splitlines()):

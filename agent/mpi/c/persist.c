@@ -163,6 +163,13 @@ int rtw_request_free(void *caller, MPI_Request *req) {
     if (!rt_active()) return PMPI_Request_free(req);
     wcall w;
     wc_begin(&w, "MPI_Request_free", caller);
+    /* The request is forgotten: a receive freed before it completed is not counted as
+     * posted any more (its completion is never seen). */
+    int64_t id = MPI_Request_c2f(*req);
+    unsigned char live = *req != MPI_REQUEST_NULL;
+    w.c.awaits = &id;
+    w.c.awaits_live = &live;
+    w.c.awaits_count = 1;
     rt_start(&w.c);
     int rc = PMPI_Request_free(req);
     rt_stop(&w.c, rc);

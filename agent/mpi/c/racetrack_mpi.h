@@ -57,9 +57,9 @@ typedef struct rt_call {
                                (a message, as MPI_Isend), RT_STARTS_RECV a persistent
                                receive (its completion reports the match, as MPI_Irecv's);
                                RT_NONE for other calls, or a request not seen created */
-    const int64_t *awaits;  /* Wait, Waitall, Waitany, Waitsome: the ids (MPI_Request_c2f)
-                               of the requests given, valid until rt_start returns; NULL
-                               for other calls */
+    const int64_t *awaits;  /* Wait, Waitall, Waitany, Waitsome, Request_free: the ids
+                               (MPI_Request_c2f) of the requests given, valid until
+                               rt_start returns; NULL for other calls */
     const unsigned char *awaits_live; /* per request: 0 if it was MPI_REQUEST_NULL */
     int32_t awaits_count;   /* how many requests, or RT_NONE */
 

@@ -5,8 +5,8 @@
 //!
 //! - a receive or probe (`MPI_Mprobe` too) from one source, for that source (unless a
 //!   matching send is already observed and not taken: then it completes, unless the
-//!   `MPI_Irecv`s `posted` before it took every such message: those whose every
-//!   candidate is one of this call's take one each);
+//!   `MPI_Irecv`s `posted` before it took every such message, however they took them:
+//!   those whose every candidate is one of this call's take one each, in turn);
 //! - a wildcard receive or probe, for **any** member of the communicator but itself (or,
 //!   once the debugger forced its match, for that source);
 //! - a send, for its destination to receive (a send that completes eagerly leaves before
@@ -19,11 +19,12 @@
 //!   does), and only members that have not entered can be what it waits for;
 //! - `MPI_Wait`, `MPI_Waitall`, `MPI_Waitany` and `MPI_Waitsome` whose `start` says what
 //!   they wait for (`awaits`: its requests were all `MPI_Irecv`s and `MPI_Isend`s), for
-//!   the sources of the receives among them that no pending message will complete: the
-//!   pending messages are handed to those receives in order, one each, as MPI matches
-//!   them. `MPI_Waitall` needs **every** such receive to get a message (a wildcard's from
-//!   any member, so an AND of ORs), the others **any** one of them; a send request
-//!   completes without anyone here;
+//!   the senders of the receives among them that no pending message can complete, the
+//!   messages matched to the receives as well as they can be (which took which is told
+//!   only when the call returns): for `MPI_Waitall` whose receives name their sources,
+//!   **every** source short of messages; with a wildcard among them, or for `MPI_Waitany`
+//!   and `MPI_Waitsome` when no receive can complete, **any** of their senders; a send
+//!   request completes without anyone here;
 //! - other `MPI_Wait*`, and `MPI_Sendrecv*`, whose other peers the events do not name, for
 //!   **any** other rank (unless a send to it is pending): a Wait on a nonblocking
 //!   collective's request or a started persistent one included.
@@ -74,8 +75,6 @@ enum Need {
     Nothing,
     All(Vec<usize>),
     Any(Vec<usize>),
-    /// One of each set (a `MPI_Waitall` on receives, some of them wildcards).
-    Each(Vec<Vec<usize>>),
 }
 
 impl Need {
@@ -85,24 +84,15 @@ impl Need {
             Need::Nothing => true,
             Need::All(w) => w.iter().all(|&x| free(x)),
             Need::Any(w) => w.iter().any(|&x| free(x)),
-            Need::Each(sets) => sets.iter().all(|w| w.iter().any(|&x| free(x))),
         }
     }
 
     /// Every rank it names, in order, once.
     fn ranks(&self) -> Vec<usize> {
-        let mut out: Vec<usize> = Vec::new();
-        let lists: Vec<&Vec<usize>> = match self {
+        match self {
             Need::Nothing => Vec::new(),
-            Need::All(w) | Need::Any(w) => vec![w],
-            Need::Each(sets) => sets.iter().collect(),
-        };
-        for &x in lists.into_iter().flatten() {
-            if !out.contains(&x) {
-                out.push(x);
-            }
+            Need::All(w) | Need::Any(w) => w.clone(),
         }
-        out
     }
 }
 
@@ -334,10 +324,8 @@ impl Waits {
 
     fn waiting(&self, r: usize, need: &Need) -> Waiting {
         let w = need.ranks();
-        // An AND of ORs is told as the ranks it names: "any" when one wildcard is left.
         let needs = match need {
             Need::Any(_) => Needs::Any,
-            Need::Each(sets) if sets.len() == 1 && sets[0].len() > 1 => Needs::Any,
             _ => Needs::All,
         };
         let open = self.ranks[r].open.as_ref();
@@ -406,11 +394,6 @@ impl Waits {
         }
     }
 
-    /// Whether a pending message is left for a blocking receive or probe on `(key, me)` from
-    /// `src` with `tag` (`None`: any), once the receives `posted` before it (`MPI_Irecv`s
-    /// not complete) took theirs: MPI gives those a message first. Erring towards "left":
-    /// a posted receive that may take a message this one cannot is taken to; only those
-    /// whose every candidate is one of this receive's consume them.
     /// The world ranks of communicator `key` but `except` (a rank there).
     fn members(&self, linker: &mut Linker, key: CommKey, except: Option<i32>) -> Vec<usize> {
         linker

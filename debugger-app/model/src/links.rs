@@ -328,36 +328,6 @@ impl Linker {
         })
     }
 
-    /// A send to `dst` on `comm` observed and not taken yet, from `src` with `tag` (`None`:
-    /// any), other than those in `taken`: the first such in channel order, named by its
-    /// channel and place in it.
-    pub fn pending_message(
-        &self,
-        (comm, dst): (CommKey, i32),
-        src: Option<i32>,
-        tag: Option<i32>,
-        taken: &[(Channel, usize)],
-    ) -> Option<(Channel, usize)> {
-        let mut chans: Vec<&Channel> = self
-            .sends
-            .iter()
-            .filter(|(ch, q)| {
-                !q.is_empty()
-                    && ch.comm == comm
-                    && ch.dst == dst
-                    && src.is_none_or(|s| s == ch.src)
-                    && tag.is_none_or(|t| t == ch.tag)
-            })
-            .map(|(ch, _)| ch)
-            .collect();
-        // The map's order is not the messages' order: any order names each once.
-        chans.sort_by_key(|ch| (ch.src, ch.tag));
-        chans.into_iter().find_map(|ch| {
-            let used = taken.iter().filter(|(c, _)| c == ch).count();
-            (used < self.sends[ch].len()).then_some((*ch, used))
-        })
-    }
-
     /// Every send to `dst` on `comm` observed and not taken yet, from `src` with `tag`
     /// (`None`: any): each named by its channel and place in it.
     pub fn pending_messages(

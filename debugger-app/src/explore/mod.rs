@@ -367,7 +367,10 @@ pub fn explore_mpi(plan: &Plan, opts: &Options, mut say: impl FnMut(Note)) -> an
         stopped: None,
         time: Duration::ZERO,
     };
-    while s.stopped.is_none() {
+    // A full graph (`dropped`) says the walk may be incomplete, but it goes on; a budget
+    // spent or a run that could not be made ends it.
+    let mut ended = false;
+    while !ended {
         let batch = next_batch(&mut stack, &mut tried, opts, &mut s, t0);
         if batch.is_empty() {
             break;
@@ -384,8 +387,8 @@ pub fn explore_mpi(plan: &Plan, opts: &Options, mut say: impl FnMut(Note)) -> an
                 Ok(r) => s.absorb(r, (&forced, file), &mut stack, &mut say),
                 // What was found so far stands; the walk stops here.
                 Err(e) => {
-                    s.stopped
-                        .get_or_insert(format!("run {} could not be made: {e}", s.runs + 1));
+                    ended = true;
+                    s.stopped = Some(format!("run {} could not be made: {e}", s.runs + 1));
                 }
             }
         }

@@ -41,10 +41,13 @@ pub(super) fn shrink_all(
                     "another outcome"
                 }
             )));
-            if reached && r.saved {
-                if let Some(old) = smallest.replace(file) {
+            // The latest run that reached it is the ordering kept so far: its scenario, or
+            // none when it could not be saved (an older one would replay another ordering).
+            if reached {
+                if let Some(old) = smallest.take() {
                     let _ = std::fs::remove_file(old);
                 }
+                smallest = r.saved.then_some(file);
             } else {
                 let _ = std::fs::remove_file(&file);
             }

@@ -364,8 +364,14 @@ pub fn start(mut call: Call) -> Started {
     }
     let (op, op_name) = core.op(call.name);
     let mut info = call.info(core.site(call.caller));
-    let any = matches!(call.name, "MPI_Waitany" | "MPI_Waitsome");
-    info.awaits = call.awaits.as_deref().and_then(|ids| core.awaited(ids, any));
+    match call.name {
+        "MPI_Wait" | "MPI_Waitall" | "MPI_Waitany" | "MPI_Waitsome" => {
+            let any = matches!(call.name, "MPI_Waitany" | "MPI_Waitsome");
+            info.awaits = call.awaits.as_deref().and_then(|ids| core.awaited(ids, any));
+        }
+        "MPI_Request_free" => core.forget(call.awaits.as_deref().unwrap_or_default()),
+        _ => {}
+    }
     if matches!(call.name, "MPI_Recv" | "MPI_Probe" | "MPI_Mprobe") {
         info.posted = core.posted();
     }

@@ -99,4 +99,12 @@ impl Core {
             })
             .collect()
     }
+
+    /// `MPI_Request_free` was given `ids`: they are not waited for, nor posted, any more.
+    pub(super) fn forget(&self, ids: &[i64]) {
+        let mut requests = lock(&self.requests);
+        for id in ids {
+            requests.remove(id);
+        }
+    }
 }

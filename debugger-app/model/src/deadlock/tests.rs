@@ -505,3 +505,69 @@ fn a_posted_wildcard_with_another_candidate_leaves_the_message() {
     let d = j.find().expect("a deadlock");
     assert_eq!(d.cycle, ["rank[0]", "rank[1]"]);
 }
+
+/// Which receive of a waitall took which message is not told: a wildcard may have taken
+/// rank 2's message while the receive from rank 1 took rank 1's, so rank 0 waits only for
+/// rank 2, which runs. No alarm.
+#[test]
+fn a_waitall_is_matched_as_well_as_it_can_be() {
+    let mut j = Job::new(3);
+    j.send(1, 0, 0);
+    j.send(2, 0, 0);
+    j.start(1, "MPI_Recv", recv(0));
+    j.start(0, "MPI_Waitall", waiting_on(&[None, Some(1), Some(2)]));
+    assert_eq!(j.find(), None);
+    // Rank 2 waits for rank 0 too: whichever way, one receive is short and its senders
+    // all wait for rank 0.
+    j.start(2, "MPI_Recv", recv(0));
+    assert!(j.find().is_some());
+}
+
+/// Two receives posted for rank 1's tag 5 with one such message pending take at most that
+/// one: rank 1's tag-6 message is left for a receive of any tag; a posted receive from
+/// `MPI_PROC_NULL` takes nothing.
+#[test]
+fn posted_receives_take_distinct_messages() {
+    let any_tag = CallInfo {
+        tag: Some(Tag::Any(racetrack_protocol::AnyTag::AnyTag)),
+        ..recv(1)
+    };
+    let posted_tag5 = |c: CallInfo| CallInfo {
+        posted: Some(
+            (0..2)
+                .map(|_| racetrack_protocol::Awaited {
+                    comm: "MPI_COMM_WORLD".into(),
+                    peer: Peer::Rank(1),
+                    tag: Tag::Tag(5),
+                })
+                .collect(),
+        ),
+        ..c
+    };
+    let mut j = Job::new(2);
+    j.send(1, 0, 5);
+    j.send(1, 0, 6);
+    j.start(1, "MPI_Recv", recv(0));
+    j.start(0, "MPI_Recv", posted_tag5(any_tag.clone()));
+    assert_eq!(j.find(), None);
+    // Only the tag-5 message: both posted receives want it, one takes it.
+    let mut j = Job::new(2);
+    j.send(1, 0, 5);
+    j.start(1, "MPI_Recv", recv(0));
+    j.start(0, "MPI_Recv", posted_tag5(any_tag));
+    assert!(j.find().is_some());
+    // A posted receive from MPI_PROC_NULL.
+    let mut j = Job::new(2);
+    j.send(1, 0, 0);
+    j.start(1, "MPI_Recv", recv(0));
+    let proc_null = CallInfo {
+        posted: Some(vec![racetrack_protocol::Awaited {
+            comm: "MPI_COMM_WORLD".into(),
+            peer: Peer::Special(SpecialPeer::ProcNull),
+            tag: Tag::Tag(0),
+        }]),
+        ..recv(1)
+    };
+    j.start(0, "MPI_Recv", proc_null);
+    assert_eq!(j.find(), None);
+}
