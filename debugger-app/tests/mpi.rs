@@ -3230,8 +3230,10 @@ on_both!(explore_finds_races_and_deadlocks);
 /// and the truncation of rank 0's first wildcard receive by rank 2's message), the walk
 /// is complete, and the failing outcome's scenario replays the truncation; the same
 /// through `MPI_Irecv`; with `--jobs 2` the same (and the master/worker's branches run two
-/// at a time). A message race that cannot hang (`deadlock --kind forced`: rank 1 sends once) has one outcome
-/// and no deadlock; a lost message (`--kind lost`) is a deadlock, named.
+/// at a time). A message race that cannot hang (`deadlock --kind forced`: rank 1 sends
+/// once) has one outcome and no deadlock; a wildcard `MPI_Irecv` forced onto the sender a
+/// later receive needs (`--kind posted_race`) is a deadlock, named; so is a lost message
+/// (`--kind lost`).
 fn explore_finds_races_and_deadlocks(imp: Impl) {
     let Some(dir) = setup(imp) else { return };
     let explore_jobs = |prog: &str, args: &[&str], out: &Path, jobs: &str| {
@@ -3427,6 +3429,29 @@ fn explore_finds_races_and_deadlocks(imp: Impl) {
         "{s}"
     );
     assert_eq!(s["outcomes"][0]["result"]["exit"], 0, "{s}");
+
+    // A wildcard MPI_Irecv matched to the other sender starves a later blocking receive:
+    // the forced run is the program's deadlock, named, not an infeasible pick.
+    let (code, s, err) = explore(
+        "deadlock",
+        &["--kind", "posted_race"],
+        &scratch(imp, "explore-posted"),
+    );
+    assert_eq!(
+        (code, &s["complete"], &s["runs"]),
+        (Some(1), &json!(true), &json!(2)),
+        "{s}\n{err}"
+    );
+    let results: Vec<&Value> = s["outcomes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| &o["result"])
+        .collect();
+    assert_eq!(results[0]["exit"], 0, "{s}");
+    let told = results[1]["deadlock"].as_str().unwrap_or_default();
+    assert!(told.starts_with("rank[0] in MPI_Recv waiting for rank[1]"), "{s}");
+    assert_eq!(s["infeasible"], 0, "{s}");
 
     let (code, s, err) = explore("deadlock", &["--kind", "lost"], &scratch(imp, "explore-lost"));
     assert_eq!(code, Some(1), "{s}\n{err}");

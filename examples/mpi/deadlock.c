@@ -22,6 +22,11 @@
  *   posted      ranks 0 and 1 each post an MPI_Irecv from MPI_ANY_SOURCE, send to the
  *               other, then receive from it (MPI_Recv) before waiting for the Irecv (MBI's
  *               p2p-any-src-wait-deadlock4): the posted receive took the one message
+ *   posted_race no deadlock on its own: rank 0 posts an MPI_Irecv from MPI_ANY_SOURCE,
+ *               then receives from rank 1, sends to it, receives from anyone and waits;
+ *               rank 2 sends at once, rank 1 after 0.3 s, then receives from rank 0 and
+ *               sends again (MBI's p2p-any-src-wait-deadlock2). The Irecv takes rank 2's
+ *               message; matched to rank 1's instead, both ranks wait for good
  * Each rank blocks where the kind says; a debugger's deadlock detection names who waits
  * for whom, and the job hangs until it is killed (except `slow`). Rank 0 prints a JSON
  * result line at the end of `slow`. */
@@ -121,6 +126,28 @@ int main(int argc, char **argv)
             MPI_Send(&rank, 1, MPI_INT, peer, 0, MPI_COMM_WORLD);
             MPI_Wait(&r, MPI_STATUS_IGNORE);
         }
+    } else if (strcmp(kind, "posted_race") == 0) {
+        if (rank == 0) {
+            int w = -1, sum = 0;
+            MPI_Request r;
+            MPI_Irecv(&w, 1, MPI_INT, MPI_ANY_SOURCE, 0, MPI_COMM_WORLD, &r);
+            MPI_Recv(&v, 1, MPI_INT, 1, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            sum += v;
+            MPI_Send(&rank, 1, MPI_INT, 1, 0, MPI_COMM_WORLD);
+            MPI_Recv(&v, 1, MPI_INT, MPI_ANY_SOURCE, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            MPI_Wait(&r, MPI_STATUS_IGNORE);
+            sum += v + w;
+            printf("{\"program\":\"deadlock\",\"kind\":\"posted_race\",\"result\":%d,\"reference\":4,"
+                   "\"matches_reference\":%s}\n",
+                   sum, sum == 4 ? "true" : "false");
+        } else if (rank == 1) {
+            compute(0.3);
+            MPI_Send(&rank, 1, MPI_INT, 0, 0, MPI_COMM_WORLD);
+            MPI_Recv(&v, 1, MPI_INT, 0, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            MPI_Send(&rank, 1, MPI_INT, 0, 0, MPI_COMM_WORLD);
+        } else if (rank == 2) {
+            MPI_Send(&rank, 1, MPI_INT, 0, 0, MPI_COMM_WORLD);
+        }
     } else if (strcmp(kind, "slow") == 0) {
         if (rank == 1) {
             compute(1.5);
@@ -135,7 +162,7 @@ int main(int argc, char **argv)
                    v, v == 1 ? "true" : "false");
     } else {
         if (rank == 0)
-            fprintf(stderr, "deadlock: unknown --kind %s (recv_recv, collective, lost, forced, ibarrier, slow, waitall, waitall_ok, posted)\n", kind);
+            fprintf(stderr, "deadlock: unknown --kind %s (recv_recv, collective, lost, forced, ibarrier, slow, waitall, waitall_ok, posted, posted_race)\n", kind);
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
     MPI_Finalize();

@@ -57,8 +57,8 @@ struct Driver<'a> {
     /// Wildcard receives left to MPI, not explored (nonblocking ones).
     unexplored: u64,
     deadlock: Option<String>,
-    /// The threads the deadlock names.
-    stuck: Vec<String>,
+    /// The threads a deadlock names, with the call each is stuck in.
+    stuck: Vec<(String, String)>,
     pids: Vec<u32>,
 }
 
@@ -196,7 +196,7 @@ impl Driver<'_> {
                     })
                     .collect();
                 self.deadlock = Some(what.join("; "));
-                self.stuck = waits.iter().map(|w| w.thread.clone()).collect();
+                self.stuck = waits.iter().map(|w| (w.thread.clone(), w.call.clone())).collect();
             }
             Event::Ok { req: Some(n), .. } | Event::Error { req: Some(n), .. } => {
                 if let Some((key, id)) = self.matching.remove(n) {
@@ -326,15 +326,16 @@ impl Driver<'_> {
     /// Whether the run is stuck on the schedule rather than the program: a forced
     /// receive (that the rank accepted) still waits for its source, on a thread among
     /// `stuck` (all threads for a hang). A blocking receive or probe waits while it is
-    /// open; an `MPI_Irecv` until it takes a message.
-    fn forced_waiting(&self, stuck: Option<&[String]>) -> bool {
+    /// open; an `MPI_Irecv` until it takes a message, and only where its thread is stuck
+    /// in a completion call.
+    fn forced_waiting(&self, stuck: Option<&[(String, String)]>) -> bool {
         let Some(g) = self.model.messages() else {
             return false;
         };
         self.receives
             .iter()
             .filter(|(k, _)| self.forced.contains_key(k) && self.refusals.get(k).is_none_or(Option::is_none))
-            .filter(|(k, _)| stuck.is_none_or(|s| s.contains(&k.0)))
+            .filter(|(k, _)| stuck.is_none_or(|s| s.iter().any(|(t, _)| *t == k.0)))
             .any(|(k, start)| {
                 let lane = self.model.thread_key(&k.0).and_then(|t| g.lane(t));
                 let x = lane.and_then(|l| {
@@ -344,8 +345,15 @@ impl Driver<'_> {
                         .find(|x| x.start == *start)
                 });
                 match x {
+                    // An `MPI_Irecv` waits only in the completion call its thread is stuck in
+                    // (in another call, say a blocking receive its match starved, the
+                    // deadlock is the program's).
                     Some(x) if self.model.first().op_name(x.call) == "MPI_Irecv" => {
                         !self.trail.took(&k.0, *start)
+                            && stuck.is_none_or(|s| {
+                                s.iter()
+                                    .any(|(t, call)| *t == k.0 && call.starts_with("MPI_Wait"))
+                            })
                     }
                     Some(x) => x.open,
                     None => false,

@@ -2,7 +2,7 @@
 //! (`rt_completed`: a receive's is its `recv`), and what a `Wait*` given some waits for.
 
 use super::{lock, Core, CORE};
-use racetrack_protocol::{Awaited, CallInfo, Matched};
+use racetrack_protocol::{Awaited, CallInfo, Matched, Peer, Tag};
 use std::sync::Arc;
 
 /// A nonblocking call's request, to report its completion.
@@ -13,6 +13,9 @@ pub(super) struct Pending {
     name: &'static str,
     receives: bool,
     info: Arc<CallInfo>,
+    /// The receive as MPI was given it (`awaits`, `posted`): the debugger may have forced
+    /// a wildcard's source and tag.
+    made: Option<Awaited>,
 }
 
 /// `rt_request`: remember what a nonblocking call's request is for.
@@ -20,12 +23,25 @@ pub fn request(token: u64, request: i64) {
     let Some(core) = CORE.get() else { return };
     let flights = lock(&core.in_flight);
     let Some(fl) = flights.get(&token) else { return };
+    let i = &fl.info;
+    let made = (|| {
+        let (peer, tag) = match &fl.forced {
+            Some(f) => (Peer::Rank(f.source), f.tag.map_or(i.tag?, Tag::Tag)),
+            None => (i.peer?, i.tag?),
+        };
+        Some(Awaited {
+            comm: i.comm.clone()?,
+            peer,
+            tag,
+        })
+    })();
     let pending = Pending {
         seq: fl.seq,
         op: fl.op,
         name: fl.call.name,
         receives: fl.call.receives(),
         info: fl.info.clone(),
+        made,
     };
     drop(flights);
     lock(&core.requests).insert(request, pending);
@@ -60,12 +76,7 @@ impl Core {
             match p.name {
                 "MPI_Isend" => sends = true,
                 "MPI_Irecv" => {
-                    let i = &p.info;
-                    out.push(Awaited {
-                        comm: i.comm.clone()?,
-                        peer: i.peer?,
-                        tag: i.tag?,
-                    });
+                    out.push(p.made.clone()?);
                 }
                 _ => return None,
             }
@@ -89,13 +100,8 @@ impl Core {
         recvs
             .into_iter()
             .map(|p| {
-                let i = &p.info;
                 (p.name == "MPI_Irecv").then_some(())?;
-                Some(Awaited {
-                    comm: i.comm.clone()?,
-                    peer: i.peer?,
-                    tag: i.tag?,
-                })
+                p.made.clone()
             })
             .collect()
     }
