@@ -82,17 +82,18 @@ LOG; `racetrack replay LOG -- PROGRAM ARGS` replays it.",
     /// Run an MPI job again and again with its wildcard receives' matches forced, to find
     /// every outcome its message races lead to
     #[command(
-        long_about = "Explore an MPI job's message races: run it under the debugger with every wildcard receive held and left to MPI, then run it again for each other sender a receive could have taken (the receives that completed before it forced the same), depth first, until every branch ran or a budget is spent. Prints each run on stderr and a summary JSON line on stdout: runs, picks, the distinct outcomes (exit code and what the program printed, deadlock, hang), each with a scenario file that `racetrack replay FILE -- PROGRAM ARGS` plays again. Exit code 0 when every run exited 0 with one result, 1 when outcomes differ or a run failed.",
-        after_help = "Example:
+        long_about = "Explore a program's message races. A program on Racetrack's runtime: run it free, read off its trace which sender's message each step took and which other senders' it could have taken (sent concurrently), then run it again with each other choice forced by a replay log (the steps before it kept), depth first, until every branch ran or a budget is spent. An MPI job (--mpi -n N): the same over its wildcard receives, held under the debugger. Prints each run on stderr and a summary JSON line on stdout: runs, messages delivered, the distinct outcomes (exit code and what the program printed, panic, deadlock, hang), each with a replay file that `racetrack replay FILE -- PROGRAM ARGS` plays again. Exit code 0 when every run exited 0 with one result, 1 when outcomes differ or a run failed.",
+        after_help = "Examples:
+  racetrack explore -- ./heat --threads 2 --iters 2
   racetrack explore --mpi -n 4 -- ./mergesort --size 4000"
     )]
     Explore {
-        /// The program is an MPI job (the only kind explored so far)
-        #[arg(long)]
+        /// The program is an MPI job
+        #[arg(long, requires = "ranks")]
         mpi: bool,
-        /// The number of ranks
+        /// The number of ranks (MPI)
         #[arg(short = 'n', value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
-        ranks: u32,
+        ranks: Option<u32>,
         /// The MPI implementation (default: the one PROGRAM is linked against)
         #[arg(long = "impl", value_enum, value_name = "IMPL")]
         imp: Option<MpiImpl>,
@@ -108,7 +109,7 @@ LOG; `racetrack replay LOG -- PROGRAM ARGS` replays it.",
         /// Runs made side by side (each job takes its ranks' cores)
         #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
         jobs: u32,
-        /// Where the scenarios of the outcomes go
+        /// Where the replay files of the outcomes go
         #[arg(long, value_name = "DIR", default_value = "racetrack-explore")]
         out: PathBuf,
         #[command(flatten)]

@@ -80,11 +80,6 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             out,
             program,
         } => {
-            if !is_mpi {
-                anyhow::bail!(
-                    "only MPI jobs are explored so far: `racetrack explore --mpi -n N -- PROGRAM ARGS`"
-                );
-            }
             let opts = racetrack::explore::Options {
                 max_runs,
                 budget: std::time::Duration::from_secs(budget_s),
@@ -92,7 +87,14 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
                 out,
                 jobs: jobs as usize,
             };
-            mpi::explore(imp, ranks, &program, &opts)
+            match (is_mpi, ranks) {
+                (true, Some(ranks)) => mpi::explore(imp, ranks, &program, &opts),
+                (true, None) => anyhow::bail!("--mpi needs the number of ranks: -n N"),
+                (false, _) if ranks.is_some() || imp.is_some() => {
+                    anyhow::bail!("-n and --impl are for MPI jobs: add --mpi")
+                }
+                (false, _) => commands::explore::program(&program, &opts),
+            }
         }
         Cmd::Attach { url, script } => runtime::attach(&url, script),
         Cmd::Ctl { url } => Ok(racetrack::ctl::run(commands::connect(&url)?, None)),

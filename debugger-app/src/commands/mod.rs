@@ -1,6 +1,7 @@
 //! What each subcommand does: [`runtime`] for programs on Racetrack's runtime, [`mpi`] for
 //! MPI jobs; here what both use.
 
+pub mod explore;
 pub mod mpi;
 pub mod runtime;
 

@@ -14,6 +14,23 @@ use racetrack_protocol::replay_log::LogHeader;
 use std::path::Path;
 use std::time::Duration;
 
+/// `racetrack explore --mpi …`.
+pub fn explore(
+    imp: Option<MpiImpl>,
+    ranks: u32,
+    program: &Program,
+    opts: &racetrack::explore::Options,
+) -> anyhow::Result<i32> {
+    let plan = plan(imp, ranks, program)?;
+    eprintln!(
+        "racetrack: exploring {} ranks of {} under {}",
+        ranks,
+        plan.program.display(),
+        plan.imp.title()
+    );
+    super::explore::report(opts, |say| racetrack::explore::explore_mpi(&plan, opts, say))
+}
+
 fn plan(imp: Option<MpiImpl>, ranks: u32, program: &Program) -> anyhow::Result<Plan> {
     let imp = imp.map(|i| match i {
         MpiImpl::Mpich => Impl::Mpich,
@@ -48,116 +65,6 @@ fn debug_job(plan: &Plan, front: Front, title: &str) -> anyhow::Result<i32> {
     let (conn, launched) = start_job(plan, conn_waker(&waker))?;
     let session = Session::job(conn, launched, waker.clone()).or_msg()?;
     Ok(gui::run(session, waker, script, title))
-}
-
-/// `racetrack explore --mpi …`: each run on stderr, the summary as a JSON line on stdout.
-pub fn explore(
-    imp: Option<MpiImpl>,
-    ranks: u32,
-    program: &Program,
-    opts: &racetrack::explore::Options,
-) -> anyhow::Result<i32> {
-    let plan = plan(imp, ranks, program)?;
-    eprintln!(
-        "racetrack: exploring {} ranks of {} under {}",
-        ranks,
-        plan.program.display(),
-        plan.imp.title()
-    );
-    let mut bar = ProgressBar::new(opts);
-    let s = racetrack::explore::explore_mpi(&plan, opts, |note| bar.tell(note))?;
-    bar.clear();
-    let how = match &s.stopped {
-        None => "complete".to_owned(),
-        Some(why) => format!("not complete: {why}"),
-    };
-    eprintln!(
-        "racetrack: {} runs, {} outcomes, {} receives with a choice, {} messages delivered, {:.1} s; {how}",
-        s.runs,
-        s.outcomes.len(),
-        s.branch_points,
-        s.delivered,
-        s.time.as_secs_f64()
-    );
-    for f in s.outcomes.iter().skip(1) {
-        let Some(first) = f.minimal.first() else { continue };
-        let file = f
-            .minimal_replay
-            .as_ref()
-            .map_or(String::new(), |f| format!("; replay: {}", f.display()));
-        let k = f.minimal.len();
-        let plural = if k == 1 { "" } else { "s" };
-        eprintln!(
-            "racetrack: {} runs: {} ({k} departure{plural} from the first run){file}",
-            f.count,
-            first.words()
-        );
-        for d in &f.minimal[1..] {
-            eprintln!("racetrack:   and {}", d.words());
-        }
-        eprintln!("racetrack:   -> {}", f.outcome.words());
-    }
-    println!("{}", s.to_json());
-    Ok(if s.clean() { 0 } else { 1 })
-}
-
-/// The explorer's progress on a terminal: one line, redrawn under the runs' lines, that
-/// says how far the search went against its budgets. Not drawn when stderr is not a
-/// terminal (scripts read the runs' lines).
-struct ProgressBar {
-    on: bool,
-    drawn: bool,
-    max_runs: usize,
-    budget: std::time::Duration,
-}
-
-impl ProgressBar {
-    fn new(opts: &racetrack::explore::Options) -> Self {
-        use std::io::IsTerminal;
-        Self {
-            on: std::io::stderr().is_terminal(),
-            drawn: false,
-            max_runs: opts.max_runs,
-            budget: opts.budget,
-        }
-    }
-
-    fn tell(&mut self, note: racetrack::explore::Note) {
-        use racetrack::explore::Note;
-        match note {
-            Note::Run(line) => {
-                self.clear();
-                eprintln!("racetrack: {line}");
-            }
-            Note::Progress(p) if self.on => {
-                // The larger share of a budget spent.
-                let runs = p.runs as f64 / self.max_runs.max(1) as f64;
-                let time = p.elapsed.as_secs_f64() / self.budget.as_secs_f64().max(1e-3);
-                let filled = (runs.max(time).min(1.0) * 30.0).round() as usize;
-                eprint!(
-                    "\r[{}{}] {} of at most {} runs, {} outcomes, {} schedules waiting, {:.0} s of {} s",
-                    "#".repeat(filled),
-                    " ".repeat(30 - filled),
-                    p.runs,
-                    self.max_runs,
-                    p.outcomes,
-                    p.pending,
-                    p.elapsed.as_secs_f64(),
-                    self.budget.as_secs()
-                );
-                self.drawn = true;
-            }
-            Note::Progress(_) => {}
-        }
-    }
-
-    /// Erase the bar (before a line, and at the end).
-    fn clear(&mut self) {
-        if self.drawn {
-            eprint!("\r\x1b[2K");
-            self.drawn = false;
-        }
-    }
 }
 
 /// `racetrack mpirun --record LOG …`: the job free, each rank recording its part; then

@@ -1,39 +1,91 @@
-//! `racetrack explore --mpi`: find the outcomes a job's wildcard receives can lead to,
-//! by running it again and again with other matches forced.
+//! `racetrack explore`: find the outcomes a program's message races can lead to, by
+//! running it again and again with other orderings forced.
 //!
-//! Each run holds every wildcard receive (race mode, [`run`]): those its schedule names
-//! are forced, the others left to MPI. A pick is keyed by its receive, `rank[R]`'s Nth
-//! wildcard receive, so a schedule means the same in every run however the ranks
-//! interleave. After a run, each receive's alternatives are read off it (the senders
-//! whose next send to that rank does not happen after the receive was posted). The
-//! search is a depth-first walk over schedules, restoring a state by re-executing from
-//! the start with the schedule's picks forced (an MPI job cannot be checkpointed from
-//! outside; a re-run costs its start-up, under a second here): every receive a run left
-//! to MPI adds a branch per other sender it could have taken, with every other receive
-//! forced as it went but those posted after it completed. The walk is complete when every
-//! branch ran and every forced pick could be made; `--max-runs` and `--budget-s` bound it.
+//! Two kinds of program, one walk. A [`Runner`] makes one run under a schedule (picks
+//! keyed so that they mean the same in every run however the threads interleave) and
+//! reads off it each pick's alternatives: the senders whose next message to that thread
+//! does not happen after the pick.
+//! - An MPI job ([`run`]): every wildcard receive is held (race mode); those the
+//!   schedule names are forced, the others left to MPI. A pick is `rank[R]`'s Nth
+//!   wildcard receive; its value the source.
+//! - A program on the runtime ([`flow`]): the schedule is a replay log that each thread
+//!   follows for its first steps, then runs free; the run writes a trace, from which the
+//!   explorer reads which sender's message each step took and happens-before. A pick is
+//!   `proc[1]`'s Nth step on a message; its value the sender's code.
+//!
+//! The search is a depth-first walk over schedules, restoring a state by re-executing
+//! from the start with the schedule's picks forced (an MPI job cannot be checkpointed
+//! from outside; a runtime program's state is its threads' and its queues', which a
+//! forced prefix rebuilds exactly, at the cost of a process start, a few milliseconds).
+//! Every pick a run left free adds a branch per other sender it could have taken. An MPI
+//! branch keeps every other receive forced as it went but those posted after the pick
+//! completed. A runtime branch keeps the picks made before it (in the run's order, a
+//! linearization of happens-before) and those the other sender's message needed, and
+//! leaves the rest free: so independent races are explored in every combination, and
+//! the other message is sure to come. The walk is complete when every branch ran and
+//! every forced pick could be made; `--max-runs` and `--budget-s` bound it.
 //!
 //! Outcomes are the program's exit code and everything it printed (as a multiset, timing
-//! fields left out), a deadlock (as the job's debugger names it), or a run over its time
-//! limit. Each distinct outcome keeps the scenario of its first run when one could be
-//! saved (every rank alive, or every rank past `MPI_Finalize`), which
-//! `racetrack replay FILE -- PROGRAM ARGS` plays again. Once the walk is over, each
-//! outcome reached through several departures from the natural order is shrunk
+//! fields left out), a deadlock (as the debugger names it), or a run over its time limit.
+//! Each distinct outcome keeps a replay file of its first run when one could be saved,
+//! which `racetrack replay FILE -- PROGRAM ARGS` plays again. Once the walk is over, each
+//! MPI outcome reached through several departures from the natural order is shrunk
 //! ([`shrink`]): the fewest departures found to reach it.
 
+mod flow;
 mod run;
 mod shrink;
+mod steps;
+mod summary;
 mod trail;
 
 use crate::mpirun::Plan;
-use serde_json::{json, Value};
+pub use flow::Program;
 use shrink::shrink_all;
 use std::collections::{BTreeMap, HashSet};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
+pub use summary::{Departure, Found, Note, Outcome, Progress, Summary};
 
-/// A wildcard receive across runs: its thread and how many it made before.
+/// A pick across runs: its thread and how many such picks it made before (an MPI rank's
+/// wildcard receives, a runtime thread's steps on messages).
 pub type Key = (String, u32);
+
+/// The picks a run is made to follow: each key's source (MPI) or sender code (runtime).
+pub type Schedule = BTreeMap<Key, i32>;
+
+/// One run of the program, made to follow a schedule: see the module's documentation.
+pub trait Runner: Sync {
+    /// Run once, forcing `forced`; write the run's replay file to `file`.
+    fn run(&self, forced: &Schedule, file: &Path) -> anyhow::Result<Run>;
+    /// Whether a branch keeps only the picks made before it and those its other sender
+    /// needed (runtime), rather than every pick not after it (MPI).
+    fn linear(&self) -> bool;
+    /// Shrink the departures that reach an outcome (see [`shrink`]): only where a
+    /// schedule may name any subset of picks.
+    fn shrinks(&self) -> bool;
+}
+
+/// What one run did.
+pub struct Run {
+    pub outcome: Outcome,
+    /// Its picks, in the order they were made.
+    pub picks: Vec<Pick>,
+    /// Messages received.
+    pub delivered: u64,
+    /// Of those, the ones delivered after the schedule's forced picks (what an explorer
+    /// that restored states from checkpoints would deliver); `None`: not counted.
+    pub fresh: Option<u64>,
+    /// Picks not explored (MPI polls).
+    pub unexplored: u64,
+    /// The graph was full: later receives went unread.
+    pub dropped: bool,
+    /// Whether the replay file was written.
+    pub saved: bool,
+    /// What every thread took, in order, hashed (runtime): two runs with one are one
+    /// ordering.
+    pub ordering: Option<u64>,
+}
 
 /// A wildcard receive of a run.
 #[derive(Debug, Clone)]
@@ -53,88 +105,11 @@ pub struct Pick {
     pub after: Vec<usize>,
     /// Whether the run's events told enough of it (its call in the graph).
     pub known: bool,
-}
-
-/// How a run ended. Two exits are the same outcome when their codes and everything
-/// printed are, whatever the last line.
-#[derive(Debug, Clone)]
-pub enum Outcome {
-    /// The job exited: the launcher's code, the program's last output line, and what it
-    /// printed in all, as a multiset: the ranks' lines interleave differently from run
-    /// to run, so their order does not tell outcomes apart.
-    Exit(Option<i32>, String, Vec<String>),
-    /// The job deadlocked: who waits for whom.
-    Deadlock(String),
-    /// Still running at the run's limit (seconds).
-    Timeout(u64),
-    /// Stuck while a forced receive waited for a source that never sent: the schedule
-    /// could not be followed (not an outcome of the program).
-    Infeasible(String),
-}
-
-impl PartialEq for Outcome {
-    fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (Outcome::Exit(a, _, x), Outcome::Exit(b, _, y)) => a == b && x == y,
-            (Outcome::Deadlock(a), Outcome::Deadlock(b)) => a == b,
-            (Outcome::Timeout(a), Outcome::Timeout(b)) => a == b,
-            (Outcome::Infeasible(a), Outcome::Infeasible(b)) => a == b,
-            _ => false,
-        }
-    }
-}
-
-impl Outcome {
-    fn exit(code: Option<i32>, lines: &[String]) -> Self {
-        let mut all: Vec<String> = lines.iter().map(|l| without_timing(l)).collect();
-        let last = all.last().cloned().unwrap_or_default();
-        all.sort_unstable();
-        Outcome::Exit(code, last, all)
-    }
-
-    fn to_json(&self) -> Value {
-        match self {
-            Outcome::Exit(code, line, _) => json!({"exit": code, "output": line}),
-            Outcome::Deadlock(what) => json!({"deadlock": what}),
-            Outcome::Timeout(s) => json!({"timeout_s": s}),
-            Outcome::Infeasible(what) => json!({"infeasible": what}),
-        }
-    }
-
-    pub fn words(&self) -> String {
-        match self {
-            Outcome::Exit(code, line, _) => format!(
-                "exit {}: {line}",
-                code.map_or("(signal)".to_owned(), |c| c.to_string())
-            ),
-            Outcome::Deadlock(what) => format!("deadlock: {what}"),
-            Outcome::Timeout(s) => format!("still running after {s} s"),
-            Outcome::Infeasible(what) => format!("a forced pick could not be made (stuck: {what})"),
-        }
-    }
-
-    fn failed(&self) -> bool {
-        !matches!(self, Outcome::Exit(Some(0), ..))
-    }
-}
-
-/// A result line without what differs from run to run by timing alone: in a JSON
-/// object, fields named for time (`elapsed_ms`, `time_s`, …).
-fn without_timing(line: &str) -> String {
-    match serde_json::from_str::<Value>(line) {
-        Ok(Value::Object(mut o)) => {
-            o.retain(|k, _| {
-                let k = k.to_ascii_lowercase();
-                !(k.contains("elapsed")
-                    || k.contains("time")
-                    || k.ends_with("_ms")
-                    || k.ends_with("_s")
-                    || k.ends_with("per_s"))
-            });
-            Value::Object(o).to_string()
-        }
-        _ => line.trim().to_owned(),
-    }
+    /// What it took, in words (runtime: `Collect 1.0.1 from proc[0]`).
+    pub label: Option<String>,
+    /// Runtime: for each candidate, how many steps of each thread the step that sent its
+    /// message knew of (its vector clock): what a branch onto it keeps forced.
+    pub needs: Vec<BTreeMap<String, u32>>,
 }
 
 /// The limits of a search.
@@ -150,215 +125,54 @@ pub struct Options {
     pub jobs: usize,
 }
 
-/// A distinct outcome: how many runs reached it, its scenario, the picks of its first run,
-/// and the fewest departures from the natural order found to reach it.
-#[derive(Debug)]
-pub struct Found {
-    pub outcome: Outcome,
-    pub count: usize,
-    pub replay: Option<PathBuf>,
-    pub picks: Vec<Pick>,
-    /// The departures of a run that reached it, as few as shrinking found (all of its
-    /// first run's when it was not shrunk), and that run's scenario.
-    pub minimal: Vec<Departure>,
-    pub minimal_replay: Option<PathBuf>,
+/// An MPI job's runs (see [`run`]).
+struct Mpi<'a> {
+    plan: &'a Plan,
+    limit: Duration,
 }
 
-/// A receive forced onto another sender than it took in the natural (first) run.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Departure {
-    pub key: Key,
-    pub source: i32,
-    /// The sender it took in the natural run.
-    pub natural: i32,
-    pub site: Option<String>,
-}
-
-impl Departure {
-    pub fn words(&self) -> String {
-        let at = self.site.as_deref().map_or(String::new(), |s| format!(" at {s}"));
-        format!(
-            "{}'s receive #{}{at} matched rank {} instead of rank {}",
-            self.key.0,
-            self.key.1 + 1,
-            self.source,
-            self.natural
-        )
-    }
-}
-
-/// What a search found.
-#[derive(Debug)]
-pub struct Summary {
-    pub runs: usize,
-    /// Picks made over all runs, and how many had a choice.
-    pub picks: usize,
-    pub branch_points: usize,
-    pub delivered: u64,
-    /// Wildcard receives not explored, over all runs (polls, or ones not read).
-    pub unexplored: u64,
-    /// Forced picks a rank refused, or that left a receive waiting for good.
-    pub infeasible: usize,
-    /// Each distinct outcome, the natural run's first.
-    pub outcomes: Vec<Found>,
-    /// Runs made to shrink the orderings that reach an outcome (see [`shrink`]).
-    pub shrink_runs: usize,
-    pub complete: bool,
-    /// Why not complete.
-    pub stopped: Option<String>,
-    pub time: Duration,
-}
-
-impl Summary {
-    /// The JSON line for scripts.
-    pub fn to_json(&self) -> Value {
-        let outcomes: Vec<Value> = self
-            .outcomes
-            .iter()
-            .map(|f| {
-                let forced: Vec<Value> = f
-                    .picks
-                    .iter()
-                    .filter(|p| p.candidates.len() > 1)
-                    .map(|p| json!({"thread": p.key.0, "receive": p.key.1, "source": p.source, "site": p.site}))
-                    .collect();
-                let ordering: Vec<Value> = f
-                    .minimal
-                    .iter()
-                    .map(|d| json!({"thread": d.key.0, "receive": d.key.1, "source": d.source, "instead_of": d.natural, "site": d.site}))
-                    .collect();
-                json!({
-                    "result": f.outcome.to_json(),
-                    "count": f.count,
-                    "replay": f.replay,
-                    "picks": forced,
-                    "departures": f.minimal.len(),
-                    "differs": f.minimal.first().map(Departure::words),
-                    "ordering": ordering,
-                    "ordering_replay": f.minimal_replay,
-                })
-            })
-            .collect();
-        json!({
-            "event": "explored",
-            "runs": self.runs,
-            "shrink_runs": self.shrink_runs,
-            "picks": self.picks,
-            "branch_points": self.branch_points,
-            "delivered": self.delivered,
-            "unexplored": self.unexplored,
-            "infeasible": self.infeasible,
-            "outcomes": outcomes,
-            "complete": self.complete,
-            "stopped": self.stopped,
-            "time_s": (self.time.as_secs_f64() * 10.0).round() / 10.0,
-        })
+impl Runner for Mpi<'_> {
+    fn run(&self, forced: &Schedule, file: &Path) -> anyhow::Result<Run> {
+        run::run(self.plan, forced, self.limit, file)
     }
 
-    /// How a run's `picks` depart from the first run's (the natural order): the receives
-    /// forced onto another sender (what follows from them is not counted).
-    pub fn against_first(&self, picks: &[Pick]) -> Vec<Departure> {
-        let Some(first) = self.outcomes.first() else {
-            return Vec::new();
-        };
-        let natural: BTreeMap<&Key, i32> = first.picks.iter().map(|p| (&p.key, p.source)).collect();
-        picks
-            .iter()
-            .filter(|p| p.forced)
-            .filter_map(|p| {
-                let &n = natural.get(&p.key).filter(|&&s| s != p.source)?;
-                Some(Departure {
-                    key: p.key.clone(),
-                    source: p.source,
-                    natural: n,
-                    site: p.site.clone(),
-                })
-            })
-            .collect()
+    fn linear(&self) -> bool {
+        false
     }
 
-    /// Take in run `r` of schedule `forced`: its counts, its branches (onto `stack`), its
-    /// outcome (see [`Summary::count`]).
-    fn absorb(
-        &mut self,
-        r: run::Run,
-        (forced, file): (&BTreeMap<Key, i32>, PathBuf),
-        stack: &mut Vec<BTreeMap<Key, i32>>,
-        say: &mut impl FnMut(Note),
-    ) {
-        self.runs += 1;
-        self.delivered += r.delivered;
-        self.unexplored += r.unexplored;
-        self.picks += r.picks.len();
-        say(Note::Run(&describe(self.runs, &r.picks, forced, &r.outcome)));
-        self.infeasible += r.picks.iter().filter(|p| p.refused.is_some()).count();
-        if matches!(r.outcome, Outcome::Infeasible(_)) {
-            self.infeasible += 1;
-            let _ = std::fs::remove_file(&file);
-            return;
-        }
-        self.unexplored += branch(&r.picks, forced, stack, &mut self.branch_points);
-        if r.dropped && self.stopped.is_none() {
-            self.stopped = Some("the message graph was full: later receives were not read".into());
-        }
-        self.count(r, file);
+    fn shrinks(&self) -> bool {
+        true
     }
-
-    /// Count a run's outcome: a new one keeps its scenario `file`, a known one does not.
-    fn count(&mut self, r: run::Run, file: PathBuf) {
-        match self.outcomes.iter_mut().find(|f| f.outcome == r.outcome) {
-            Some(f) => {
-                f.count += 1;
-                let _ = std::fs::remove_file(&file);
-            }
-            None => {
-                let minimal = self.against_first(&r.picks);
-                let kept = r.saved.then_some(file);
-                self.outcomes.push(Found {
-                    outcome: r.outcome,
-                    count: 1,
-                    minimal_replay: kept.clone().filter(|_| !minimal.is_empty()),
-                    replay: kept,
-                    picks: r.picks,
-                    minimal,
-                });
-            }
-        }
-    }
-
-    /// Whether every run exited 0 with one result.
-    pub fn clean(&self) -> bool {
-        self.outcomes.len() == 1 && self.outcomes.iter().all(|f| !f.outcome.failed())
-    }
-}
-
-/// Where a search stands, for a progress bar: told after each run.
-#[derive(Debug, Clone, Copy)]
-pub struct Progress {
-    pub runs: usize,
-    /// Schedules waiting to run (an upper bound of what is left: some repeat).
-    pub pending: usize,
-    pub outcomes: usize,
-    pub elapsed: Duration,
-}
-
-/// What a search tells as it goes: each run in words, and where it stands.
-pub enum Note<'a> {
-    Run(&'a str),
-    Progress(Progress),
 }
 
 /// Explore the job of `plan`; `say` hears of each run.
-pub fn explore_mpi(plan: &Plan, opts: &Options, mut say: impl FnMut(Note)) -> anyhow::Result<Summary> {
+pub fn explore_mpi(plan: &Plan, opts: &Options, say: impl FnMut(Note)) -> anyhow::Result<Summary> {
+    let mpi = Mpi {
+        plan,
+        limit: opts.run_limit,
+    };
+    explore(&mpi, opts, say)
+}
+
+/// Explore a program on the runtime (see [`flow`]); `say` hears of each run.
+pub fn explore_program(program: &Program, opts: &Options, say: impl FnMut(Note)) -> anyhow::Result<Summary> {
+    let runner = flow::Flow::new(program, opts);
+    explore(&runner, opts, say)
+}
+
+/// The walk (see the module's documentation), with `runner`'s runs.
+pub fn explore(runner: &impl Runner, opts: &Options, mut say: impl FnMut(Note)) -> anyhow::Result<Summary> {
     std::fs::create_dir_all(&opts.out)?;
     let t0 = Instant::now();
-    let mut stack: Vec<BTreeMap<Key, i32>> = vec![BTreeMap::new()];
+    let mut stack: Vec<Schedule> = vec![BTreeMap::new()];
     let mut tried: HashSet<Vec<(Key, i32)>> = HashSet::new();
     let mut s = Summary {
         runs: 0,
         picks: 0,
         branch_points: 0,
         delivered: 0,
+        fresh: None,
+        orderings: HashSet::new(),
         unexplored: 0,
         infeasible: 0,
         outcomes: Vec::new(),
@@ -381,10 +195,16 @@ pub fn explore_mpi(plan: &Plan, opts: &Options, mut say: impl FnMut(Note)) -> an
             outcomes: s.outcomes.len(),
             elapsed: t0.elapsed(),
         }));
-        let results = run_all(plan, opts, &batch);
+        let results = run_all(runner, &batch);
         for ((forced, file), r) in batch.into_iter().zip(results) {
             match r {
-                Ok(r) => s.absorb(r, (&forced, file), &mut stack, &mut say),
+                Ok(r) => {
+                    let (points, unread) = (&mut s.branch_points, &mut s.unexplored);
+                    if !matches!(r.outcome, Outcome::Infeasible(_)) {
+                        *unread += branch(&r.picks, &forced, &mut stack, points, runner.linear());
+                    }
+                    s.absorb(r, (&forced, file), &mut say);
+                }
                 // What was found so far stands; the walk stops here.
                 Err(e) => {
                     ended = true;
@@ -393,7 +213,9 @@ pub fn explore_mpi(plan: &Plan, opts: &Options, mut say: impl FnMut(Note)) -> an
             }
         }
     }
-    shrink_all(plan, opts, &mut s, t0, &mut say);
+    if runner.shrinks() {
+        shrink_all(runner, opts, &mut s, t0, &mut say);
+    }
     if s.stopped.is_none() && s.unexplored > 0 {
         s.stopped = Some(format!(
             "{} wildcard receives or probes were not explored (polls, or what they took was not told)",
@@ -412,12 +234,12 @@ pub fn explore_mpi(plan: &Plan, opts: &Options, mut say: impl FnMut(Note)) -> an
 /// yet, each with its scenario's file; none when the walk is over or a budget is spent
 /// (then `s.stopped` says which).
 fn next_batch(
-    stack: &mut Vec<BTreeMap<Key, i32>>,
+    stack: &mut Vec<Schedule>,
     tried: &mut HashSet<Vec<(Key, i32)>>,
     opts: &Options,
     s: &mut Summary,
     t0: Instant,
-) -> Vec<(BTreeMap<Key, i32>, PathBuf)> {
+) -> Vec<(Schedule, PathBuf)> {
     let mut batch = Vec::new();
     while batch.len() < opts.jobs.max(1) {
         let Some(forced) = pop_untried(stack, tried) else {
@@ -446,10 +268,7 @@ fn next_batch(
 }
 
 /// The latest schedule on `stack` not run yet.
-fn pop_untried(
-    stack: &mut Vec<BTreeMap<Key, i32>>,
-    tried: &HashSet<Vec<(Key, i32)>>,
-) -> Option<BTreeMap<Key, i32>> {
+fn pop_untried(stack: &mut Vec<Schedule>, tried: &HashSet<Vec<(Key, i32)>>) -> Option<Schedule> {
     while let Some(forced) = stack.pop() {
         if !tried.contains(&forced.clone().into_iter().collect::<Vec<_>>()) {
             return Some(forced);
@@ -460,18 +279,14 @@ fn pop_untried(
 
 /// Run each schedule of `batch`, side by side when there are several (each run is its
 /// own job, with its own listener and scenario file); results in the batch's order.
-fn run_all(
-    plan: &Plan,
-    opts: &Options,
-    batch: &[(BTreeMap<Key, i32>, PathBuf)],
-) -> Vec<anyhow::Result<run::Run>> {
+fn run_all(runner: &impl Runner, batch: &[(Schedule, PathBuf)]) -> Vec<anyhow::Result<Run>> {
     if let [(forced, file)] = batch {
-        return vec![run::run(plan, forced, opts.run_limit, file)];
+        return vec![runner.run(forced, file)];
     }
     std::thread::scope(|sc| {
         let runs: Vec<_> = batch
             .iter()
-            .map(|(forced, file)| sc.spawn(move || run::run(plan, forced, opts.run_limit, file)))
+            .map(|(forced, file)| sc.spawn(move || runner.run(forced, file)))
             .collect();
         runs.into_iter()
             .map(|h| {
@@ -482,15 +297,18 @@ fn run_all(
     })
 }
 
-/// The branches a run adds: for each receive MPI matched freely, one per other sender it
-/// could have taken, with every other receive forced as it went, but those posted after
-/// it completed (what they take may follow from its match). Returns the free receives
-/// that could not be read (no match told, or no call in the graph): left unexplored.
+/// The branches a run adds: for each pick the run left free, one per other sender it
+/// could have taken. The branch keeps forced, when `linear`, the picks made before it
+/// and those the other sender's message needed (see [`Pick::needs`]); else every other
+/// pick as it went, but those made after it completed (what they take may follow from
+/// its match). Returns the free picks that could not be read (no match told, or no call
+/// in the graph): left unexplored.
 fn branch(
     picks: &[Pick],
-    forced: &BTreeMap<Key, i32>,
-    stack: &mut Vec<BTreeMap<Key, i32>>,
+    forced: &Schedule,
+    stack: &mut Vec<Schedule>,
     points: &mut usize,
+    linear: bool,
 ) -> u64 {
     let mut unread = 0;
     for (i, p) in picks.iter().enumerate() {
@@ -506,14 +324,24 @@ fn branch(
             continue;
         }
         *points += 1;
-        let prefix: BTreeMap<Key, i32> = picks
-            .iter()
-            .enumerate()
-            .filter(|&(j, q)| j != i && q.source >= 0 && !p.after.contains(&j))
-            .map(|(_, q)| (q.key.clone(), q.source))
-            .collect();
-        for &alt in p.candidates.iter().rev().filter(|&&c| c != p.source) {
-            let mut next = prefix.clone();
+        for (c, &alt) in p.candidates.iter().enumerate().rev() {
+            if alt == p.source {
+                continue;
+            }
+            let needs = p.needs.get(c);
+            let mut next: Schedule = picks
+                .iter()
+                .enumerate()
+                .filter(|&(j, q)| {
+                    let kept = if linear {
+                        j < i || needs.and_then(|n| n.get(&q.key.0)).is_some_and(|&n| q.key.1 < n)
+                    } else {
+                        j != i
+                    };
+                    kept && q.source >= 0 && !p.after.contains(&j)
+                })
+                .map(|(_, q)| (q.key.clone(), q.source))
+                .collect();
             next.insert(p.key.clone(), alt);
             stack.push(next);
         }
@@ -522,7 +350,7 @@ fn branch(
 }
 
 /// One run in words: its forced picks and its outcome.
-fn describe(n: usize, picks: &[Pick], forced: &BTreeMap<Key, i32>, outcome: &Outcome) -> String {
+fn describe(n: usize, picks: &[Pick], forced: &Schedule, outcome: &Outcome) -> String {
     let chosen: Vec<String> = picks
         .iter()
         .filter(|p| p.candidates.len() > 1 || forced.contains_key(&p.key))

@@ -4,7 +4,7 @@
 //! receive's alternatives are read off the run ([`Trail`]).
 
 use super::trail::Trail;
-use super::{Key, Outcome, Pick};
+use super::{Key, Outcome, Pick, Run};
 use crate::conn::{CommandSender, ConnEvent};
 use crate::job::JobListener;
 use crate::launch::{spawn_job, Launched};
@@ -20,21 +20,6 @@ use std::time::{Duration, Instant};
 
 /// Request numbers of the explorer's own commands.
 const REQ_BASE: u64 = 1 << 40;
-
-/// What one run did.
-pub(super) struct Run {
-    pub outcome: Outcome,
-    /// Its wildcard receives, in the order they were held.
-    pub picks: Vec<Pick>,
-    /// Messages received.
-    pub delivered: u64,
-    /// Wildcard receives not explored (polls).
-    pub unexplored: u64,
-    /// The graph was full: later receives went unread.
-    pub dropped: bool,
-    /// Whether the scenario file was written.
-    pub saved: bool,
-}
 
 /// A run in progress.
 struct Driver<'a> {
@@ -151,9 +136,11 @@ pub(super) fn run(
         outcome,
         picks: d.picks(),
         delivered: d.delivered,
+        fresh: None,
         unexplored: d.unexplored,
         dropped: d.model.messages().is_some_and(|g| g.dropped() > 0),
         saved,
+        ordering: None,
     })
 }
 
@@ -308,6 +295,8 @@ impl Driver<'_> {
                 candidates: read.alternatives,
                 site: read.site,
                 after: Vec::new(),
+                label: None,
+                needs: Vec::new(),
             });
         }
         // The receives posted after each completed, and so perhaps because of its match.

@@ -1,15 +1,13 @@
 //! The fewest departures from the natural order that still reach an outcome.
 
-use super::{run, Departure, Key, Note, Options, Outcome, Summary};
-use crate::mpirun::Plan;
-use std::collections::BTreeMap;
+use super::{Departure, Note, Options, Outcome, Runner, Schedule, Summary};
 use std::path::PathBuf;
 use std::time::Instant;
 
 /// Shrink the departures that reach each outcome but the natural run's, within the time
 /// budget: the runs it makes are counted apart (`shrink_runs`).
 pub(super) fn shrink_all(
-    plan: &Plan,
+    runner: &impl Runner,
     opts: &Options,
     s: &mut Summary,
     t0: Instant,
@@ -28,8 +26,8 @@ pub(super) fn shrink_all(
             }
             runs += 1;
             let file = opts.out.join(format!("shrink-{}-{runs}.rtrec", i + 1));
-            let schedule: BTreeMap<Key, i32> = trial.iter().map(|d| (d.key.clone(), d.source)).collect();
-            let r = run::run(plan, &schedule, opts.run_limit, &file).ok()?;
+            let schedule: Schedule = trial.iter().map(|d| (d.key.clone(), d.source)).collect();
+            let r = runner.run(&schedule, &file).ok()?;
             let reached = r.outcome == target;
             say(Note::Run(&format!(
                 "shrinking outcome {}: {} departures -> {}",

@@ -1,0 +1,315 @@
+//! A runtime program's run read off its trace (`RACETRACK_TRACE`): which sender's message
+//! each thread's steps took, and happens-before between those steps.
+//!
+//! A step starts after the step that sent its message (the send is that step's act) and
+//! after its thread's previous step. A schedule's inputs are one line of their own: each
+//! comes after the results that returned before it (the program's schedule calls are
+//! made one after another; concurrent ones would be ordered here more than they are).
+//! Clocks are indexed by sender code: 0 the input line, `g + 1` the thread of global
+//! index `g`; a thread's entry counts its steps on messages that happened before.
+
+use racetrack_protocol::replay_log::{self as log, LogEnd, LogHeader, LogThread, Run as LogRun};
+use racetrack_protocol::trace::TraceReader;
+use racetrack_protocol::{Event, SmolStr, Step};
+use std::collections::{BTreeMap, HashMap};
+use std::hash::{Hash, Hasher};
+use std::path::Path;
+
+/// A vector clock, by sender code.
+pub type Clock = Vec<u32>;
+
+/// A sender code that no run can force: the step's message was not seen sent.
+pub const UNKNOWN: u64 = u64::MAX;
+
+/// One message a thread took (or was sent and never took).
+#[derive(Debug, Clone)]
+pub struct Taken {
+    /// Its sender's code ([`log::SENDER_INPUT`], or the sending thread's global index plus
+    /// one; [`UNKNOWN`]).
+    pub sender: u64,
+    /// In words: `Collect 1.0.1 from proc[0]`.
+    pub label: String,
+    /// The clock of the step (or input) that sent it.
+    pub sent: Clock,
+    /// Its step's place in the trace (a linearization of happens-before).
+    pub order: usize,
+}
+
+/// A run's steps on messages, by thread.
+#[derive(Debug, Default)]
+pub struct Steps {
+    /// Thread names by global index.
+    pub names: Vec<String>,
+    /// Operation names, by index among all of the run's graphs.
+    pub ops: Vec<String>,
+    /// Each thread's steps on messages, in order.
+    pub threads: Vec<Vec<Taken>>,
+    /// Messages sent to each thread and never taken.
+    pub left: Vec<Vec<Taken>>,
+    /// A deadlock the runtime told, in words.
+    pub deadlock: Option<String>,
+    /// Operations that panicked, in words.
+    pub panics: Vec<String>,
+}
+
+type SendKey = (SmolStr, SmolStr, SmolStr);
+
+#[derive(Default)]
+struct Reader {
+    s: Steps,
+    index: HashMap<String, usize>,
+    /// Each thread's current step's clock.
+    current: Vec<Clock>,
+    input: Clock,
+    /// Sent, not taken yet: (message, operation, thread) → the message.
+    sends: HashMap<SendKey, Taken>,
+    events: usize,
+}
+
+/// Read the trace at `path`. A trace cut short (a killed run) gives what it holds.
+pub fn read(path: &Path) -> Result<Steps, String> {
+    let reader = TraceReader::open(path).map_err(|e| e.to_string())?;
+    let mut r = Reader::default();
+    for ev in reader {
+        match ev {
+            Ok(ev) => r.event(ev.event),
+            Err(_) => break,
+        }
+    }
+    let mut left: Vec<Vec<Taken>> = vec![Vec::new(); r.s.names.len()];
+    let mut rest: Vec<((SmolStr, SmolStr, SmolStr), Taken)> = r.sends.into_iter().collect();
+    rest.sort_by_key(|(_, t)| t.order);
+    for ((_, _, thread), t) in rest {
+        if let Some(&g) = r.index.get(thread.as_str()) {
+            left[g].push(t);
+        }
+    }
+    r.s.left = left;
+    r.s.threads.resize_with(r.s.names.len(), Vec::new);
+    Ok(r.s)
+}
+
+fn join(into: &mut Clock, other: &[u32]) {
+    if into.len() < other.len() {
+        into.resize(other.len(), 0);
+    }
+    for (a, &b) in into.iter_mut().zip(other) {
+        *a = (*a).max(b);
+    }
+}
+
+fn set(c: &mut Clock, at: usize, n: u32) {
+    if c.len() <= at {
+        c.resize(at + 1, 0);
+    }
+    c[at] = n;
+}
+
+impl Reader {
+    fn event(&mut self, ev: Event) {
+        self.events += 1;
+        match ev {
+            Event::Batch { events } => events.into_iter().for_each(|e| self.event(e)),
+            Event::Structure {
+                operations,
+                collections,
+                ..
+            } => {
+                self.s.names = collections.into_iter().flat_map(|c| c.threads).collect();
+                self.s.ops = operations.into_iter().map(|o| o.name).collect();
+                self.index = self
+                    .s
+                    .names
+                    .iter()
+                    .enumerate()
+                    .map(|(g, n)| (n.clone(), g))
+                    .collect();
+                let n = self.s.names.len();
+                self.current.resize_with(n, Vec::new);
+                self.s.threads.resize_with(n, Vec::new);
+            }
+            Event::Send(e) => self.send(e),
+            Event::Start(e) if e.step != Step::Final => self.start(&e.thread, e.op, e.msg),
+            Event::Deadlock { waits, cycle } => {
+                let who: Vec<String> = waits
+                    .iter()
+                    .map(|w| match &w.why {
+                        Some(why) => format!("{}: {why}", w.thread),
+                        None => w.thread.to_string(),
+                    })
+                    .collect();
+                let cycle = if cycle.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (cycle {})", cycle.join(" -> "))
+                };
+                self.s.deadlock = Some(format!("{}{cycle}", who.join("; ")));
+            }
+            Event::Panic {
+                thread, op, message, ..
+            } => {
+                self.s
+                    .panics
+                    .push(format!("{op} on {thread} panicked: {message}"));
+            }
+            _ => {}
+        }
+    }
+
+    fn send(&mut self, e: racetrack_protocol::SendEv) {
+        let (sender, clock) = match e.thread.as_deref().and_then(|t| self.index.get(t)) {
+            Some(&g) => (g as u64 + 1, self.current[g].clone()),
+            None => {
+                let n = self.input.first().copied().unwrap_or(0) + 1;
+                set(&mut self.input, 0, n);
+                (log::SENDER_INPUT, self.input.clone())
+            }
+        };
+        match (e.to_thread, e.to_op) {
+            (Some(to), Some(op)) => {
+                let from = match sender {
+                    log::SENDER_INPUT => "the input".to_owned(),
+                    c => self.s.names[(c - 1) as usize].clone(),
+                };
+                let label = format!("{op} {} from {from}", e.msg);
+                let taken = Taken {
+                    sender,
+                    label,
+                    sent: clock,
+                    order: self.events,
+                };
+                self.sends.insert((e.msg, op, to), taken);
+            }
+            // A result, back to the schedule's caller: later inputs come after it.
+            _ if sender != log::SENDER_INPUT => join(&mut self.input, &clock),
+            _ => {}
+        }
+    }
+
+    fn start(&mut self, thread: &str, op: SmolStr, msg: SmolStr) {
+        let Some(&g) = self.index.get(thread) else { return };
+        let k = self.s.threads[g].len() as u32;
+        let mut clock = self.current[g].clone();
+        let taken = match self
+            .sends
+            .remove(&(msg.clone(), op.clone(), SmolStr::from(thread)))
+        {
+            Some(t) => {
+                join(&mut clock, &t.sent);
+                Taken {
+                    order: self.events,
+                    ..t
+                }
+            }
+            None => Taken {
+                sender: UNKNOWN,
+                label: format!("{op} {msg}"),
+                sent: Vec::new(),
+                order: self.events,
+            },
+        };
+        set(&mut clock, g + 1, k + 1);
+        self.current[g] = clock;
+        self.s.threads[g].push(taken);
+    }
+}
+
+impl Steps {
+    /// Steps on messages in all.
+    pub fn delivered(&self) -> u64 {
+        self.threads.iter().map(|t| t.len() as u64).sum()
+    }
+
+    /// What every thread took, hashed: one ordering, one value.
+    pub fn ordering(&self) -> u64 {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        for t in &self.threads {
+            t.len().hash(&mut h);
+            t.iter().for_each(|s| s.sender.hash(&mut h));
+        }
+        h.finish()
+    }
+
+    /// The senders thread `g` could have taken a message from at its step `k` (its own
+    /// sender first): those whose next message to it after its first `k` steps was not
+    /// sent after step `k`. With each, the clock of the step that sent that message.
+    pub fn candidates(&self, g: usize, k: usize) -> Vec<(u64, &Clock)> {
+        let steps = &self.threads[g];
+        let mut out: Vec<(u64, &Clock)> = vec![(steps[k].sender, &steps[k].sent)];
+        // Each sender's next message only: a later one cannot pass it.
+        let mut seen = vec![steps[k].sender];
+        for t in steps[k..].iter().chain(self.left.get(g).into_iter().flatten()) {
+            if t.sender == UNKNOWN || seen.contains(&t.sender) {
+                continue;
+            }
+            seen.push(t.sender);
+            if t.sent.get(g + 1).copied().unwrap_or(0) as usize <= k {
+                out.push((t.sender, &t.sent));
+            }
+        }
+        out
+    }
+
+    /// The run as a replay log: complete (`finished`) or a prefix.
+    pub fn log(&self, header: &LogHeader, finished: bool) -> Vec<u8> {
+        let mut out = log::header_bytes(header);
+        for (g, steps) in self.threads.iter().enumerate() {
+            let senders: Vec<u64> = steps
+                .iter()
+                .map(|t| t.sender)
+                .take_while(|&s| s != UNKNOWN)
+                .collect();
+            put_thread(&mut out, g, &senders);
+        }
+        if finished {
+            let end = LogEnd {
+                threads: self
+                    .names
+                    .iter()
+                    .zip(&self.threads)
+                    .map(|(name, t)| LogThread {
+                        name: name.clone(),
+                        steps: t.len() as u64,
+                    })
+                    .collect(),
+                ops: self.ops.clone(),
+                prefix: false,
+            };
+            out.extend(log::end_record(&end));
+        }
+        out
+    }
+}
+
+/// Append thread `g`'s `senders`, one per step, as runs.
+pub fn put_thread(out: &mut Vec<u8>, g: usize, senders: &[u64]) {
+    let mut runs: Vec<LogRun> = Vec::new();
+    for &sender in senders {
+        match runs.last_mut() {
+            Some(r) if r.sender == sender => r.count += 1,
+            _ => runs.push(LogRun { sender, count: 1 }),
+        }
+    }
+    if runs.is_empty() {
+        return;
+    }
+    let mut bytes = Vec::new();
+    runs.iter().for_each(|&r| log::put_run(&mut bytes, r));
+    log::put_runs_record(out, g, runs.len() as u64, &bytes);
+}
+
+/// A schedule's picks, by thread: each thread's forced senders from its first step on,
+/// up to its first position the schedule does not name.
+pub fn prefixes(names: &[String], forced: &BTreeMap<(String, u32), i32>) -> Result<Vec<Vec<u64>>, String> {
+    let mut out = vec![Vec::new(); names.len()];
+    for ((thread, k), &sender) in forced {
+        let g = names
+            .iter()
+            .position(|n| n == thread)
+            .ok_or_else(|| format!("the schedule names {thread}, which no run had"))?;
+        if *k as usize == out[g].len() {
+            out[g].push(sender as u64);
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,170 @@
+//! `racetrack explore` on programs of Racetrack's runtime: real runs of the examples, each
+//! ordering forced by a replay log, each outcome's replay file played again.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn racetrack(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_racetrack"))
+        .args(args)
+        .output()
+        .expect("racetrack runs")
+}
+
+/// Explore `example ARGS` into `out`; the summary line and the exit code.
+fn explore(example: &str, args: &[&str], out: &Path, extra: &[&str]) -> (Value, i32) {
+    let bin = support::example_bin(example);
+    let out_dir = out.display().to_string();
+    let mut all = vec!["explore", "--out", &out_dir, "--max-runs", "2000"];
+    all.extend_from_slice(extra);
+    all.push("--");
+    let bin = bin.display().to_string();
+    all.push(&bin);
+    all.extend_from_slice(args);
+    let o = racetrack(&all);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let line = stdout.lines().last().unwrap_or_else(|| {
+        panic!(
+            "no summary from explore {example} {args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        )
+    });
+    (
+        serde_json::from_str(line).expect("a JSON summary"),
+        o.status.code().unwrap_or(-1),
+    )
+}
+
+/// A directory of its own for the test `name`.
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("racetrack-explore-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn report_of(outcome: &Value) -> Value {
+    let line = outcome["result"]["output"].as_str().expect("an exit with output");
+    serde_json::from_str(line).expect("the example's JSON report")
+}
+
+fn correct(outcome: &Value) -> bool {
+    report_of(outcome)["matches_reference"] == Value::Bool(true)
+}
+
+/// The racy variant: every ordering explored, the race among the outcomes, named, and
+/// its replay file makes the same wrong result again. The fixed one: one correct outcome.
+fn race_found_and_fixed(example: &str, args: &[&str]) {
+    let dir = scratch(example);
+    let (s, code) = explore(example, args, &dir, &[]);
+    assert_eq!(s["complete"], true, "{example} {args:?}: {s}");
+    assert_eq!(code, 1, "outcomes differ: exit code 1");
+    let outcomes = s["outcomes"].as_array().unwrap();
+    assert!(correct(&outcomes[0]), "the natural run is correct: {s}");
+    let wrong = outcomes
+        .iter()
+        .find(|o| !correct(o))
+        .unwrap_or_else(|| panic!("{example} {args:?}: the race was not found: {s}"));
+    let differs = wrong["differs"].as_str().expect("the ordering in words");
+    assert!(
+        differs.contains(" ran ") && differs.contains(" before "),
+        "{differs}"
+    );
+    assert!(wrong["ordering"][0]["took"].is_string(), "{wrong}");
+    let runs = s["runs"].as_u64().unwrap();
+    assert!(s["orderings"].as_u64().unwrap() <= runs && runs >= 2, "{s}");
+    assert!(s["delivered"].as_u64().unwrap() > s["delivered_after_forced"].as_u64().unwrap());
+
+    // The replay file plays the wrong result again.
+    let file = wrong["replay"].as_str().expect("a replay file");
+    let bin = support::example_bin(example).display().to_string();
+    let mut replay = vec!["replay", file, "--", &bin];
+    replay.extend_from_slice(args);
+    let o = racetrack(&replay);
+    let text = String::from_utf8_lossy(&o.stdout);
+    let last: Value = serde_json::from_str(text.lines().last().expect("a report")).unwrap();
+    assert_eq!(last["matches_reference"], false, "the replay of {file}: {text}");
+    assert_eq!(
+        last["result"],
+        report_of(wrong)["result"],
+        "the same wrong result"
+    );
+
+    let mut fixed_args = args.to_vec();
+    fixed_args.push("--fixed");
+    let (s, code) = explore(example, &fixed_args, &dir, &[]);
+    assert_eq!(s["complete"], true, "{s}");
+    let outcomes = s["outcomes"].as_array().unwrap();
+    assert_eq!(outcomes.len(), 1, "the fixed variant has one outcome: {s}");
+    assert!(correct(&outcomes[0]));
+    assert_eq!(code, 0);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn heat_race_is_found_and_the_fix_proved() {
+    race_found_and_fixed(
+        "heat",
+        &[
+            "--threads",
+            "2",
+            "--iters",
+            "1",
+            "--cells",
+            "8",
+            "--local-us",
+            "0",
+        ],
+    );
+}
+
+#[test]
+fn search_race_is_found_and_the_fix_proved() {
+    race_found_and_fixed("search", &["--threads", "2"]);
+}
+
+#[test]
+fn race_free_programs_have_one_outcome() {
+    let dir = scratch("race-free");
+    for (example, args) in [
+        (
+            "mergesort",
+            &["--threads", "2", "--size", "256", "--chunks", "4"][..],
+        ),
+        ("farm", &["--threads", "2", "--tasks", "4", "--work-us", "0"][..]),
+    ] {
+        let (s, code) = explore(example, args, &dir, &["--jobs", "2"]);
+        assert_eq!(s["complete"], true, "{example}: {s}");
+        assert_eq!(s["outcomes"].as_array().unwrap().len(), 1, "{example}: {s}");
+        assert!(
+            s["runs"].as_u64().unwrap() >= 2,
+            "{example} has orderings to try: {s}"
+        );
+        assert_eq!(code, 0);
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn explore_says_what_is_wrong() {
+    let o = racetrack(&["explore", "--", "/bin/true"]);
+    assert_ne!(o.status.code(), Some(0));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("no readable trace") && err.contains("runtime"),
+        "{err}"
+    );
+
+    let o = racetrack(&["explore", "-n", "2", "--", "/bin/true"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("add --mpi"), "{err}");
+
+    let o = racetrack(&["explore", "--", "/no/such/program"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("cannot start /no/such/program"), "{err}");
+}
