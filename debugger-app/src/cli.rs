@@ -112,6 +112,10 @@ LOG; `racetrack replay LOG -- PROGRAM ARGS` replays it.",
         /// Where the replay files of the outcomes go
         #[arg(long, value_name = "DIR", default_value = "racetrack-explore")]
         out: PathBuf,
+        /// Runtime programs: do not merge equal states (each branch runs, even one that
+        /// starts where another did)
+        #[arg(long)]
+        no_merge: bool,
         #[command(flatten)]
         program: Program,
     },

@@ -78,6 +78,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             run_limit_s,
             jobs,
             out,
+            no_merge,
             program,
         } => {
             let opts = racetrack::explore::Options {
@@ -86,6 +87,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
                 run_limit: std::time::Duration::from_secs(run_limit_s),
                 out,
                 jobs: jobs as usize,
+                merge: !no_merge,
             };
             match (is_mpi, ranks) {
                 (true, Some(ranks)) => mpi::explore(imp, ranks, &program, &opts),

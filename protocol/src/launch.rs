@@ -19,6 +19,10 @@ pub const ENV_REPLAY: &str = "RACETRACK_REPLAY";
 /// Milliseconds a replay waits, with the whole program stalled, for a message its log
 /// says comes next, before it reports that it diverged (default 5000).
 pub const ENV_REPLAY_STALL_MS: &str = "RACETRACK_REPLAY_STALL_MS";
+/// A file to write digests to (`racetrack explore`): a hash of every message's content
+/// and of each thread's state after every step, so that the explorer can tell equal
+/// states apart from the run's trace. Lines of text, see the agent's `replay::digest`.
+pub const ENV_DIGEST: &str = "RACETRACK_DIGEST";
 /// Non-empty and not `0`: hold the program's first operation until the debugger says
 /// continue.
 pub const ENV_WAIT: &str = "RACETRACK_WAIT";

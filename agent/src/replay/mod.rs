@@ -19,10 +19,12 @@
 //! debugger and the program runs on free. Taking over ([`Choices::take_over`]) ends the
 //! replay at once: from there the run is free, under whatever holds the debugger sets.
 
+mod digest;
 mod play;
 mod record;
 
 use crate::agent::{Agent, ReplayControl, ReplayError};
+use digest::Digest;
 use play::Replayer;
 use racetrack_protocol::launch as env;
 use racetrack_runtime::hook::{
@@ -45,6 +47,7 @@ static CLAIMED: AtomicBool = AtomicBool::new(false);
 pub struct Choices {
     record: Option<Recorder>,
     replay: Option<Box<Replayer>>,
+    digest: Option<Digest>,
     inner: Option<Arc<Agent>>,
 }
 
@@ -63,10 +66,11 @@ pub struct Choices {
 pub fn from_env(agent: impl FnOnce() -> Option<Arc<Agent>>) -> Option<Option<Arc<dyn Hook>>> {
     let var = |v: &str| std::env::var(v).ok().filter(|p| !p.is_empty());
     let (record, replay) = (var(env::ENV_RECORD), var(env::ENV_REPLAY));
+    let digest = var(env::ENV_DIGEST);
     let debugged =
         var(env::ENV_TRACE).is_none() && (var(env::ENV_LISTEN).is_some() || var(env::ENV_CONNECT).is_some());
     let from_start = debugged && var(env::ENV_WAIT).is_some_and(|w| w != "0");
-    if record.is_none() && replay.is_none() && !from_start {
+    if record.is_none() && replay.is_none() && digest.is_none() && !from_start {
         return None;
     }
     if CLAIMED.swap(true, Relaxed) {
@@ -101,8 +105,15 @@ pub fn from_env(agent: impl FnOnce() -> Option<Arc<Agent>>) -> Option<Option<Arc
         },
         (None, _) => debugged.then(Recorder::in_memory),
     };
+    let digest = digest.and_then(|path| match Digest::create(&path) {
+        Ok(d) => Some(d),
+        Err(e) => {
+            eprintln!("racetrack: cannot write the digests {path}: {e}; none are written");
+            None
+        }
+    });
     let inner = agent();
-    if record.is_none() && replay.is_none() {
+    if record.is_none() && replay.is_none() && digest.is_none() {
         return Some(inner.map(|a| a as Arc<dyn Hook>));
     }
     if let (Some(r), Some(a)) = (&replay, &inner) {
@@ -111,6 +122,7 @@ pub fn from_env(agent: impl FnOnce() -> Option<Arc<Agent>>) -> Option<Option<Arc
     let choices = Arc::new(Choices {
         record,
         replay,
+        digest,
         inner,
     });
     if let Some(a) = &choices.inner {
@@ -145,8 +157,9 @@ impl Choices {
 
 impl Hook for Choices {
     fn streaming(&self) -> bool {
-        // A replay needs every step start one by one, where a message can be put back.
-        self.replaying().is_none() && self.inner_streaming()
+        // A replay needs every step start one by one, where a message can be put back;
+        // digests need each message's content and each thread's state.
+        self.replaying().is_none() && self.digest.is_none() && self.inner_streaming()
     }
 
     fn session(&self) -> u64 {
@@ -206,6 +219,9 @@ impl Hook for Choices {
         }
         if let Some(a) = &self.inner {
             a.on_send(ev);
+        }
+        if let Some(d) = &self.digest {
+            d.send(ev);
         }
         if let (Some(r), Some(t), true) = (&self.record, ev.thread, ev.replaced()) {
             let content = ev.content_json().unwrap_or(serde_json::Value::Null);
@@ -279,6 +295,9 @@ impl Hook for Choices {
         if let Some(a) = &self.inner {
             a.on_stop(ev);
         }
+        if let Some(d) = &self.digest {
+            d.stop(ev);
+        }
         if let (Some(r), true) = (&self.record, ev.access.state_replaced()) {
             let state = ev.access.state_json().unwrap_or(serde_json::Value::Null);
             r.edit_state(ev.thread.global, true, false, state);
@@ -317,6 +336,9 @@ impl Hook for Choices {
         }
         if let Some(r) = &self.replay {
             r.finish();
+        }
+        if let Some(d) = &self.digest {
+            d.finish();
         }
         if let Some(a) = &self.inner {
             a.on_finished();

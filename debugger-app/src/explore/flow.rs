@@ -12,6 +12,7 @@
 //! value the sender's code; its candidates the senders whose next message to the thread
 //! was not sent after the step (see [`Steps::candidates`]).
 
+use super::states;
 use super::steps::{self, Steps, UNKNOWN};
 use super::{Options, Outcome, Pick, Run, Runner, Schedule};
 use anyhow::Context as _;
@@ -45,6 +46,7 @@ pub struct Program {
 pub(super) struct Flow<'a> {
     program: &'a Program,
     limit: Duration,
+    merge: bool,
     /// The program's threads by global index, as its first run had them.
     names: Mutex<Vec<String>>,
 }
@@ -54,6 +56,7 @@ impl<'a> Flow<'a> {
         Self {
             program,
             limit: opts.run_limit,
+            merge: opts.merge,
             names: Mutex::new(Vec::new()),
         }
     }
@@ -85,6 +88,7 @@ impl<'a> Flow<'a> {
 impl Runner for Flow<'_> {
     fn run(&self, forced: &Schedule, file: &Path) -> anyhow::Result<Run> {
         let trace = file.with_extension("rtrace");
+        let digest = file.with_extension("digest");
         let schedule = file.with_extension("schedule.rtrec");
         let replaying = self.write_schedule(forced, &schedule)?;
         let mut cmd = Command::new(&self.program.program);
@@ -106,6 +110,9 @@ impl Runner for Flow<'_> {
         if replaying {
             cmd.env(env::ENV_REPLAY, &schedule);
         }
+        if self.merge {
+            cmd.env(env::ENV_DIGEST, &digest);
+        }
         let mut child = cmd
             .spawn()
             .with_context(|| format!("cannot start {}", self.program.program.display()))?;
@@ -116,31 +123,54 @@ impl Runner for Flow<'_> {
         let _ = std::fs::remove_file(&schedule);
         let read = steps::read(&trace);
         let _ = std::fs::remove_file(&trace);
-        let s = read.map_err(|e| {
-            anyhow::anyhow!(
-                "{} wrote no readable trace ({e}): is it a program on Racetrack's runtime?",
-                self.program.program.display()
-            )
-        })?;
+        let first = self.names.lock().map_or(true, |n| n.is_empty());
+        let (s, outcome) = match read {
+            Ok(s) => {
+                let outcome = outcome_of(code, self.limit, &s, &out, &err);
+                (s, outcome)
+            }
+            // The program's first run: not a program on the runtime, most likely.
+            Err(e) if first => {
+                let _ = std::fs::remove_file(&digest);
+                anyhow::bail!(
+                    "{} wrote no readable trace ({e}; {}): is it a program on Racetrack's runtime?",
+                    self.program.program.display(),
+                    ended(code, &err)
+                )
+            }
+            // A later run that died before its trace was written: an outcome, with
+            // nothing to branch on.
+            Err(e) => (
+                Steps::default(),
+                Outcome::Died(format!("{} (its trace: {e})", ended(code, &err))),
+            ),
+        };
         if let Ok(mut names) = self.names.lock() {
             if names.is_empty() {
                 *names = s.names.clone();
             }
         }
-        let outcome = outcome_of(code, self.limit, &s, &out, &err);
         let finished = matches!(outcome, Outcome::Exit(..));
         let saved = std::fs::write(file, s.log(&self.header(), finished)).is_ok();
         let picks = picks(&s, forced);
         let fresh = picks.iter().filter(|p| !p.forced).count() as u64;
+        let (delivered, ordering) = (s.delivered(), s.ordering());
+        // Only a run that ended by itself wrote every digest.
+        let states = match (self.merge, finished) {
+            (true, true) => states::read(&digest, s).map(Box::new),
+            _ => None,
+        };
+        let _ = std::fs::remove_file(&digest);
         Ok(Run {
             outcome,
-            delivered: s.delivered(),
+            delivered,
             fresh: Some(fresh),
             unexplored: 0,
             dropped: false,
             saved,
-            ordering: Some(s.ordering()),
+            ordering: Some(ordering),
             picks,
+            states,
         })
     }
 
@@ -184,6 +214,19 @@ fn outcome_of(
         }));
     }
     Outcome::exit(code, &lines)
+}
+
+/// How a run ended, in words: its exit code and its last line on stderr.
+fn ended(code: Result<Option<i32>, ()>, err: &[String]) -> String {
+    let how = match code {
+        Ok(Some(c)) => format!("exit code {c}"),
+        Ok(None) => "killed by a signal".to_owned(),
+        Err(()) => "still running at its time limit".to_owned(),
+    };
+    match err.iter().rev().find(|l| !l.trim().is_empty()) {
+        Some(last) => format!("{how}, last said: {last}"),
+        None => how,
+    }
 }
 
 /// Every step on a message of the run as a pick, in the run's order.

@@ -35,6 +35,7 @@
 mod flow;
 mod run;
 mod shrink;
+mod states;
 mod steps;
 mod summary;
 mod trail;
@@ -85,6 +86,8 @@ pub struct Run {
     /// What every thread took, in order, hashed (runtime): two runs with one are one
     /// ordering.
     pub ordering: Option<u64>,
+    /// The states at the run's cuts (runtime, unless `--no-merge`; see [`states`]).
+    pub states: Option<Box<states::States>>,
 }
 
 /// A wildcard receive of a run.
@@ -123,6 +126,8 @@ pub struct Options {
     pub out: PathBuf,
     /// Runs made side by side.
     pub jobs: usize,
+    /// Merge equal states (runtime programs, see [`states`]).
+    pub merge: bool,
 }
 
 /// An MPI job's runs (see [`run`]).
@@ -173,6 +178,8 @@ pub fn explore(runner: &impl Runner, opts: &Options, mut say: impl FnMut(Note)) 
         delivered: 0,
         fresh: None,
         orderings: HashSet::new(),
+        states: HashSet::new(),
+        merged: 0,
         unexplored: 0,
         infeasible: 0,
         outcomes: Vec::new(),
@@ -199,9 +206,8 @@ pub fn explore(runner: &impl Runner, opts: &Options, mut say: impl FnMut(Note)) 
         for ((forced, file), r) in batch.into_iter().zip(results) {
             match r {
                 Ok(r) => {
-                    let (points, unread) = (&mut s.branch_points, &mut s.unexplored);
                     if !matches!(r.outcome, Outcome::Infeasible(_)) {
-                        *unread += branch(&r.picks, &forced, &mut stack, points, runner.linear());
+                        s.unexplored += branch(&r, &forced, &mut stack, &mut s, runner.linear());
                     }
                     s.absorb(r, (&forced, file), &mut say);
                 }
@@ -302,14 +308,11 @@ fn run_all(runner: &impl Runner, batch: &[(Schedule, PathBuf)]) -> Vec<anyhow::R
 /// and those the other sender's message needed (see [`Pick::needs`]); else every other
 /// pick as it went, but those made after it completed (what they take may follow from
 /// its match). Returns the free picks that could not be read (no match told, or no call
-/// in the graph): left unexplored.
-fn branch(
-    picks: &[Pick],
-    forced: &Schedule,
-    stack: &mut Vec<Schedule>,
-    points: &mut usize,
-    linear: bool,
-) -> u64 {
+/// in the graph): left unexplored. A runtime branch whose state at its start, with the
+/// same thread taking the same sender's message, was a branch's before is not taken (see
+/// [`states`]).
+fn branch(r: &Run, forced: &Schedule, stack: &mut Vec<Schedule>, s: &mut Summary, linear: bool) -> u64 {
+    let picks = &r.picks;
     let mut unread = 0;
     for (i, p) in picks.iter().enumerate() {
         if forced.contains_key(&p.key) {
@@ -323,7 +326,7 @@ fn branch(
         if p.candidates.len() < 2 {
             continue;
         }
-        *points += 1;
+        s.branch_points += 1;
         for (c, &alt) in p.candidates.iter().enumerate().rev() {
             if alt == p.source {
                 continue;
@@ -342,6 +345,11 @@ fn branch(
                 })
                 .map(|(_, q)| (q.key.clone(), q.source))
                 .collect();
+            let key = r.states.as_ref().and_then(|st| st.key(&next, &p.key.0, alt));
+            if key.is_some_and(|k| !s.states.insert(k)) {
+                s.merged += 1;
+                continue;
+            }
             next.insert(p.key.clone(), alt);
             stack.push(next);
         }

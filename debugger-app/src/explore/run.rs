@@ -141,6 +141,7 @@ pub(super) fn run(
         dropped: d.model.messages().is_some_and(|g| g.dropped() > 0),
         saved,
         ordering: None,
+        states: None,
     })
 }
 

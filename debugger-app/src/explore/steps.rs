@@ -33,6 +33,13 @@ pub struct Taken {
     pub sent: Clock,
     /// Its step's place in the trace (a linearization of happens-before).
     pub order: usize,
+    /// The message and the operation it is for.
+    pub msg: SmolStr,
+    pub op: SmolStr,
+    /// The merge or stream instance its step absorbed it into.
+    pub into: Option<SmolStr>,
+    /// The schedule's inputs its step knew of (its clock's entry 0).
+    pub inputs: u32,
 }
 
 /// A run's steps on messages, by thread.
@@ -50,6 +57,12 @@ pub struct Steps {
     pub deadlock: Option<String>,
     /// Operations that panicked, in words.
     pub panics: Vec<String>,
+    /// Each thread's final steps: how many steps on messages it had made, and the
+    /// instance that ended.
+    pub closed: Vec<Vec<(u32, SmolStr)>>,
+    /// The results sent back to the schedule's caller: the sender's code, its step (from
+    /// 1) and the message.
+    pub results: Vec<(u64, u32, SmolStr)>,
 }
 
 type SendKey = (SmolStr, SmolStr, SmolStr);
@@ -86,6 +99,7 @@ pub fn read(path: &Path) -> Result<Steps, String> {
     }
     r.s.left = left;
     r.s.threads.resize_with(r.s.names.len(), Vec::new);
+    r.s.closed.resize_with(r.s.names.len(), Vec::new);
     Ok(r.s)
 }
 
@@ -127,9 +141,19 @@ impl Reader {
                 let n = self.s.names.len();
                 self.current.resize_with(n, Vec::new);
                 self.s.threads.resize_with(n, Vec::new);
+                self.s.closed.resize_with(n, Vec::new);
             }
             Event::Send(e) => self.send(e),
-            Event::Start(e) if e.step != Step::Final => self.start(&e.thread, e.op, e.msg),
+            Event::Start(e) if e.step == Step::Final => {
+                if let Some(&g) = self.index.get(e.thread.as_str()) {
+                    let k = self.s.threads[g].len() as u32;
+                    self.s.closed[g].push((k, e.instance));
+                }
+            }
+            Event::Start(e) => {
+                let into = (e.step == Step::Absorb).then_some(e.instance);
+                self.start(&e.thread, e.op, e.msg, into);
+            }
             Event::Deadlock { waits, cycle } => {
                 let who: Vec<String> = waits
                     .iter()
@@ -177,38 +201,43 @@ impl Reader {
                     label,
                     sent: clock,
                     order: self.events,
+                    msg: e.msg.clone(),
+                    op: op.clone(),
+                    into: None,
+                    inputs: 0,
                 };
                 self.sends.insert((e.msg, op, to), taken);
             }
             // A result, back to the schedule's caller: later inputs come after it.
-            _ if sender != log::SENDER_INPUT => join(&mut self.input, &clock),
+            _ if sender != log::SENDER_INPUT => {
+                let step = clock.get(sender as usize).copied().unwrap_or(0);
+                self.s.results.push((sender, step, e.msg));
+                join(&mut self.input, &clock);
+            }
             _ => {}
         }
     }
 
-    fn start(&mut self, thread: &str, op: SmolStr, msg: SmolStr) {
+    fn start(&mut self, thread: &str, op: SmolStr, msg: SmolStr, into: Option<SmolStr>) {
         let Some(&g) = self.index.get(thread) else { return };
         let k = self.s.threads[g].len() as u32;
         let mut clock = self.current[g].clone();
-        let taken = match self
-            .sends
-            .remove(&(msg.clone(), op.clone(), SmolStr::from(thread)))
-        {
-            Some(t) => {
-                join(&mut clock, &t.sent);
-                Taken {
-                    order: self.events,
-                    ..t
-                }
-            }
-            None => Taken {
-                sender: UNKNOWN,
-                label: format!("{op} {msg}"),
-                sent: Vec::new(),
-                order: self.events,
-            },
-        };
+        let key = (msg.clone(), op.clone(), SmolStr::from(thread));
+        let mut taken = self.sends.remove(&key).unwrap_or_else(|| Taken {
+            sender: UNKNOWN,
+            label: format!("{op} {msg}"),
+            sent: Vec::new(),
+            order: 0,
+            msg,
+            op,
+            into: None,
+            inputs: 0,
+        });
+        join(&mut clock, &taken.sent);
         set(&mut clock, g + 1, k + 1);
+        taken.order = self.events;
+        taken.into = into;
+        taken.inputs = clock.first().copied().unwrap_or(0);
         self.current[g] = clock;
         self.s.threads[g].push(taken);
     }

@@ -19,6 +19,9 @@ pub enum Outcome {
     Deadlock(String),
     /// Still running at the run's limit (seconds).
     Timeout(u64),
+    /// The program died before it told what it did (a runtime program's run without a
+    /// trace): how.
+    Died(String),
     /// Stuck while a forced receive waited for a source that never sent: the schedule
     /// could not be followed (not an outcome of the program).
     Infeasible(String),
@@ -30,6 +33,7 @@ impl PartialEq for Outcome {
             (Outcome::Exit(a, _, x), Outcome::Exit(b, _, y)) => a == b && x == y,
             (Outcome::Deadlock(a), Outcome::Deadlock(b)) => a == b,
             (Outcome::Timeout(a), Outcome::Timeout(b)) => a == b,
+            (Outcome::Died(a), Outcome::Died(b)) => a == b,
             (Outcome::Infeasible(a), Outcome::Infeasible(b)) => a == b,
             _ => false,
         }
@@ -49,6 +53,7 @@ impl Outcome {
             Outcome::Exit(code, line, _) => json!({"exit": code, "output": line}),
             Outcome::Deadlock(what) => json!({"deadlock": what}),
             Outcome::Timeout(s) => json!({"timeout_s": s}),
+            Outcome::Died(how) => json!({"died": how}),
             Outcome::Infeasible(what) => json!({"infeasible": what}),
         }
     }
@@ -61,6 +66,7 @@ impl Outcome {
             ),
             Outcome::Deadlock(what) => format!("deadlock: {what}"),
             Outcome::Timeout(s) => format!("still running after {s} s"),
+            Outcome::Died(how) => format!("died untraced: {how}"),
             Outcome::Infeasible(what) => format!("a forced pick could not be made (stuck: {what})"),
         }
     }
@@ -148,6 +154,10 @@ pub struct Summary {
     pub fresh: Option<u64>,
     /// The distinct orderings run (runtime: what every thread took, hashed).
     pub orderings: HashSet<u64>,
+    /// The states branches started from (runtime, see [`super::states`]), and the
+    /// branches not taken because one started from an equal state before.
+    pub states: HashSet<u64>,
+    pub merged: usize,
     /// Wildcard receives not explored, over all runs (polls, or ones not read).
     pub unexplored: u64,
     /// Forced picks a rank refused, or that left a receive waiting for good.
@@ -208,6 +218,8 @@ impl Summary {
             "delivered": self.delivered,
             "delivered_after_forced": self.fresh,
             "orderings": (!self.orderings.is_empty()).then_some(self.orderings.len()),
+            "states": (!self.states.is_empty()).then_some(self.states.len()),
+            "merged": self.merged,
             "unexplored": self.unexplored,
             "infeasible": self.infeasible,
             "outcomes": outcomes,

@@ -83,6 +83,7 @@ impl Runner for TwoRaces {
             dropped: false,
             saved: false,
             ordering: None,
+            states: None,
         })
     }
 
@@ -104,6 +105,7 @@ fn independent_races_are_explored_in_every_combination() {
         run_limit: Duration::from_secs(1),
         out: out.clone(),
         jobs: 1,
+        merge: true,
     };
     let s = explore(&TwoRaces, &opts, |_| {}).expect("the walk runs");
     let _ = std::fs::remove_dir_all(out);
