@@ -289,6 +289,8 @@ pub enum Example {
     Search,
     /// Steps that schedule a graph of their own (--on-workers: a deadlock)
     Nested,
+    /// One merge with N inputs (--first: the first answer wins, a race)
+    Gather,
 }
 
 impl Example {
@@ -299,6 +301,7 @@ impl Example {
             Example::Farm => "farm",
             Example::Search => "search",
             Example::Nested => "nested",
+            Example::Gather => "gather",
         }
     }
 }
@@ -352,6 +355,12 @@ pub struct ExampleOpts {
     /// Run the refinement on the busy workers: a deadlock (nested)
     #[arg(long)]
     pub on_workers: bool,
+    /// Inputs of the merge (gather)
+    #[arg(long, value_name = "N")]
+    pub inputs: Option<u64>,
+    /// Keep the first answer to arrive (gather)
+    #[arg(long)]
+    pub first: bool,
 }
 
 impl ExampleOpts {
@@ -371,6 +380,7 @@ impl ExampleOpts {
             ("chunks", self.chunks),
             ("stagger-us", self.stagger_us),
             ("jitter-us", self.jitter_us),
+            ("inputs", self.inputs),
         ];
         let mut out: Vec<String> = values
             .into_iter()
@@ -382,6 +392,9 @@ impl ExampleOpts {
         }
         if self.on_workers {
             out.push("--on-workers".into());
+        }
+        if self.first {
+            out.push("--first".into());
         }
         out
     }
@@ -417,11 +430,17 @@ mod tests {
     /// is passed on under the same name.
     #[test]
     fn demo_takes_every_option_of_every_example() {
-        use racetrack_examples::{farm, heat, mergesort, search};
-        for usage in [farm::USAGE, heat::USAGE, mergesort::USAGE, search::USAGE] {
+        use racetrack_examples::{farm, gather, heat, mergesort, search};
+        for usage in [
+            farm::USAGE,
+            heat::USAGE,
+            mergesort::USAGE,
+            search::USAGE,
+            gather::USAGE,
+        ] {
             for word in usage.split(['[', ']', ' ']).filter(|w| w.starts_with("--")) {
                 let mut argv = vec!["racetrack", "demo", "heat", word];
-                let flag = word == "--fixed";
+                let flag = word == "--fixed" || word == "--first";
                 if !flag {
                     argv.push("7");
                 }

@@ -175,6 +175,39 @@ fn heat_two_iterations_complete_with_equal_states_merged() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// One merge with five inputs: 5! = 120 orders. Adding up commutes, and the merge shows
+/// its accumulator: orders that leave the same sum after the same inputs merge. Keeping
+/// the first answer has five outcomes, each found.
+#[test]
+fn a_merge_that_commutes_is_explored_by_its_states() {
+    let dir = scratch("gather");
+    let (sum, code) = explore("gather", &["--inputs", "5"], &dir, &[]);
+    assert_eq!(sum["complete"], true, "{sum}");
+    assert_eq!(sum["outcomes"].as_array().unwrap().len(), 1, "{sum}");
+    assert_eq!(code, 0);
+    let (plain, _) = explore("gather", &["--inputs", "5"], &dir.join("plain"), &["--no-merge"]);
+    assert_eq!(plain["complete"], true, "{plain}");
+    assert_eq!(
+        plain["orderings"], 120,
+        "every order of the merge's inputs: {plain}"
+    );
+    let runs = sum["runs"].as_u64().unwrap();
+    assert!(runs < 120 && sum["merged"].as_u64().unwrap() > 0, "{sum}");
+
+    let (first, code) = explore("gather", &["--inputs", "5", "--first"], &dir.join("first"), &[]);
+    assert_eq!(first["complete"], true, "{first}");
+    let mut results: Vec<u64> = first["outcomes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| report_of(o)["result"].as_u64().unwrap())
+        .collect();
+    results.sort_unstable();
+    assert_eq!(results, [1, 2, 5, 10, 17], "each input's answer first: {first}");
+    assert_eq!(code, 1);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 #[test]
 fn search_race_is_found_and_the_fix_proved() {
     race_found_and_fixed("search", &["--threads", "2"]);

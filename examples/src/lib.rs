@@ -1,12 +1,13 @@
 //! Example Racetrack programs, as library functions so that tests can run them in-process
 //! (with a recording hook) and as binaries (`farm`, `mergesort`, `heat`, `search`,
-//! `nested`).
+//! `nested`, `gather`).
 //!
 //! Every program computes a sequential reference and reports
 //! `{"program", "result", "reference", "matches_reference", ...}` as its last stdout line.
 
 pub mod args;
 pub mod farm;
+pub mod gather;
 pub mod heat;
 pub mod mergesort;
 pub mod nested;
@@ -119,7 +120,7 @@ pub fn main_with<R: Serialize>(
 }
 
 /// The example programs by name.
-pub const PROGRAMS: [&str; 5] = ["farm", "mergesort", "heat", "search", "nested"];
+pub const PROGRAMS: [&str; 6] = ["farm", "mergesort", "heat", "search", "nested", "gather"];
 
 /// Run example `name` with command-line `args` (as its binary would); returns the exit
 /// code (2 for bad arguments or an unknown name).
@@ -130,8 +131,11 @@ pub fn run_cli(name: &str, args: Vec<String>) -> i32 {
         "heat" => cli(args, &["fixed"], heat::USAGE, heat_config, heat::run),
         "search" => cli(args, &["fixed"], search::USAGE, search_config, search::run),
         "nested" => cli(args, &["on-workers"], nested::USAGE, nested_config, nested::run),
+        "gather" => cli(args, &["first"], gather::USAGE, gather_config, gather::run),
         other => {
-            eprintln!("error: unknown example `{other}`\nexamples: farm, mergesort, heat, search, nested");
+            eprintln!(
+                "error: unknown example `{other}`\nexamples: farm, mergesort, heat, search, nested, gather"
+            );
             2
         }
     }
@@ -157,8 +161,9 @@ pub fn check_cli(name: &str, args: Vec<String>) -> Result<(), String> {
         "heat" => check(args, &["fixed"], heat::USAGE, heat_config),
         "search" => check(args, &["fixed"], search::USAGE, search_config),
         "nested" => check(args, &["on-workers"], nested::USAGE, nested_config),
+        "gather" => check(args, &["first"], gather::USAGE, gather_config),
         other => Err(format!(
-            "unknown example `{other}` (farm, mergesort, heat, search, nested)"
+            "unknown example `{other}` (farm, mergesort, heat, search, nested, gather)"
         )),
     }
 }
@@ -244,6 +249,16 @@ fn nested_config(a: &args::Args) -> Result<nested::Config, String> {
         threads: a.num("threads", d.threads)?.max(1),
         tasks: a.num("tasks", d.tasks)?,
         on_workers: a.flag("on-workers"),
+    })
+}
+
+fn gather_config(a: &args::Args) -> Result<gather::Config, String> {
+    let d = gather::Config::default();
+    a.check_known(&["inputs", "jitter-us"])?;
+    Ok(gather::Config {
+        inputs: a.num("inputs", d.inputs)?.max(1),
+        first: a.flag("first"),
+        jitter_us: a.num("jitter-us", d.jitter_us)?,
     })
 }
 

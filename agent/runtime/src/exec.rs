@@ -42,6 +42,9 @@ pub(crate) struct Exec<'a, S> {
     /// A batch emptied when the outputs it carried joined one waiting at their
     /// destination, kept for the next leaf output (no allocation per message).
     pub(crate) spare: Option<Box<Batch>>,
+    /// The accumulator the last absorb step left, as JSON, for its stop (see
+    /// [`Hook::instance_states`]).
+    pub(crate) shown: Option<serde_json::Value>,
 }
 
 /// The hook, when it is active.
@@ -99,6 +102,7 @@ pub(crate) fn thread_main<S: ThreadState>(sh: &Shared, me: &ThreadShared) {
         state: S::default(),
         instances: HashMap::default(),
         spare: None,
+        shown: None,
     };
     let track = sh.hook.is_some();
     // Without a hook the thread's front is its own (see `ThreadShared::pop_unwatched`).
@@ -271,6 +275,7 @@ impl<S: ThreadState> Exec<'_, S> {
                 current: Some(&mut cur),
                 state: Some(&mut self.state as &mut dyn ErasedState),
                 state_set: false,
+                instance: None,
             },
         };
         hook.on_start(&mut ev);
@@ -306,6 +311,7 @@ impl<S: ThreadState> Exec<'_, S> {
                 current: None,
                 state: Some(&mut self.state as &mut dyn ErasedState),
                 state_set: false,
+                instance: if start { None } else { self.shown.take() },
             },
         };
         if start {
@@ -354,8 +360,18 @@ impl<S: ThreadState> Exec<'_, S> {
                 let owned = (own_graph, own_sched);
                 self.run_leaf(f, Input::Boxed(payload), frame.map(Cow::Owned), at, Some(owned))
             }
-            OpFn::Merge { init, absorb, .. } | OpFn::Stream { init, absorb, .. } => self
-                .absorb(at, (init, absorb), Input::Boxed(payload), frame.as_ref())
+            OpFn::Merge {
+                init, absorb, show, ..
+            } => self
+                .absorb(
+                    at,
+                    (init, absorb, show.as_deref()),
+                    Input::Boxed(payload),
+                    frame.as_ref(),
+                )
+                .map(|()| completion = frame.as_ref()),
+            OpFn::Stream { init, absorb, .. } => self
+                .absorb(at, (init, absorb, None), Input::Boxed(payload), frame.as_ref())
                 .map(|()| completion = frame.as_ref()),
         };
         if let Err(e) = result {
@@ -505,7 +521,7 @@ impl<S: ThreadState> Exec<'_, S> {
         let r = match &n.op {
             OpFn::Leaf(f) => self.run_leaf(f, Input::Slot(s), frame.map(Cow::Borrowed), at, None),
             OpFn::Merge { init, absorb, .. } | OpFn::Stream { init, absorb, .. } => self
-                .absorb(at, (init, absorb), Input::Slot(s), frame)
+                .absorb(at, (init, absorb, None), Input::Slot(s), frame)
                 .map(|()| completion = frame),
             OpFn::Split(_) => Err(StepFailure::Rule(
                 "internal error: a split was given a message from a batch".to_owned(),

@@ -50,6 +50,9 @@ pub(crate) type MergeFinishFn =
 pub(crate) type StreamFinishFn =
     dyn Fn(Box<dyn Any + Send>, &mut dyn Any, &StepInfo<'_>, &mut dyn PostSink) -> Res<()> + Send + Sync;
 
+/// A merge's accumulator as JSON (merges made with [`crate::ops::merge_serde`]).
+pub(crate) type ShowFn = dyn Fn(&dyn Any) -> Option<serde_json::Value> + Send + Sync;
+
 /// An operation's code, type-erased.
 pub(crate) enum OpFn {
     Split(Box<SplitFn>),
@@ -58,6 +61,7 @@ pub(crate) enum OpFn {
         init: Box<InitFn>,
         absorb: Box<AbsorbFn>,
         finish: Box<MergeFinishFn>,
+        show: Option<Box<ShowFn>>,
     },
     Stream {
         init: Box<InitFn>,

@@ -148,6 +148,9 @@ pub struct ThreadAccess<'a> {
     pub(crate) state: Option<&'a mut dyn ErasedState>,
     /// Whether [`ThreadAccess::set_state_json`] replaced the state.
     pub(crate) state_set: bool,
+    /// At an absorb step's stop: its instance's accumulator as JSON (see
+    /// [`ThreadAccess::instance_json`]).
+    pub(crate) instance: Option<serde_json::Value>,
 }
 
 impl ThreadAccess<'_> {
@@ -214,6 +217,14 @@ impl ThreadAccess<'_> {
             }
             None => Err(ContentError::StateBusy),
         }
+    }
+
+    /// At an absorb step's stop, when the hook asks for it ([`Hook::instance_states`]):
+    /// the accumulator of the merge instance the step absorbed into, as JSON. Only for
+    /// merges made with [`crate::ops::merge_serde`] (others' accumulators are not
+    /// serializable).
+    pub fn instance_json(&self) -> Option<&serde_json::Value> {
+        self.instance.as_ref()
     }
 
     /// Whether the state was replaced through this access.
@@ -418,6 +429,11 @@ pub trait Hook: Send + Sync + 'static {
     fn on_start(&self, _ev: &mut StepEvent<'_>) {}
     /// A step finished (may block, reorder, touch the state).
     fn on_stop(&self, _ev: &mut StepEvent<'_>) {}
+    /// Whether an absorb step's stop should carry its merge's accumulator
+    /// ([`ThreadAccess::instance_json`]); serializing it costs, so only when asked.
+    fn instance_states(&self) -> bool {
+        false
+    }
     /// A schedule call failed (an operation panicked or broke a rule).
     fn on_error(&self, _err: &ScheduleError) {}
     /// Threads that can never go on: each is in a step that called `schedule`, and that

@@ -2,9 +2,10 @@
 //! final step when every input has been absorbed, and what a split (or a stream's final
 //! step) tells the matching merge.
 
+use super::exec::active_hook;
 use super::exec::At;
 use super::exec::{run_guarded, Exec, StepFailure};
-use super::graph::{AbsorbFn, GraphInner, InitFn, Input, OpFn, PostSink};
+use super::graph::{AbsorbFn, GraphInner, InitFn, Input, OpFn, PostSink, ShowFn};
 use super::hook::StepKind;
 use super::post::{IdMode, Poster};
 use super::thread::{Frame, Item, Running, Sched};
@@ -60,7 +61,7 @@ impl<S: ThreadState> Exec<'_, S> {
     pub(crate) fn absorb(
         &mut self,
         at: At<'_>,
-        (init, absorb): (&InitFn, &AbsorbFn),
+        (init, absorb, show): (&InitFn, &AbsorbFn, Option<&ShowFn>),
         payload: Input<'_>,
         frame: Option<&Arc<Frame>>,
     ) -> Result<(), StepFailure> {
@@ -108,6 +109,10 @@ impl<S: ThreadState> Exec<'_, S> {
             msg_id: id,
         };
         let r = run_guarded(|| absorb(&mut *acc, payload, &mut self.state, &info, &mut poster));
+        // For this step's stop only (a failed step has none).
+        self.shown = show
+            .filter(|_| active_hook(self.sh).is_some_and(|h| h.instance_states()))
+            .and_then(|show| show(&*acc));
         if let Some(inst) = self.instances.get_mut(&(Arc::as_ptr(frame) as usize)) {
             inst.acc = Some(acc);
             inst.posted = poster.count;

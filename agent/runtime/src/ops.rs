@@ -9,6 +9,7 @@ use super::graph::{Chain, CollectionRef, Input, NodeSpec, OpFn, PostSink};
 use super::payload::Payload;
 use super::route::Route;
 use super::{Collection, Ctx, Message, Outputs, StepInfo, ThreadState};
+use serde::Serialize;
 use std::any::Any;
 
 fn take<M: Message>(p: Box<dyn Payload>) -> Result<M, String> {
@@ -90,7 +91,36 @@ pub fn merge<I: Message, O: Message, A: Default + Send + 'static, S: ThreadState
     absorb: impl Fn(&mut A, I, &mut Ctx<'_, S>) + Send + Sync + 'static,
     finish: impl Fn(A, &mut Ctx<'_, S>) -> O + Send + Sync + 'static,
 ) -> Chain<I, O> {
+    merge_op(name, coll, route, (absorb, finish), None)
+}
+
+/// A merge whose accumulator can be shown as JSON: the same as [`merge`], but a hook may
+/// read the accumulator after each absorb step ([`crate::hook::ThreadAccess::instance_json`]).
+/// The explorer then tells two orders of inputs that leave the same accumulator apart
+/// from none: a merge that commutes is explored once per set of inputs, not per order.
+pub fn merge_serde<I: Message, O: Message, A: Default + Serialize + Send + 'static, S: ThreadState>(
+    name: &str,
+    coll: &Collection<S>,
+    route: Route<I>,
+    absorb: impl Fn(&mut A, I, &mut Ctx<'_, S>) + Send + Sync + 'static,
+    finish: impl Fn(A, &mut Ctx<'_, S>) -> O + Send + Sync + 'static,
+) -> Chain<I, O> {
+    let show = |acc: &dyn Any| serde_json::to_value(acc.downcast_ref::<A>()?).ok();
+    merge_op(name, coll, route, (absorb, finish), Some(Box::new(show)))
+}
+
+fn merge_op<I: Message, O: Message, A: Default + Send + 'static, S: ThreadState>(
+    name: &str,
+    coll: &Collection<S>,
+    route: Route<I>,
+    (absorb, finish): (
+        impl Fn(&mut A, I, &mut Ctx<'_, S>) + Send + Sync + 'static,
+        impl Fn(A, &mut Ctx<'_, S>) -> O + Send + Sync + 'static,
+    ),
+    show: Option<Box<super::graph::ShowFn>>,
+) -> Chain<I, O> {
     let op = OpFn::Merge {
+        show,
         init: Box::new(|| Box::new(A::default()) as Box<dyn Any + Send>),
         absorb: Box::new(
             move |acc: &mut dyn Any,

@@ -450,6 +450,7 @@ fn prepare(
                 current: None,
                 state: None,
                 state_set: false,
+                instance: None,
             }),
         };
         hook.on_send(&mut ev);

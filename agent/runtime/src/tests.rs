@@ -1502,3 +1502,56 @@ fn a_failing_step_still_enqueues_the_outputs_a_debugger_heard_of() {
     );
     assert!(sent.is_subset(&received), "sent {sent:?}, received {received:?}");
 }
+
+/// A hook that keeps each absorb stop's accumulator, when it asks for them.
+struct Accumulators {
+    ask: bool,
+    seen: Mutex<Vec<Option<serde_json::Value>>>,
+}
+
+impl Hook for Accumulators {
+    fn instance_states(&self) -> bool {
+        self.ask
+    }
+    fn on_stop(&self, ev: &mut StepEvent<'_>) {
+        if ev.step == StepKind::Absorb {
+            let acc = ev.access.instance_json().cloned();
+            self.seen.lock().unwrap().push(acc);
+        }
+    }
+}
+
+#[test]
+fn a_serde_merge_shows_its_accumulator_at_each_absorb_stop() {
+    for (ask, serde) in [(true, true), (true, false), (false, true)] {
+        let hook = Arc::new(Accumulators {
+            ask,
+            seen: Mutex::new(Vec::new()),
+        });
+        let rt = Runtime::builder().hook(hook.clone()).build();
+        let main = rt.collection::<()>("main", 1);
+        let split = || {
+            ops::split("S", &main, Route::constant(0), |n: u64, _c, out| {
+                for i in 1..=n {
+                    out.post(i);
+                }
+            })
+        };
+        let add = |acc: &mut u64, x: u64, _c: &mut Ctx<'_, ()>| *acc += x;
+        let g = if serde {
+            rt.graph(split() >> ops::merge_serde("M", &main, Route::constant(0), add, |acc, _c| acc))
+        } else {
+            rt.graph(split() >> ops::merge("M", &main, Route::constant(0), add, |acc, _c| acc))
+        }
+        .unwrap();
+        assert_eq!(rt.schedule(&g, 3).unwrap(), 6);
+        let seen = hook.seen.lock().unwrap().clone();
+        let expect: Vec<Option<serde_json::Value>> = if ask && serde {
+            // One thread: the inputs arrive in the order posted.
+            vec![Some(1.into()), Some(3.into()), Some(6.into())]
+        } else {
+            vec![None, None, None]
+        };
+        assert_eq!(seen, expect, "asked: {ask}, merge_serde: {serde}");
+    }
+}

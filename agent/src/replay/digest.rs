@@ -7,8 +7,9 @@
 //! - `m MSG OP THREAD HASH`: the message `MSG` for operation `OP` on thread `THREAD`
 //!   (global index) was sent with content of hash `HASH` (`OP` and `THREAD` are `-` for a
 //!   result, back to the schedule's caller);
-//! - `s THREAD KIND HASH`: thread `THREAD` stopped a step (`run`, `absorb` or `final`)
-//!   with its state of hash `HASH`.
+//! - `s THREAD KIND HASH [ACC]`: thread `THREAD` stopped a step (`run`, `absorb` or
+//!   `final`) with its state of hash `HASH`; after an absorb into a merge made with
+//!   `ops::merge_serde`, `ACC` is the hash of the merge's accumulator.
 //!
 //! A content or state that cannot be serialized hashes as `-` (the explorer then merges
 //! nothing that depends on it). The hash is the standard library's `DefaultHasher::new()` (fixed
@@ -72,7 +73,13 @@ impl Digest {
             StepKind::Final => "final",
         };
         let hash = hash_of(ev.access.state_json());
-        self.write(format_args!("s\t{}\t{kind}\t{hash}\n", ev.thread.global));
+        match ev.access.instance_json() {
+            Some(acc) => {
+                let acc = hash_of(Ok::<_, ()>(acc.clone()));
+                self.write(format_args!("s\t{}\t{kind}\t{hash}\t{acc}\n", ev.thread.global));
+            }
+            None => self.write(format_args!("s\t{}\t{kind}\t{hash}\n", ev.thread.global)),
+        }
     }
 
     pub(super) fn finish(&self) {

@@ -304,6 +304,10 @@ impl Hook for Choices {
         }
     }
 
+    fn instance_states(&self) -> bool {
+        self.digest.is_some() || self.inner.as_ref().is_some_and(|a| a.instance_states())
+    }
+
     fn on_stuck(&self, waits: &[racetrack_runtime::StuckWait]) -> bool {
         self.inner.as_ref().is_some_and(|a| a.on_stuck(waits))
     }

@@ -78,6 +78,11 @@ impl<'a> Flow<'a> {
         let prefixes = steps::prefixes(&names, forced).map_err(anyhow::Error::msg)?;
         let mut out = racetrack_protocol::replay_log::header_bytes(&self.header());
         for (g, senders) in prefixes.iter().enumerate() {
+            if senders.is_empty() {
+                // Named all the same: a thread past the log's last would be one the
+                // recorded run did not have, a divergence.
+                racetrack_protocol::replay_log::put_runs_record(&mut out, g, 0, &[]);
+            }
             steps::put_thread(&mut out, g, senders);
         }
         std::fs::write(path, out).with_context(|| format!("cannot write {}", path.display()))?;
@@ -238,15 +243,13 @@ fn picks(s: &Steps, forced: &Schedule) -> Vec<Pick> {
             let known = t.sender != UNKNOWN;
             let mut alts = if known { s.candidates(g, k) } else { Vec::new() };
             alts.sort_by_key(|&(sender, _)| sender);
-            let needs = alts
-                .iter()
-                .map(|(_, clock)| {
-                    (1..clock.len())
-                        .filter(|&c| clock[c] > 0)
-                        .filter_map(|c| Some((s.names.get(c - 1)?.clone(), clock[c])))
-                        .collect::<BTreeMap<String, u32>>()
-                })
-                .collect();
+            let by_name = |clock: &[u32]| {
+                (1..clock.len())
+                    .filter(|&c| clock[c] > 0)
+                    .filter_map(|c| Some((s.names.get(c - 1)?.clone(), clock[c])))
+                    .collect::<BTreeMap<String, u32>>()
+            };
+            let needs = alts.iter().map(|(_, clock)| by_name(clock)).collect();
             let pick = Pick {
                 forced: forced.contains_key(&key),
                 key,

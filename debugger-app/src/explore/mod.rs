@@ -17,13 +17,15 @@
 //! from the start with the schedule's picks forced (an MPI job cannot be checkpointed
 //! from outside; a runtime program's state is its threads' and its queues', which a
 //! forced prefix rebuilds exactly, at the cost of a process start, a few milliseconds).
-//! Every pick a run left free adds a branch per other sender it could have taken. An MPI
-//! branch keeps every other receive forced as it went but those posted after the pick
-//! completed. A runtime branch keeps the picks made before it (in the run's order, a
-//! linearization of happens-before) and those the other sender's message needed, and
-//! leaves the rest free: so independent races are explored in every combination, and
-//! the other message is sure to come. The walk is complete when every branch ran and
-//! every forced pick could be made; `--max-runs` and `--budget-s` bound it.
+//! Every pick a run left free adds a branch per other sender it could have taken. A
+//! branch keeps forced the picks made before it in the run's order (the order receives
+//! were held; for the runtime, a linearization of happens-before) but those made after
+//! it completed, and, for the runtime, those the other sender's message needed; it
+//! leaves the rest free. So independent races are explored in every combination (a
+//! branch that kept every other pick would never combine two departures), and a runtime
+//! branch's message is sure to come. A runtime branch that starts from a state already
+//! branched from is not taken ([`states`]). The walk is complete when every branch ran
+//! and every forced pick could be made; `--max-runs` and `--budget-s` bound it.
 //!
 //! Outcomes are the program's exit code and everything it printed (as a multiset, timing
 //! fields left out), a deadlock (as the debugger names it), or a run over its time limit.
@@ -59,8 +61,8 @@ pub type Schedule = BTreeMap<Key, i32>;
 pub trait Runner: Sync {
     /// Run once, forcing `forced`; write the run's replay file to `file`.
     fn run(&self, forced: &Schedule, file: &Path) -> anyhow::Result<Run>;
-    /// Whether a branch keeps only the picks made before it and those its other sender
-    /// needed (runtime), rather than every pick not after it (MPI).
+    /// Whether a branch keeps only the picks made before it (and those its other sender
+    /// needed), rather than every pick not made after it.
     fn linear(&self) -> bool;
     /// Shrink the departures that reach an outcome (see [`shrink`]): only where a
     /// schedule may name any subset of picks.
@@ -142,7 +144,7 @@ impl Runner for Mpi<'_> {
     }
 
     fn linear(&self) -> bool {
-        false
+        true
     }
 
     fn shrinks(&self) -> bool {

@@ -29,6 +29,8 @@ pub struct States {
     /// Each thread's state after each of its steps on messages (and the final step that
     /// followed it, if any).
     after: Vec<Vec<u64>>,
+    /// After each absorb into a merge made with `ops::merge_serde`: its accumulator.
+    acc: Vec<Vec<Option<u64>>>,
 }
 
 /// The digests at `path` for the run `steps`; `None` when they are missing, cut short or
@@ -38,6 +40,7 @@ pub fn read(path: &Path, steps: Steps) -> Option<States> {
     let n = steps.names.len();
     let mut contents = HashMap::new();
     let mut after: Vec<Vec<u64>> = vec![Vec::new(); n];
+    let mut acc: Vec<Vec<Option<u64>>> = vec![Vec::new(); n];
     for line in text.lines() {
         let f: Vec<&str> = line.split('\t').collect();
         match f.as_slice() {
@@ -50,12 +53,20 @@ pub fn read(path: &Path, steps: Steps) -> Option<States> {
                 let op = if *op == "-" { "" } else { op };
                 contents.insert(((*msg).into(), op.into(), to), hex(hash)?);
             }
-            ["s", thread, kind, hash] => {
-                let list = after.get_mut(thread.parse::<usize>().ok()?)?;
+            ["s", thread, kind, hash, rest @ ..] => {
+                let g = thread.parse::<usize>().ok()?;
+                let list = after.get_mut(g)?;
                 let h = hex(hash)?;
                 match *kind {
                     "final" => *list.last_mut()? = h,
-                    _ => list.push(h),
+                    _ => {
+                        list.push(h);
+                        let shown = match rest {
+                            [a] => Some(hex(a)?),
+                            _ => None,
+                        };
+                        acc.get_mut(g)?.push(shown);
+                    }
                 }
             }
             _ => return None,
@@ -69,6 +80,7 @@ pub fn read(path: &Path, steps: Steps) -> Option<States> {
         steps,
         contents,
         after,
+        acc,
     })
 }
 
@@ -143,12 +155,21 @@ impl States {
     }
 
     /// Thread `g`'s merge and stream instances open after its first `k` steps, each with
-    /// the hashes of what it absorbed, in order.
+    /// the hashes of what it absorbed, in order, or, for a merge that shows it, of its
+    /// accumulator (with how many inputs it took: the merge ends on a count).
     fn open_instances(&self, g: usize, k: usize) -> Option<BTreeMap<&SmolStr, Vec<u64>>> {
         let mut open: BTreeMap<&SmolStr, Vec<u64>> = BTreeMap::new();
-        for t in &self.steps.threads[g][..k] {
+        let mut taken: BTreeMap<&SmolStr, u64> = BTreeMap::new();
+        for (i, t) in self.steps.threads[g][..k].iter().enumerate() {
             if let Some(inst) = &t.into {
-                open.entry(inst).or_default().push(self.content(t, g)?);
+                let n = taken.entry(inst).or_default();
+                *n += 1;
+                match self.acc[g].get(i).copied().flatten() {
+                    Some(acc) => {
+                        open.insert(inst, vec![*n, acc]);
+                    }
+                    None => open.entry(inst).or_default().push(self.content(t, g)?),
+                }
             }
         }
         for (at, inst) in &self.steps.closed[g] {

@@ -230,17 +230,24 @@ impl Summary {
     }
 
     /// How a run's `picks` depart from the first run's (the natural order): the receives
-    /// forced onto another sender (what follows from them is not counted).
+    /// forced onto another sender (what follows from them is not counted); for a runtime
+    /// program, each thread's first step forced onto another sender.
     pub fn against_first(&self, picks: &[Pick]) -> Vec<Departure> {
         let Some(first) = self.outcomes.first() else {
             return Vec::new();
         };
         let natural: BTreeMap<&Key, &Pick> = first.picks.iter().map(|p| (&p.key, p)).collect();
+        // A runtime thread's later steps follow from its first departure: only that one
+        // is one (the rest of the thread's order shifts with it).
+        let mut departed: HashSet<&str> = HashSet::new();
         picks
             .iter()
             .filter(|p| p.forced)
             .filter_map(|p| {
                 let n = natural.get(&p.key).filter(|n| n.source != p.source)?;
+                if p.label.is_some() && !departed.insert(p.key.0.as_str()) {
+                    return None;
+                }
                 Some(Departure {
                     key: p.key.clone(),
                     source: p.source,
