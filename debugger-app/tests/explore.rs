@@ -109,6 +109,37 @@ fn race_found_and_fixed(example: &str, args: &[&str]) {
     }
     assert!(s["delivered"].as_u64().unwrap() > s["delivered_after_forced"].as_u64().unwrap());
 
+    // Each run's replay, held by the stop script at the first departure's step, starts
+    // the message the ordering names: this run's, and the first run's instead.
+    let first_departure = &departs["ordering"][0];
+    let stop = departs["stop_script"].as_str().expect("a stop script");
+    let runs = [
+        (departs["replay"].as_str().unwrap(), &first_departure["took"]),
+        (
+            outcomes[0]["replay"].as_str().unwrap(),
+            &first_departure["instead"],
+        ),
+    ];
+    for (file, message) in runs {
+        let mut session = support::Session::replay(Path::new(file), example, args);
+        let script = std::fs::read_to_string(stop).unwrap();
+        for line in script.lines() {
+            session.send(serde_json::from_str(line).unwrap());
+        }
+        let thread = first_departure["thread"].as_str().unwrap();
+        let held = session.expect("the stop", |v| {
+            v["event"] == "start" && v["held"] == true && v["thread"] == thread
+        });
+        // `SendBorder 1.1.0 from proc[1]`: the operation and the message.
+        let words: Vec<&str> = message.as_str().unwrap().split(' ').collect();
+        assert_eq!(
+            (held["op"].as_str(), held["msg"].as_str()),
+            (Some(words[0]), Some(words[1])),
+            "{file}"
+        );
+        session.close();
+    }
+
     // The replay file plays the wrong result again.
     let file = wrong["replay"].as_str().expect("a replay file");
     let bin = support::example_bin(example).display().to_string();

@@ -11,14 +11,18 @@ pub fn program(program: &Program, opts: &Options) -> anyhow::Result<i32> {
         args: program.args().to_vec(),
     };
     eprintln!("racetrack: exploring {}", program.command.join(" "));
-    report(opts, |say| racetrack::explore::explore_program(&p, opts, say))
+    report(opts, &program.command, |say| {
+        racetrack::explore::explore_program(&p, opts, say)
+    })
 }
 
 /// Run a search (`search`, given what to say as it goes) with a progress bar; each run
 /// on stderr, the summary as a JSON line on stdout. Exit code 0 when every run exited 0
 /// with one result.
+/// `command`: the program and its arguments, for the replay commands shown.
 pub fn report(
     opts: &Options,
+    command: &[String],
     search: impl FnOnce(&mut dyn FnMut(Note)) -> anyhow::Result<Summary>,
 ) -> anyhow::Result<i32> {
     let mut bar = ProgressBar::new(opts);
@@ -53,9 +57,26 @@ pub fn report(
             eprintln!("racetrack:   and {}", d.words());
         }
         eprintln!("racetrack:   -> {}", f.outcome.words());
+        if let (Some(stop), Some(file), Some(natural)) = (&f.stop, &f.replay, first_replay(&s)) {
+            let line = command.join(" ");
+            eprintln!(
+                "racetrack:   stopped where the runs diverge: racetrack replay {} --gui --script {} -- {line}",
+                file.display(),
+                stop.display()
+            );
+            eprintln!(
+                "racetrack:   (the first run: racetrack replay {} --gui --script {} -- {line})",
+                natural.display(),
+                stop.display()
+            );
+        }
     }
     println!("{}", s.to_json());
     Ok(if s.clean() { 0 } else { 1 })
+}
+
+fn first_replay(s: &Summary) -> Option<&std::path::PathBuf> {
+    s.outcomes.first()?.replay.as_ref()
 }
 
 /// The explorer's progress on a terminal: one line, redrawn under the runs' lines, that

@@ -28,7 +28,9 @@ pub fn explore(
         plan.program.display(),
         plan.imp.title()
     );
-    super::explore::report(opts, |say| racetrack::explore::explore_mpi(&plan, opts, say))
+    super::explore::report(opts, &program.command, |say| {
+        racetrack::explore::explore_mpi(&plan, opts, say)
+    })
 }
 
 fn plan(imp: Option<MpiImpl>, ranks: u32, program: &Program) -> anyhow::Result<Plan> {

@@ -261,6 +261,8 @@ fn picks(s: &Steps, forced: &Schedule) -> Vec<Pick> {
                 known,
                 label: Some(t.label.clone()),
                 needs,
+                // The first start, held at attach, comes before a breakpoint can count.
+                starts: t.starts.saturating_sub(u64::from(s.first == Some(g))),
             };
             all.push((t.order, pick));
         }

@@ -115,6 +115,9 @@ pub struct Pick {
     /// Runtime: for each candidate, how many steps of each thread the step that sent its
     /// message knew of (its vector clock): what a branch onto it keeps forced.
     pub needs: Vec<BTreeMap<String, u32>>,
+    /// Runtime: the thread's step starts before this one that a breakpoint set at attach
+    /// counts (final steps included; the program's first start, held at attach, not).
+    pub starts: u64,
 }
 
 /// The limits of a search.

@@ -298,6 +298,7 @@ impl Driver<'_> {
                 after: Vec::new(),
                 label: None,
                 needs: Vec::new(),
+                starts: 0,
             });
         }
         // The receives posted after each completed, and so perhaps because of its match.

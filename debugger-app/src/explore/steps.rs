@@ -40,6 +40,8 @@ pub struct Taken {
     pub into: Option<SmolStr>,
     /// The schedule's inputs its step knew of (its clock's entry 0).
     pub inputs: u32,
+    /// Its thread's step starts before its step, final steps included.
+    pub starts: u64,
 }
 
 /// A run's steps on messages, by thread.
@@ -63,6 +65,8 @@ pub struct Steps {
     /// The results sent back to the schedule's caller: the sender's code, its step (from
     /// 1) and the message.
     pub results: Vec<(u64, u32, SmolStr)>,
+    /// The thread whose step started first (the one `RACETRACK_WAIT` holds).
+    pub first: Option<usize>,
 }
 
 type SendKey = (SmolStr, SmolStr, SmolStr);
@@ -144,6 +148,10 @@ impl Reader {
                 self.s.closed.resize_with(n, Vec::new);
             }
             Event::Send(e) => self.send(e),
+            Event::Start(e) if self.s.first.is_none() => {
+                self.s.first = self.index.get(e.thread.as_str()).copied();
+                self.event(Event::Start(e));
+            }
             Event::Start(e) if e.step == Step::Final => {
                 if let Some(&g) = self.index.get(e.thread.as_str()) {
                     let k = self.s.threads[g].len() as u32;
@@ -205,6 +213,7 @@ impl Reader {
                     op: op.clone(),
                     into: None,
                     inputs: 0,
+                    starts: 0,
                 };
                 self.sends.insert((e.msg, op, to), taken);
             }
@@ -232,12 +241,14 @@ impl Reader {
             op,
             into: None,
             inputs: 0,
+            starts: 0,
         });
         join(&mut clock, &taken.sent);
         set(&mut clock, g + 1, k + 1);
         taken.order = self.events;
         taken.into = into;
         taken.inputs = clock.first().copied().unwrap_or(0);
+        taken.starts = u64::from(k) + self.s.closed[g].len() as u64;
         self.current[g] = clock;
         self.s.threads[g].push(taken);
     }

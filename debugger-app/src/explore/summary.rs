@@ -107,6 +107,9 @@ pub struct Found {
     /// first run's when it was not shrunk), and that run's scenario.
     pub minimal: Vec<Departure>,
     pub minimal_replay: Option<PathBuf>,
+    /// Runtime: a script for `racetrack replay FILE --gui --script STOP` that holds the
+    /// replay (of this outcome's run or the first run) at the first departure's step.
+    pub stop: Option<PathBuf>,
 }
 
 /// A receive forced onto another sender than it took in the natural (first) run.
@@ -119,6 +122,9 @@ pub struct Departure {
     pub site: Option<String>,
     /// Runtime: the messages taken, here and in the natural run, in words.
     pub took: Option<(String, String)>,
+    /// Runtime: the hit count of a breakpoint on any operation of the thread that holds
+    /// its step there (in either run: the steps before are the same).
+    pub hit: Option<u64>,
 }
 
 impl Departure {
@@ -206,6 +212,7 @@ impl Summary {
                     "differs": f.minimal.first().map(Departure::words),
                     "ordering": ordering,
                     "ordering_replay": f.minimal_replay,
+                    "stop_script": f.stop,
                 })
             })
             .collect();
@@ -254,6 +261,7 @@ impl Summary {
                     natural: n.source,
                     site: p.site.clone(),
                     took: p.label.clone().zip(n.label.clone()),
+                    hit: p.label.is_some().then_some(p.starts + 1),
                 })
             })
             .collect()
@@ -323,6 +331,7 @@ impl Summary {
             }
             None => {
                 let minimal = self.against_first(&r.picks);
+                let stop = minimal.first().and_then(|d| stop_script(d, &file));
                 let kept = r.saved.then_some(file);
                 self.outcomes.push(Found {
                     outcome: r.outcome,
@@ -331,6 +340,7 @@ impl Summary {
                     replay: kept,
                     picks: r.picks,
                     minimal,
+                    stop,
                 });
             }
         }
@@ -340,6 +350,20 @@ impl Summary {
     pub fn clean(&self) -> bool {
         self.outcomes.len() == 1 && self.outcomes.iter().all(|f| !f.outcome.failed())
     }
+}
+
+/// Write, beside a run's replay file `file`, the script that breaks on departure `d`'s
+/// step (a runtime program's): every operation of its thread, at its step start's count.
+fn stop_script(d: &Departure, file: &std::path::Path) -> Option<PathBuf> {
+    let hit = d.hit?;
+    let path = file.with_extension("stop.jsonl");
+    let lines = [
+        json!({"cmd": "break", "op": "*", "thread": d.key.0, "on": true, "hit": hit}),
+        json!({"cmd": "continue"}),
+    ];
+    let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    std::fs::write(&path, text).ok()?;
+    Some(path)
 }
 
 /// Where a search stands, for a progress bar: told after each run.

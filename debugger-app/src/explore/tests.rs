@@ -28,6 +28,7 @@ fn departure(rank: u32, source: i32) -> Departure {
         natural: 0,
         site: None,
         took: None,
+        hit: None,
     }
 }
 
@@ -70,6 +71,7 @@ impl Runner for TwoRaces {
                 known: true,
                 label: Some(format!("a message from {natural} or {other}")),
                 needs: vec![BTreeMap::new(), BTreeMap::new()],
+                starts: 0,
             }
         };
         let picks = vec![pick("a", 1, 2), pick("b", 3, 4)];

@@ -81,6 +81,19 @@ impl Session {
         Self::spawn(&a)
     }
 
+    /// `racetrack replay LOG --ctl -- EXAMPLE ARGS`.
+    pub fn replay(log: &std::path::Path, example: &str, args: &[&str]) -> Self {
+        let mut a = vec![
+            "replay".to_owned(),
+            log.display().to_string(),
+            "--ctl".into(),
+            "--".into(),
+            example_bin(example).display().to_string(),
+        ];
+        a.extend(args.iter().map(|s| (*s).to_owned()));
+        Self::spawn(&a)
+    }
+
     /// `racetrack ctl URL`.
     pub fn ctl(url: &str) -> Self {
         Self::spawn(&["ctl".to_owned(), url.to_owned()])
