@@ -27,6 +27,8 @@ fn explore(example: &str, args: &[&str], out: &Path, extra: &[&str]) -> (Value, 
     all.push(&bin);
     all.extend_from_slice(args);
     let o = racetrack(&all);
+    // Kept with the replay files: what a failed test leaves behind to read.
+    let _ = std::fs::write(out.join("stderr.txt"), &o.stderr);
     let stdout = String::from_utf8_lossy(&o.stdout);
     let line = stdout.lines().last().unwrap_or_else(|| {
         panic!(
@@ -86,20 +88,16 @@ fn race_found_and_fixed(example: &str, args: &[&str]) {
     assert!(s["orderings"].as_u64().unwrap() <= runs && runs >= 2, "{s}");
     let merged = s["merged"].as_u64().unwrap();
 
-    // Without merging equal states: the same outcomes, in more runs where any merged.
+    // Without merging equal states: the race too, in more runs where any merged. (Not
+    // always the very same outcomes: a walk covers the branches its runs reveal, and a
+    // sender whose message every run made after a step is not tried there; GUIDE §11.)
     let (plain, _) = explore(example, args, &dir.join("plain"), &["--no-merge"]);
     assert_eq!(plain["complete"], true, "{plain}");
-    let results = |s: &Value| {
-        let mut r: Vec<String> = s["outcomes"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|o| report_of(o)["result"].to_string())
-            .collect();
-        r.sort();
-        r
-    };
-    assert_eq!(results(&s), results(&plain), "merging loses no outcome");
+    let plain_outcomes = plain["outcomes"].as_array().unwrap();
+    assert!(
+        plain_outcomes.iter().any(correct) && !plain_outcomes.iter().all(correct),
+        "{plain}"
+    );
     assert_eq!(plain["merged"], 0);
     if merged > 0 {
         assert!(
@@ -111,7 +109,7 @@ fn race_found_and_fixed(example: &str, args: &[&str]) {
 
     // Each run's replay, held by the stop script at the first departure's step, starts
     // the message the ordering names: this run's, and the first run's instead.
-    let first_departure = &departs["ordering"][0];
+    let first_departure = &departs["stop_at"];
     let stop = departs["stop_script"].as_str().expect("a stop script");
     let runs = [
         (departs["replay"].as_str().unwrap(), &first_departure["took"]),
@@ -122,6 +120,8 @@ fn race_found_and_fixed(example: &str, args: &[&str]) {
     ];
     for (file, message) in runs {
         let mut session = support::Session::replay(Path::new(file), example, args);
+        // The first start, held at attach (the script's `continue` releases it).
+        support::attached_and_held(&mut session);
         let script = std::fs::read_to_string(stop).unwrap();
         for line in script.lines() {
             session.send(serde_json::from_str(line).unwrap());

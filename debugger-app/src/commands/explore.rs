@@ -57,7 +57,7 @@ pub fn report(
             eprintln!("racetrack:   and {}", d.words());
         }
         eprintln!("racetrack:   -> {}", f.outcome.words());
-        if let (Some(stop), Some(file), Some(natural)) = (&f.stop, &f.replay, first_replay(&s)) {
+        if let (Some((stop, _)), Some(file), Some(natural)) = (&f.stop, &f.replay, first_replay(&s)) {
             let line = command.join(" ");
             eprintln!(
                 "racetrack:   stopped where the runs diverge: racetrack replay {} --gui --script {} -- {line}",

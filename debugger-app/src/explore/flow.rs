@@ -184,7 +184,7 @@ impl Runner for Flow<'_> {
     }
 
     fn shrinks(&self) -> bool {
-        false
+        true
     }
 }
 

@@ -342,7 +342,7 @@ fn branch(r: &Run, forced: &Schedule, stack: &mut Vec<Schedule>, s: &mut Summary
                 .enumerate()
                 .filter(|&(j, q)| {
                     let kept = if linear {
-                        j < i || needs.and_then(|n| n.get(&q.key.0)).is_some_and(|&n| q.key.1 < n)
+                        j < i || q.forced || needs.and_then(|n| n.get(&q.key.0)).is_some_and(|&n| q.key.1 < n)
                     } else {
                         j != i
                     };

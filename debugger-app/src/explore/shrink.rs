@@ -20,13 +20,26 @@ pub(super) fn shrink_all(
         let target = s.outcomes[i].outcome.clone();
         let mut smallest: Option<PathBuf> = None;
         let mut runs = 0;
-        let kept = shrink(s.outcomes[i].minimal.clone(), |trial| {
+        let all = s.outcomes[i].minimal.clone();
+        let kept = shrink(all.clone(), |trial| {
             if t0.elapsed() >= opts.budget {
                 return None;
             }
+            let schedule: Schedule = trial
+                .iter()
+                .flat_map(|d| d.prefix.iter().chain([(&d.key, &d.source)]))
+                .map(|(k, &v)| (k.clone(), v))
+                .collect();
+            // A departure the others need (a runtime message's sender took it) cannot be
+            // left out.
+            if all
+                .iter()
+                .any(|d| !trial.contains(d) && schedule.get(&d.key) == Some(&d.source))
+            {
+                return Some(false);
+            }
             runs += 1;
             let file = opts.out.join(format!("shrink-{}-{runs}.rtrec", i + 1));
-            let schedule: Schedule = trial.iter().map(|d| (d.key.clone(), d.source)).collect();
             let r = runner.run(&schedule, &file).ok()?;
             let reached = r.outcome == target;
             say(Note::Run(&format!(

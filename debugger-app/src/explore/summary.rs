@@ -108,8 +108,9 @@ pub struct Found {
     pub minimal: Vec<Departure>,
     pub minimal_replay: Option<PathBuf>,
     /// Runtime: a script for `racetrack replay FILE --gui --script STOP` that holds the
-    /// replay (of this outcome's run or the first run) at the first departure's step.
-    pub stop: Option<PathBuf>,
+    /// replay (of this outcome's first run, `replay`, or the first run) at a departure's
+    /// step: its first run's first departure.
+    pub stop: Option<(PathBuf, Departure)>,
 }
 
 /// A receive forced onto another sender than it took in the natural (first) run.
@@ -125,6 +126,9 @@ pub struct Departure {
     /// Runtime: the hit count of a breakpoint on any operation of the thread that holds
     /// its step there (in either run: the steps before are the same).
     pub hit: Option<u64>,
+    /// Runtime: the picks a run forced to make it (its thread's steps before it, and
+    /// those the message it took needed), as the run that departed made them.
+    pub prefix: Schedule,
 }
 
 impl Departure {
@@ -212,7 +216,13 @@ impl Summary {
                     "differs": f.minimal.first().map(Departure::words),
                     "ordering": ordering,
                     "ordering_replay": f.minimal_replay,
-                    "stop_script": f.stop,
+                    "stop_script": f.stop.as_ref().map(|(path, _)| path),
+                    "stop_at": f.stop.as_ref().map(|(_, d)| json!({
+                        "thread": d.key.0,
+                        "step": d.key.1,
+                        "took": d.took.as_ref().map(|t| &t.0),
+                        "instead": d.took.as_ref().map(|t| &t.1),
+                    })),
                 })
             })
             .collect();
@@ -262,6 +272,11 @@ impl Summary {
                     site: p.site.clone(),
                     took: p.label.clone().zip(n.label.clone()),
                     hit: p.label.is_some().then_some(p.starts + 1),
+                    prefix: if p.label.is_some() {
+                        needed(picks, p)
+                    } else {
+                        Schedule::new()
+                    },
                 })
             })
             .collect()
@@ -331,7 +346,9 @@ impl Summary {
             }
             None => {
                 let minimal = self.against_first(&r.picks);
-                let stop = minimal.first().and_then(|d| stop_script(d, &file));
+                let stop = minimal
+                    .first()
+                    .and_then(|d| Some((stop_script(d, &file)?, d.clone())));
                 let kept = r.saved.then_some(file);
                 self.outcomes.push(Found {
                     outcome: r.outcome,
@@ -350,6 +367,24 @@ impl Summary {
     pub fn clean(&self) -> bool {
         self.outcomes.len() == 1 && self.outcomes.iter().all(|f| !f.outcome.failed())
     }
+}
+
+/// What runtime pick `p` of `picks` needs forced to be made again: its thread's steps
+/// before it, and those before the step that sent the message it took.
+fn needed(picks: &[Pick], p: &Pick) -> Schedule {
+    let sent = p
+        .candidates
+        .iter()
+        .position(|&c| c == p.source)
+        .and_then(|c| p.needs.get(c));
+    picks
+        .iter()
+        .filter(|q| {
+            (q.key.0 == p.key.0 && q.key.1 < p.key.1)
+                || sent.and_then(|n| n.get(&q.key.0)).is_some_and(|&n| q.key.1 < n)
+        })
+        .map(|q| (q.key.clone(), q.source))
+        .collect()
 }
 
 /// Write, beside a run's replay file `file`, the script that breaks on departure `d`'s

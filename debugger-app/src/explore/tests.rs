@@ -29,6 +29,7 @@ fn departure(rank: u32, source: i32) -> Departure {
         site: None,
         took: None,
         hit: None,
+        prefix: Schedule::new(),
     }
 }
 
