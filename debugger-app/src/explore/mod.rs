@@ -185,6 +185,8 @@ pub fn explore(runner: &impl Runner, opts: &Options, mut say: impl FnMut(Note)) 
         orderings: HashSet::new(),
         states: HashSet::new(),
         merged: 0,
+        reached: HashSet::new(),
+        delivered_new: None,
         unexplored: 0,
         infeasible: 0,
         outcomes: Vec::new(),

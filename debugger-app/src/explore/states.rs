@@ -107,11 +107,19 @@ impl States {
     /// `thread` about to take `sender`'s next message, as a hash; `None` when a message
     /// it needs was not digested.
     pub fn key(&self, cut: &Schedule, thread: &str, sender: i32) -> Option<u64> {
-        let s = &self.steps;
         let mut counts: BTreeMap<&str, u32> = BTreeMap::new();
         for (name, _) in cut.keys() {
             *counts.entry(name.as_str()).or_default() += 1;
         }
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        (thread, sender, self.at(&counts)?).hash(&mut h);
+        Some(h.finish())
+    }
+
+    /// The state after each thread's first `counts` steps (by thread name; a cut), as a
+    /// hash; `None` when a message it needs was not digested.
+    pub fn at(&self, counts: &BTreeMap<&str, u32>) -> Option<u64> {
+        let s = &self.steps;
         // By sender code: entry 0 the inputs the cut knows of, g + 1 thread g's steps.
         let mut n = vec![0u32; s.names.len() + 1];
         for (g, name) in s.names.iter().enumerate() {
@@ -126,7 +134,7 @@ impl States {
             n.get(t.sender as usize).is_some_and(|&k| step <= k)
         };
         let mut h = std::collections::hash_map::DefaultHasher::new();
-        (thread, sender, n[0]).hash(&mut h);
+        n[0].hash(&mut h);
         for (g, steps) in s.threads.iter().enumerate() {
             let k = n[g + 1] as usize;
             g.hash(&mut h);

@@ -168,6 +168,12 @@ pub struct Summary {
     /// branches not taken because one started from an equal state before.
     pub states: HashSet<u64>,
     pub merged: usize,
+    /// Runtime: every state a run reached after its forced picks, and the messages
+    /// delivered up to (and with) the first that reached a state an earlier run had
+    /// reached: what an explorer that restored states from checkpoints and stopped at
+    /// known ones would deliver (the thesis counts its state graphs' so).
+    pub reached: HashSet<u64>,
+    pub delivered_new: Option<u64>,
     /// Wildcard receives not explored, over all runs (polls, or ones not read).
     pub unexplored: u64,
     /// Forced picks a rank refused, or that left a receive waiting for good.
@@ -236,6 +242,7 @@ impl Summary {
             "delivered_after_forced": self.fresh,
             "orderings": (!self.orderings.is_empty()).then_some(self.orderings.len()),
             "states": (!self.states.is_empty()).then_some(self.states.len()),
+            "delivered_to_new_states": self.delivered_new,
             "merged": self.merged,
             "unexplored": self.unexplored,
             "infeasible": self.infeasible,
@@ -297,6 +304,10 @@ impl Summary {
         }
         if let Some(o) = r.ordering {
             self.orderings.insert(o);
+        }
+        if let Some(st) = &r.states {
+            let n = new_states(st, &r.picks, &mut self.reached);
+            *self.delivered_new.get_or_insert(0) += n;
         }
         self.unexplored += r.unexplored;
         self.picks += r.picks.len();
@@ -367,6 +378,25 @@ impl Summary {
     pub fn clean(&self) -> bool {
         self.outcomes.len() == 1 && self.outcomes.iter().all(|f| !f.outcome.failed())
     }
+}
+
+/// The messages run `picks` delivered after its forced ones, in the run's order, up to
+/// and with the first that led to a state in `reached` (each new state is added).
+fn new_states(st: &super::states::States, picks: &[Pick], reached: &mut HashSet<u64>) -> u64 {
+    let mut counts: BTreeMap<&str, u32> = BTreeMap::new();
+    for p in picks.iter().filter(|p| p.forced) {
+        *counts.entry(p.key.0.as_str()).or_default() += 1;
+    }
+    let mut n = 0;
+    for p in picks.iter().filter(|p| !p.forced) {
+        *counts.entry(p.key.0.as_str()).or_default() += 1;
+        n += 1;
+        match st.at(&counts) {
+            Some(h) if reached.insert(h) => {}
+            _ => break,
+        }
+    }
+    n
 }
 
 /// What runtime pick `p` of `picks` needs forced to be made again: its thread's steps
