@@ -138,14 +138,14 @@ def main():
               f"| {ex_first} | {s.get('runs')} runs, {walk}, {took:.1f} s "
               f"| {len(s.get('outcomes', []))} |")
 
-    print("\n| program | runs | orderings | delivered | after the forced steps | states "
-          "| branches merged | walk |")
+    print("\n| program | runs | orderings | delivered | after the forced steps "
+          "| to new states | branches merged | walk |")
     print("|---|---|---|---|---|---|---|---|")
     for shown, _, _, _, _, s, took in rows:
         walk = "complete" if s.get("complete") else "not complete"
         print(f"| `{shown}` | {s.get('runs')} | {s.get('orderings')} | {s.get('delivered')} "
-              f"| {s.get('delivered_after_forced')} | {s.get('states')} | {s.get('merged')} "
-              f"| {walk}, {took:.1f} s |")
+              f"| {s.get('delivered_after_forced')} | {s.get('delivered_to_new_states')} "
+              f"| {s.get('merged')} | {walk}, {took:.1f} s |")
 
 
 if __name__ == "__main__":

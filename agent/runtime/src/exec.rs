@@ -311,7 +311,10 @@ impl<S: ThreadState> Exec<'_, S> {
                 current: None,
                 state: Some(&mut self.state as &mut dyn ErasedState),
                 state_set: false,
-                instance: if start { None } else { self.shown.take() },
+                instance: match (start, step) {
+                    (false, StepKind::Absorb) => self.shown.take(),
+                    _ => None,
+                },
             },
         };
         if start {

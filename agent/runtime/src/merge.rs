@@ -13,6 +13,7 @@ use super::{StepInfo, ThreadState};
 use std::any::Any;
 use std::collections::hash_map::Entry;
 use std::hash::Hasher;
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
 /// A merge or stream instance in progress on this thread.
@@ -109,10 +110,15 @@ impl<S: ThreadState> Exec<'_, S> {
             msg_id: id,
         };
         let r = run_guarded(|| absorb(&mut *acc, payload, &mut self.state, &info, &mut poster));
-        // For this step's stop only (a failed step has none).
+        // For this step's stop only (a failed step has none). The program's `Serialize`
+        // may panic: that costs the hook its view, not the thread.
         self.shown = show
-            .filter(|_| active_hook(self.sh).is_some_and(|h| h.instance_states()))
-            .and_then(|show| show(&*acc));
+            .filter(|_| r.is_ok() && active_hook(self.sh).is_some_and(|h| h.instance_states()))
+            .and_then(|show| {
+                std::panic::catch_unwind(AssertUnwindSafe(|| show(&*acc)))
+                    .ok()
+                    .flatten()
+            });
         if let Some(inst) = self.instances.get_mut(&(Arc::as_ptr(frame) as usize)) {
             inst.acc = Some(acc);
             inst.posted = poster.count;

@@ -12,7 +12,7 @@
 //!   `ops::merge_serde`, `ACC` is the hash of the merge's accumulator.
 //!
 //! A content or state that cannot be serialized hashes as `-` (the explorer then merges
-//! nothing that depends on it). The hash is the standard library's `DefaultHasher::new()` (fixed
+//! nothing of that run). The hash is the standard library's `DefaultHasher::new()` (fixed
 //! keys), over the value's JSON text: equal within one build of one program, which is all
 //! the explorer compares.
 

@@ -4,8 +4,9 @@
 //! each thread, the senders of its first steps' messages: the replay engine (the choice
 //! point's) makes each thread take those, then lets it run free. The run writes a trace
 //! (`RACETRACK_TRACE`), from which [`steps`](super::steps) reads what every step took and
-//! happens-before; the program is not otherwise slowed (nothing is held, no debugger
-//! connects). A forced sender whose message never comes stalls the replay, which then
+//! happens-before; nothing is held and no debugger connects. With merging on, the agent
+//! also hashes every message's content and each step's state (`RACETRACK_DIGEST`),
+//! which costs a serialization per send and per step. A forced sender whose message never comes stalls the replay, which then
 //! ends the program with its divergence exit code: the schedule could not be followed.
 //!
 //! Every step on a message is a pick: its key the thread and the step's number, its
@@ -17,7 +18,7 @@ use super::steps::{self, Steps, UNKNOWN};
 use super::{Options, Outcome, Pick, Run, Runner, Schedule};
 use anyhow::Context as _;
 use racetrack_protocol::launch as env;
-use racetrack_protocol::replay_log::LogHeader;
+use racetrack_protocol::replay_log::{self as log, LogHeader};
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
@@ -34,6 +35,10 @@ const STALL_MS: &str = "1000";
 
 /// The most output lines kept of one run (what it printed past them is not compared).
 const MAX_LINES: usize = 10_000;
+
+/// How a run ended: its exit code (`Err`: ended at its time limit), and its lines on
+/// stdout and stderr.
+type Ended = (Result<Option<i32>, ()>, Vec<String>, Vec<String>);
 
 /// A program to explore and its arguments.
 #[derive(Debug, Clone)]
@@ -69,6 +74,55 @@ impl<'a> Flow<'a> {
         }
     }
 
+    /// Start the program with its trace and digests going to `files`, following
+    /// `schedule` if any; wait for it (at most the run's limit): its exit code (`Err`:
+    /// ended at the limit) and what it printed on stdout and stderr.
+    fn spawn(
+        &self,
+        (trace, digest): (&Path, &Path),
+        schedule: Option<&PathBuf>,
+    ) -> anyhow::Result<Ended> {
+        let mut cmd = Command::new(&self.program.program);
+        cmd.args(&self.program.args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        for var in [
+            env::ENV_LISTEN,
+            env::ENV_CONNECT,
+            env::ENV_WAIT,
+            env::ENV_RECORD,
+            env::ENV_REPLAY,
+            env::ENV_DIGEST,
+        ] {
+            cmd.env_remove(var);
+        }
+        cmd.env(env::ENV_TRACE, trace)
+            .env(env::ENV_REPLAY_STALL_MS, STALL_MS);
+        if let Some(schedule) = schedule {
+            cmd.env(env::ENV_REPLAY, schedule);
+        }
+        if self.merge {
+            cmd.env(env::ENV_DIGEST, digest);
+        }
+        let mut child = cmd
+            .spawn()
+            .with_context(|| format!("cannot start {}", self.program.program.display()))?;
+        let out = lines_of(child.stdout.take());
+        let err = lines_of(child.stderr.take());
+        let code = wait(&mut child, self.limit);
+        Ok((code, joined(out), joined(err)))
+    }
+
+    /// Keep the longest list of threads the runs had (a later run may build more).
+    fn learn_names(&self, seen: &[String]) {
+        if let Ok(mut names) = self.names.lock() {
+            if seen.len() > names.len() && seen.starts_with(&names) {
+                *names = seen.to_vec();
+            }
+        }
+    }
+
     /// The schedule as a replay log at `path`; `false` when it forces nothing.
     fn write_schedule(&self, forced: &Schedule, path: &Path) -> anyhow::Result<bool> {
         if forced.is_empty() {
@@ -96,36 +150,9 @@ impl Runner for Flow<'_> {
         let digest = file.with_extension("digest");
         let schedule = file.with_extension("schedule.rtrec");
         let replaying = self.write_schedule(forced, &schedule)?;
-        let mut cmd = Command::new(&self.program.program);
-        cmd.args(&self.program.args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        for var in [
-            env::ENV_LISTEN,
-            env::ENV_CONNECT,
-            env::ENV_WAIT,
-            env::ENV_RECORD,
-            env::ENV_REPLAY,
-        ] {
-            cmd.env_remove(var);
-        }
-        cmd.env(env::ENV_TRACE, &trace)
-            .env(env::ENV_REPLAY_STALL_MS, STALL_MS);
-        if replaying {
-            cmd.env(env::ENV_REPLAY, &schedule);
-        }
-        if self.merge {
-            cmd.env(env::ENV_DIGEST, &digest);
-        }
-        let mut child = cmd
-            .spawn()
-            .with_context(|| format!("cannot start {}", self.program.program.display()))?;
-        let out = lines_of(child.stdout.take());
-        let err = lines_of(child.stderr.take());
-        let code = wait(&mut child, self.limit);
-        let (out, err) = (joined(out), joined(err));
+        let spawned = self.spawn((&trace, &digest), replaying.then_some(&schedule));
         let _ = std::fs::remove_file(&schedule);
+        let (code, out, err) = spawned?;
         let read = steps::read(&trace);
         let _ = std::fs::remove_file(&trace);
         let first = self.names.lock().map_or(true, |n| n.is_empty());
@@ -144,24 +171,23 @@ impl Runner for Flow<'_> {
                 )
             }
             // A later run that died before its trace was written: an outcome, with
-            // nothing to branch on.
+            // nothing to branch on, nor to replay.
             Err(e) => (
                 Steps::default(),
                 Outcome::Died(format!("{} (its trace: {e})", ended(code, &err))),
             ),
         };
-        if let Ok(mut names) = self.names.lock() {
-            if names.is_empty() {
-                *names = s.names.clone();
-            }
-        }
-        let finished = matches!(outcome, Outcome::Exit(..));
-        let saved = std::fs::write(file, s.log(&self.header(), finished)).is_ok();
-        let picks = picks(&s, forced);
+        self.learn_names(&s.names);
+        let finished = matches!(outcome, Outcome::Exit(..)) && !s.unknown;
+        let saved = !matches!(outcome, Outcome::Died(_))
+            && std::fs::write(file, s.log(&self.header(), finished)).is_ok();
+        let (picks, unexplored) = picks(&s, forced);
         let fresh = picks.iter().filter(|p| !p.forced).count() as u64;
         let (delivered, ordering) = (s.delivered(), s.ordering());
-        // Only a run that ended by itself wrote every digest.
-        let states = match (self.merge, finished) {
+        // Only a run that ended by itself wrote every digest; and only one whose every
+        // step the explorer can place has states it can compare.
+        let comparable = finished && !s.nested && !s.late_final;
+        let states = match (self.merge, comparable) {
             (true, true) => states::read(&digest, s).map(Box::new),
             _ => None,
         };
@@ -170,7 +196,7 @@ impl Runner for Flow<'_> {
             outcome,
             delivered,
             fresh: Some(fresh),
-            unexplored: 0,
+            unexplored,
             dropped: false,
             saved,
             ordering: Some(ordering),
@@ -234,14 +260,26 @@ fn ended(code: Result<Option<i32>, ()>, err: &[String]) -> String {
     }
 }
 
-/// Every step on a message of the run as a pick, in the run's order.
-fn picks(s: &Steps, forced: &Schedule) -> Vec<Pick> {
+/// Every step on a message of the run as a pick, in the run's order, and how many picks
+/// were not explored: a thread's steps from one whose message was not seen sent on, and
+/// (after a schedule call nested in a step) the schedule's inputs as alternatives.
+fn picks(s: &Steps, forced: &Schedule) -> (Vec<Pick>, u64) {
     let mut all: Vec<(usize, Pick)> = Vec::with_capacity(s.delivered() as usize);
+    let mut unexplored = 0;
     for (g, thread) in s.threads.iter().enumerate() {
+        let unknown_from = thread
+            .iter()
+            .position(|t| t.sender == UNKNOWN)
+            .unwrap_or(thread.len());
         for (k, t) in thread.iter().enumerate() {
             let key = (s.names[g].clone(), k as u32);
-            let known = t.sender != UNKNOWN;
+            let known = k < unknown_from;
             let mut alts = if known { s.candidates(g, k) } else { Vec::new() };
+            if s.nested {
+                let before = alts.len();
+                alts.retain(|&(sender, _)| sender != log::SENDER_INPUT || sender == t.sender);
+                unexplored += u64::from(alts.len() < before);
+            }
             alts.sort_by_key(|&(sender, _)| sender);
             let by_name = |clock: &[u32]| {
                 (1..clock.len())
@@ -268,7 +306,7 @@ fn picks(s: &Steps, forced: &Schedule) -> Vec<Pick> {
         }
     }
     all.sort_by_key(|(order, _)| *order);
-    all.into_iter().map(|(_, p)| p).collect()
+    (all.into_iter().map(|(_, p)| p).collect(), unexplored)
 }
 
 /// Read a child's pipe into lines on a thread of its own (so that a full pipe never

@@ -31,7 +31,7 @@
 //! fields left out), a deadlock (as the debugger names it), or a run over its time limit.
 //! Each distinct outcome keeps a replay file of its first run when one could be saved,
 //! which `racetrack replay FILE -- PROGRAM ARGS` plays again. Once the walk is over, each
-//! MPI outcome reached through several departures from the natural order is shrunk
+//! outcome reached through several departures from the natural order is shrunk
 //! ([`shrink`]): the fewest departures found to reach it.
 
 mod flow;
@@ -64,8 +64,7 @@ pub trait Runner: Sync {
     /// Whether a branch keeps only the picks made before it (and those its other sender
     /// needed), rather than every pick not made after it.
     fn linear(&self) -> bool;
-    /// Shrink the departures that reach an outcome (see [`shrink`]): only where a
-    /// schedule may name any subset of picks.
+    /// Shrink the departures that reach an outcome (see [`shrink`]).
     fn shrinks(&self) -> bool;
 }
 
@@ -231,7 +230,8 @@ pub fn explore(runner: &impl Runner, opts: &Options, mut say: impl FnMut(Note)) 
     }
     if s.stopped.is_none() && s.unexplored > 0 {
         s.stopped = Some(format!(
-            "{} wildcard receives or probes were not explored (polls, or what they took was not told)",
+            "{} picks were not explored (MPI polls, or receives whose match was not told; \
+             runtime steps whose message was not seen sent, or inputs of nested schedule calls)",
             s.unexplored
         ));
     }

@@ -8,11 +8,14 @@
 //!
 //! Contents and thread states are known by their hashes, which the agent writes for the
 //! explorer (`RACETRACK_DIGEST`, see the agent's `replay::digest`). A merge's accumulator
-//! is not serialized: it is known by the hashes of what it absorbed, in order, which
-//! determine it. The model assumes what the runtime promises: a step's effect depends
-//! only on its thread's state, its message and its instance's inputs (a step that reads a
-//! clock, or state shared behind the runtime's back, breaks it; `--no-merge` turns the
-//! merging off).
+//! is known by its own hash when the merge was made with `ops::merge_serde`, else by the
+//! hashes of what it absorbed, in order, which determine it. The model assumes what the
+//! runtime promises: a step's effect depends only on its thread's state, its message and
+//! its instance's inputs, all serialized in full. A step that reads a clock, shares state
+//! behind the runtime's back, prints what the outcome compares, or a state whose
+//! `Serialize` leaves fields out, breaks it: `--no-merge` turns the merging off. A run
+//! whose states cannot all be placed (a step whose message was not seen sent, a schedule
+//! call nested in a step, a merge's final step that waited for its split) merges nothing.
 
 use super::steps::{Steps, Taken};
 use super::Schedule;

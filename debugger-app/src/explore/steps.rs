@@ -67,6 +67,14 @@ pub struct Steps {
     pub results: Vec<(u64, u32, SmolStr)>,
     /// The thread whose step started first (the one `RACETRACK_WAIT` holds).
     pub first: Option<usize>,
+    /// A step took a message the trace did not show sent ([`UNKNOWN`]).
+    pub unknown: bool,
+    /// A schedule call's input was sent before an earlier call returned: a call nested in
+    /// a step (or calls made side by side), whose inputs the input line orders wrongly.
+    pub nested: bool,
+    /// A merge's final step did not follow its last absorb on its thread: it waited for
+    /// its split's end, and ran where timing put it, which no schedule controls.
+    pub late_final: bool,
 }
 
 type SendKey = (SmolStr, SmolStr, SmolStr);
@@ -81,6 +89,16 @@ struct Reader {
     /// Sent, not taken yet: (message, operation, thread) → the message.
     sends: HashMap<SendKey, Taken>,
     events: usize,
+    /// Each thread: the instance its latest step absorbed into (`None`: it was not an
+    /// absorb).
+    last_into: Vec<Option<SmolStr>>,
+    /// Schedule calls whose input was sent and whose result was not, by root id.
+    open_calls: Vec<SmolStr>,
+}
+
+/// The schedule call a message belongs to: its id's first component.
+fn root(msg: &str) -> SmolStr {
+    SmolStr::from(msg.split('.').next().unwrap_or(msg))
 }
 
 /// Read the trace at `path`. A trace cut short (a killed run) gives what it holds.
@@ -146,22 +164,27 @@ impl Reader {
                 self.current.resize_with(n, Vec::new);
                 self.s.threads.resize_with(n, Vec::new);
                 self.s.closed.resize_with(n, Vec::new);
+                self.last_into.resize(n, None);
             }
             Event::Send(e) => self.send(e),
-            Event::Start(e) if self.s.first.is_none() => {
-                self.s.first = self.index.get(e.thread.as_str()).copied();
-                self.event(Event::Start(e));
-            }
-            Event::Start(e) if e.step == Step::Final => {
-                if let Some(&g) = self.index.get(e.thread.as_str()) {
+            Event::Start(e) => {
+                let Some(&g) = self.index.get(e.thread.as_str()) else {
+                    return;
+                };
+                self.s.first.get_or_insert(g);
+                if e.step == Step::Final {
+                    if self.last_into[g].as_ref() != Some(&e.instance) {
+                        self.s.late_final = true;
+                    }
                     let k = self.s.threads[g].len() as u32;
                     self.s.closed[g].push((k, e.instance));
+                } else {
+                    let into = (e.step == Step::Absorb).then_some(e.instance);
+                    self.last_into[g].clone_from(&into);
+                    self.start(g, e.op, e.msg, into);
                 }
             }
-            Event::Start(e) => {
-                let into = (e.step == Step::Absorb).then_some(e.instance);
-                self.start(&e.thread, e.op, e.msg, into);
-            }
+
             Event::Deadlock { waits, cycle } => {
                 let who: Vec<String> = waits
                     .iter()
@@ -189,9 +212,16 @@ impl Reader {
     }
 
     fn send(&mut self, e: racetrack_protocol::SendEv) {
-        let (sender, clock) = match e.thread.as_deref().and_then(|t| self.index.get(t)) {
-            Some(&g) => (g as u64 + 1, self.current[g].clone()),
+        let (sender, clock) = match e.thread.as_deref().map(|t| self.index.get(t)) {
+            Some(Some(&g)) => (g as u64 + 1, self.current[g].clone()),
+            // A thread no structure named: nothing to order it by.
+            Some(None) => return,
             None => {
+                // A schedule call's input while an earlier call has not returned.
+                if !self.open_calls.is_empty() {
+                    self.s.nested = true;
+                }
+                self.open_calls.push(root(&e.msg));
                 let n = self.input.first().copied().unwrap_or(0) + 1;
                 set(&mut self.input, 0, n);
                 (log::SENDER_INPUT, self.input.clone())
@@ -219,6 +249,8 @@ impl Reader {
             }
             // A result, back to the schedule's caller: later inputs come after it.
             _ if sender != log::SENDER_INPUT => {
+                let call = root(&e.msg);
+                self.open_calls.retain(|c| *c != call);
                 let step = clock.get(sender as usize).copied().unwrap_or(0);
                 self.s.results.push((sender, step, e.msg));
                 join(&mut self.input, &clock);
@@ -227,11 +259,12 @@ impl Reader {
         }
     }
 
-    fn start(&mut self, thread: &str, op: SmolStr, msg: SmolStr, into: Option<SmolStr>) {
-        let Some(&g) = self.index.get(thread) else { return };
+    fn start(&mut self, g: usize, op: SmolStr, msg: SmolStr, into: Option<SmolStr>) {
         let k = self.s.threads[g].len() as u32;
         let mut clock = self.current[g].clone();
-        let key = (msg.clone(), op.clone(), SmolStr::from(thread));
+        let key = (msg.clone(), op.clone(), SmolStr::from(self.s.names[g].as_str()));
+        let unknown = !self.sends.contains_key(&key);
+        self.s.unknown |= unknown;
         let mut taken = self.sends.remove(&key).unwrap_or_else(|| Taken {
             sender: UNKNOWN,
             label: format!("{op} {msg}"),

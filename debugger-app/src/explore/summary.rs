@@ -359,6 +359,7 @@ impl Summary {
                 let minimal = self.against_first(&r.picks);
                 let stop = minimal
                     .first()
+                    .filter(|_| r.saved)
                     .and_then(|d| Some((stop_script(d, &file)?, d.clone())));
                 let kept = r.saved.then_some(file);
                 self.outcomes.push(Found {
