@@ -77,11 +77,7 @@ impl<'a> Flow<'a> {
     /// Start the program with its trace and digests going to `files`, following
     /// `schedule` if any; wait for it (at most the run's limit): its exit code (`Err`:
     /// ended at the limit) and what it printed on stdout and stderr.
-    fn spawn(
-        &self,
-        (trace, digest): (&Path, &Path),
-        schedule: Option<&PathBuf>,
-    ) -> anyhow::Result<Ended> {
+    fn spawn(&self, (trace, digest): (&Path, &Path), schedule: Option<&PathBuf>) -> anyhow::Result<Ended> {
         let mut cmd = Command::new(&self.program.program);
         cmd.args(&self.program.args)
             .stdin(Stdio::null())
