@@ -297,6 +297,7 @@ fn picks(s: &Steps, forced: &Schedule) -> (Vec<Pick>, u64) {
                 needs,
                 // The first start, held at attach, comes before a breakpoint can count.
                 starts: t.starts.saturating_sub(u64::from(s.first == Some(g))),
+                clock: by_name(&t.clock),
             };
             all.push((t.order, pick));
         }

@@ -117,6 +117,16 @@ pub struct Pick {
     /// Runtime: the thread's step starts before this one that a breakpoint set at attach
     /// counts (final steps included; the program's first start, held at attach, not).
     pub starts: u64,
+    /// Runtime: its step's vector clock (each thread's steps that happened before it, its
+    /// own included): what comes after it.
+    pub clock: BTreeMap<String, u32>,
+}
+
+impl Pick {
+    /// Whether this pick happened after `p` (runtime picks, by their clocks).
+    fn after_pick(&self, p: &Pick) -> bool {
+        self.clock.get(&p.key.0).is_some_and(|&n| n > p.key.1)
+    }
 }
 
 /// The limits of a search.
@@ -186,6 +196,8 @@ pub fn explore(runner: &impl Runner, opts: &Options, mut say: impl FnMut(Note)) 
         merged: 0,
         reached: HashSet::new(),
         delivered_new: None,
+        offered: std::collections::HashMap::new(),
+        reversals: 0,
         unexplored: 0,
         infeasible: 0,
         outcomes: Vec::new(),
@@ -311,33 +323,53 @@ fn run_all(runner: &impl Runner, batch: &[(Schedule, PathBuf)]) -> Vec<anyhow::R
 }
 
 /// The branches a run adds: for each pick the run left free, one per other sender it
-/// could have taken. The branch keeps forced, when `linear`, the picks made before it
-/// and those the other sender's message needed (see [`Pick::needs`]); else every other
-/// pick as it went, but those made after it completed (what they take may follow from
-/// its match). Returns the free picks that could not be read (no match told, or no call
-/// in the graph): left unexplored. A runtime branch whose state at its start, with the
-/// same thread taking the same sender's message, was a branch's before is not taken (see
-/// [`states`]).
+/// could have taken. The branch keeps forced, when `linear`, the picks made before it,
+/// the run's forced ones and those the other sender's message needed (see
+/// [`Pick::needs`]); else every other pick as it went; in both, but those made after it
+/// (what they take may follow from it). A runtime pick the schedule forced branches too,
+/// onto the senders no branch at its key offered yet: a departure elsewhere can make a
+/// message concurrent with it that no earlier run had (DPOR's race reversal). Returns the
+/// free picks that could not be read (no match told, or no call in the graph): left
+/// unexplored. A runtime branch whose state at its start, with the same thread taking the
+/// same sender's message, was a branch's before is not taken (see [`states`]).
 fn branch(r: &Run, forced: &Schedule, stack: &mut Vec<Schedule>, s: &mut Summary, linear: bool) -> u64 {
     let picks = &r.picks;
     let mut unread = 0;
     for (i, p) in picks.iter().enumerate() {
-        if forced.contains_key(&p.key) {
+        let reversed = forced.contains_key(&p.key);
+        if reversed && p.clock.is_empty() {
             continue;
         }
         // Not read (no call in the graph), or never matched though a message was there.
         if !p.known || (p.source < 0 && !p.candidates.is_empty()) {
-            unread += 1;
+            unread += u64::from(!reversed);
             continue;
+        }
+        // What a run took there counts as offered: it was (the natural order or a branch).
+        let offered = s.offered.entry(p.key.clone()).or_default();
+        if !offered.contains(&p.source) {
+            offered.push(p.source);
         }
         if p.candidates.len() < 2 {
             continue;
         }
-        s.branch_points += 1;
-        for (c, &alt) in p.candidates.iter().enumerate().rev() {
-            if alt == p.source {
-                continue;
-            }
+        if !reversed {
+            s.branch_points += 1;
+        } else if p.candidates.iter().all(|c| offered.contains(c)) {
+            continue;
+        }
+        let fresh: Vec<(usize, i32)> = p
+            .candidates
+            .iter()
+            .copied()
+            .enumerate()
+            .filter(|&(_, c)| c != p.source && !(reversed && offered.contains(&c)))
+            .collect();
+        offered.extend(fresh.iter().map(|&(_, c)| c));
+        if reversed {
+            s.reversals += fresh.len();
+        }
+        for &(c, alt) in fresh.iter().rev() {
             let needs = p.needs.get(c);
             let mut next: Schedule = picks
                 .iter()
@@ -346,9 +378,9 @@ fn branch(r: &Run, forced: &Schedule, stack: &mut Vec<Schedule>, s: &mut Summary
                     let kept = if linear {
                         j < i || q.forced || needs.and_then(|n| n.get(&q.key.0)).is_some_and(|&n| q.key.1 < n)
                     } else {
-                        j != i
+                        true
                     };
-                    kept && q.source >= 0 && !p.after.contains(&j)
+                    kept && j != i && q.source >= 0 && !p.after.contains(&j) && !q.after_pick(p)
                 })
                 .map(|(_, q)| (q.key.clone(), q.source))
                 .collect();

@@ -299,6 +299,7 @@ impl Driver<'_> {
                 label: None,
                 needs: Vec::new(),
                 starts: 0,
+                clock: BTreeMap::new(),
             });
         }
         // The receives posted after each completed, and so perhaps because of its match.

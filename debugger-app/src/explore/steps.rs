@@ -42,6 +42,8 @@ pub struct Taken {
     pub inputs: u32,
     /// Its thread's step starts before its step, final steps included.
     pub starts: u64,
+    /// Its step's clock (empty for a message never taken).
+    pub clock: Clock,
 }
 
 /// A run's steps on messages, by thread.
@@ -244,6 +246,7 @@ impl Reader {
                     into: None,
                     inputs: 0,
                     starts: 0,
+                    clock: Vec::new(),
                 };
                 self.sends.insert((e.msg, op, to), taken);
             }
@@ -275,12 +278,14 @@ impl Reader {
             into: None,
             inputs: 0,
             starts: 0,
+            clock: Vec::new(),
         });
         join(&mut clock, &taken.sent);
         set(&mut clock, g + 1, k + 1);
         taken.order = self.events;
         taken.into = into;
         taken.inputs = clock.first().copied().unwrap_or(0);
+        taken.clock.clone_from(&clock);
         taken.starts = u64::from(k) + self.s.closed[g].len() as u64;
         self.current[g] = clock;
         self.s.threads[g].push(taken);

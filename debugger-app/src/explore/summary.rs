@@ -174,6 +174,11 @@ pub struct Summary {
     /// known ones would deliver (the thesis counts its state graphs' so).
     pub reached: HashSet<u64>,
     pub delivered_new: Option<u64>,
+    /// The senders branches were made onto (or a run took) at each key, whatever the
+    /// prefix: a forced runtime pick branches onto the others only.
+    pub offered: std::collections::HashMap<Key, Vec<i32>>,
+    /// Branches made at picks a schedule forced (see `branch`).
+    pub reversals: usize,
     /// Wildcard receives not explored, over all runs (polls, or ones not read).
     pub unexplored: u64,
     /// Forced picks a rank refused, or that left a receive waiting for good.
@@ -238,6 +243,7 @@ impl Summary {
             "shrink_runs": self.shrink_runs,
             "picks": self.picks,
             "branch_points": self.branch_points,
+            "reversed_branches": self.reversals,
             "delivered": self.delivered,
             "delivered_after_forced": self.fresh,
             "orderings": (!self.orderings.is_empty()).then_some(self.orderings.len()),

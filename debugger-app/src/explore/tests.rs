@@ -73,6 +73,7 @@ impl Runner for TwoRaces {
                 label: Some(format!("a message from {natural} or {other}")),
                 needs: vec![BTreeMap::new(), BTreeMap::new()],
                 starts: 0,
+                clock: BTreeMap::new(),
             }
         };
         let picks = vec![pick("a", 1, 2), pick("b", 3, 4)];
@@ -126,4 +127,80 @@ fn independent_races_are_explored_in_every_combination() {
     assert_eq!(seen, ["1 3", "1 4", "2 3", "2 4"]);
     assert!(s.complete, "{:?}", s.stopped);
     assert_eq!(s.runs, 4, "one run per combination");
+}
+
+/// Thread `t`'s first step takes sender 1's message, or sender 2's, which comes in time
+/// only when thread `u`'s first step took sender 4's instead of 3's. In the first run,
+/// `t` goes first and sender 2 is not a candidate: only the run that departed at `u`,
+/// where `t` was forced as it went, shows the race.
+struct LateRace;
+
+impl Runner for LateRace {
+    fn run(&self, forced: &Schedule, _file: &Path) -> anyhow::Result<Run> {
+        let key = |t: &str| (t.to_owned(), 0);
+        let u = forced.get(&key("u")).copied().unwrap_or(3);
+        let t = forced.get(&key("t")).copied().unwrap_or(1);
+        let pick = |thread: &str, source: i32, candidates: Vec<i32>| Pick {
+            forced: forced.contains_key(&key(thread)),
+            key: key(thread),
+            source,
+            needs: vec![BTreeMap::new(); candidates.len()],
+            candidates,
+            site: None,
+            refused: None,
+            after: Vec::new(),
+            known: true,
+            label: Some(format!("{thread}'s message")),
+            starts: 0,
+            clock: BTreeMap::from([(thread.to_owned(), 1)]),
+        };
+        let t_candidates = if u == 4 { vec![1, 2] } else { vec![1] };
+        let picks = vec![pick("t", t, t_candidates), pick("u", u, vec![3, 4])];
+        Ok(Run {
+            outcome: Outcome::exit(Some(0), &[format!("{t} {u}")]),
+            picks,
+            delivered: 2,
+            fresh: Some(2),
+            unexplored: 0,
+            dropped: false,
+            saved: false,
+            ordering: None,
+            states: None,
+        })
+    }
+
+    fn linear(&self) -> bool {
+        true
+    }
+
+    fn shrinks(&self) -> bool {
+        false
+    }
+}
+
+#[test]
+fn a_race_a_departure_reveals_is_reversed_at_the_forced_step() {
+    let out = std::env::temp_dir().join(format!("racetrack-explore-late-{}", std::process::id()));
+    let opts = Options {
+        max_runs: 100,
+        budget: Duration::from_secs(60),
+        run_limit: Duration::from_secs(1),
+        out: out.clone(),
+        jobs: 1,
+        merge: true,
+    };
+    let s = explore(&LateRace, &opts, |_| {}).expect("the walk runs");
+    let _ = std::fs::remove_dir_all(out);
+    let mut seen: Vec<String> = s
+        .outcomes
+        .iter()
+        .map(|f| match &f.outcome {
+            Outcome::Exit(_, line, _) => line.clone(),
+            other => other.words(),
+        })
+        .collect();
+    seen.sort();
+    assert_eq!(seen, ["1 3", "1 4", "2 4"], "the forced step offered sender 2");
+    assert_eq!(s.reversals, 1);
+    assert!(s.complete);
 }
