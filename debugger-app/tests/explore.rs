@@ -86,9 +86,8 @@ fn race_found_and_fixed(example: &str, args: &[&str]) {
     assert!(departs["ordering"][0]["took"].is_string(), "{departs}");
     let runs = s["runs"].as_u64().unwrap();
     assert!(s["orderings"].as_u64().unwrap() <= runs && runs >= 2, "{s}");
-    let merged = s["merged"].as_u64().unwrap();
 
-    // Without merging equal states: the race too, in more runs where any merged. (Not
+    // Without merging equal states: the race too. (Not
     // always the very same outcomes: a walk covers the branches its runs reveal, and a
     // sender whose message every run made after a step is not tried there; GUIDE §11.)
     let (plain, _) = explore(example, args, &dir.join("plain"), &["--no-merge"]);
@@ -99,12 +98,6 @@ fn race_found_and_fixed(example: &str, args: &[&str]) {
         "{plain}"
     );
     assert_eq!(plain["merged"], 0);
-    if merged > 0 {
-        assert!(
-            plain["runs"].as_u64().unwrap() > runs,
-            "{merged} merged, yet no run saved"
-        );
-    }
     assert!(s["delivered"].as_u64().unwrap() > s["delivered_after_forced"].as_u64().unwrap());
 
     // Each run's replay, held by the stop script at the first departure's step, starts

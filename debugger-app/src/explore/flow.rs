@@ -257,8 +257,9 @@ fn ended(code: Result<Option<i32>, ()>, err: &[String]) -> String {
 }
 
 /// Every step on a message of the run as a pick, in the run's order, and how many picks
-/// were not explored: a thread's steps from one whose message was not seen sent on, and
-/// (after a schedule call nested in a step) the schedule's inputs as alternatives.
+/// had the schedule's inputs left out of their alternatives (after a schedule call nested
+/// in a step: their order is not known). A thread's steps from one whose message was not
+/// seen sent on are not read (`known` false).
 fn picks(s: &Steps, forced: &Schedule) -> (Vec<Pick>, u64) {
     let mut all: Vec<(usize, Pick)> = Vec::with_capacity(s.delivered() as usize);
     let mut unexplored = 0;
@@ -271,10 +272,12 @@ fn picks(s: &Steps, forced: &Schedule) -> (Vec<Pick>, u64) {
             let key = (s.names[g].clone(), k as u32);
             let known = k < unknown_from;
             let mut alts = if known { s.candidates(g, k) } else { Vec::new() };
+            let forced = forced.contains_key(&key);
             if s.nested {
                 let before = alts.len();
                 alts.retain(|&(sender, _)| sender != log::SENDER_INPUT || sender == t.sender);
-                unexplored += u64::from(alts.len() < before);
+                // Counted where the pick is free: a forced one was counted where it was.
+                unexplored += u64::from(alts.len() < before && !forced);
             }
             alts.sort_by_key(|&(sender, _)| sender);
             let by_name = |clock: &[u32]| {
@@ -285,7 +288,7 @@ fn picks(s: &Steps, forced: &Schedule) -> (Vec<Pick>, u64) {
             };
             let needs = alts.iter().map(|(_, clock)| by_name(clock)).collect();
             let pick = Pick {
-                forced: forced.contains_key(&key),
+                forced,
                 key,
                 source: if known { t.sender as i32 } else { -1 },
                 candidates: alts.iter().map(|&(sender, _)| sender as i32).collect(),

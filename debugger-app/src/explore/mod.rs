@@ -327,13 +327,16 @@ fn run_all(runner: &impl Runner, batch: &[(Schedule, PathBuf)]) -> Vec<anyhow::R
 /// the run's forced ones and those the other sender's message needed (see
 /// [`Pick::needs`]); else every other pick as it went; in both, but those made after it
 /// (what they take may follow from it). A runtime pick the schedule forced branches too,
-/// onto the senders no branch at its key offered yet: a departure elsewhere can make a
-/// message concurrent with it that no earlier run had (DPOR's race reversal). Returns the
+/// onto its other senders: a departure elsewhere can make a message concurrent with it
+/// that no earlier run had (DPOR's race reversal). With states, each such branch is told
+/// apart by its starting state like any other; without, a step is reversed onto a sender
+/// at most once, whatever came before it. Returns the
 /// free picks that could not be read (no match told, or no call in the graph): left
 /// unexplored. A runtime branch whose state at its start, with the same thread taking the
 /// same sender's message, was a branch's before is not taken (see [`states`]).
 fn branch(r: &Run, forced: &Schedule, stack: &mut Vec<Schedule>, s: &mut Summary, linear: bool) -> u64 {
     let picks = &r.picks;
+    let states = r.states.as_deref();
     let mut unread = 0;
     for (i, p) in picks.iter().enumerate() {
         let reversed = forced.contains_key(&p.key);
@@ -353,47 +356,55 @@ fn branch(r: &Run, forced: &Schedule, stack: &mut Vec<Schedule>, s: &mut Summary
         if p.candidates.len() < 2 {
             continue;
         }
-        if !reversed {
-            s.branch_points += 1;
-        } else if p.candidates.iter().all(|c| offered.contains(c)) {
-            continue;
-        }
+        // With states, a reversal is told apart by the state it starts from (and a free
+        // pick's own choice is this run's to explore); without, by its step only.
+        let by_step = reversed && states.is_none();
         let fresh: Vec<(usize, i32)> = p
             .candidates
             .iter()
             .copied()
             .enumerate()
-            .filter(|&(_, c)| c != p.source && !(reversed && offered.contains(&c)))
+            .filter(|&(_, c)| c != p.source && !(by_step && offered.contains(&c)))
             .collect();
         offered.extend(fresh.iter().map(|&(_, c)| c));
-        if reversed {
-            s.reversals += fresh.len();
+        if !reversed {
+            s.branch_points += 1;
+            let own = p.candidates.iter().position(|&c| c == p.source).unwrap_or(0);
+            if let Some(k) = states.and_then(|st| st.key(&kept(picks, i, own, linear), &p.key.0, p.source)) {
+                s.states.insert(k);
+            }
         }
         for &(c, alt) in fresh.iter().rev() {
-            let needs = p.needs.get(c);
-            let mut next: Schedule = picks
-                .iter()
-                .enumerate()
-                .filter(|&(j, q)| {
-                    let kept = if linear {
-                        j < i || q.forced || needs.and_then(|n| n.get(&q.key.0)).is_some_and(|&n| q.key.1 < n)
-                    } else {
-                        true
-                    };
-                    kept && j != i && q.source >= 0 && !p.after.contains(&j) && !q.after_pick(p)
-                })
-                .map(|(_, q)| (q.key.clone(), q.source))
-                .collect();
-            let key = r.states.as_ref().and_then(|st| st.key(&next, &p.key.0, alt));
+            let mut next = kept(picks, i, c, linear);
+            let key = states.and_then(|st| st.key(&next, &p.key.0, alt));
             if key.is_some_and(|k| !s.states.insert(k)) {
                 s.merged += 1;
                 continue;
             }
             next.insert(p.key.clone(), alt);
             stack.push(next);
+            s.reversals += usize::from(reversed);
         }
     }
     unread
+}
+
+/// What a branch at pick `i` onto its candidate `c` keeps forced (see [`branch`]).
+fn kept(picks: &[Pick], i: usize, c: usize, linear: bool) -> Schedule {
+    let p = &picks[i];
+    let needs = p.needs.get(c);
+    picks
+        .iter()
+        .enumerate()
+        .filter(|&(j, q)| {
+            let kept = !linear
+                || j < i
+                || q.forced
+                || needs.and_then(|n| n.get(&q.key.0)).is_some_and(|&n| q.key.1 < n);
+            kept && j != i && q.source >= 0 && !p.after.contains(&j) && !q.after_pick(p)
+        })
+        .map(|(_, q)| (q.key.clone(), q.source))
+        .collect()
 }
 
 /// One run in words: its forced picks and its outcome.

@@ -203,8 +203,14 @@ impl Reader {
                 self.s.deadlock = Some(format!("{}{cycle}", who.join("; ")));
             }
             Event::Panic {
-                thread, op, message, ..
+                thread,
+                op,
+                message,
+                msg,
             } => {
+                // The call fails: it returns, with no result.
+                let call = root(&msg);
+                self.open_calls.retain(|c| *c != call);
                 self.s
                     .panics
                     .push(format!("{op} on {thread} panicked: {message}"));
@@ -376,8 +382,8 @@ pub fn put_thread(out: &mut Vec<u8>, g: usize, senders: &[u64]) {
     log::put_runs_record(out, g, runs.len() as u64, &bytes);
 }
 
-/// A schedule's picks, by thread: each thread's forced senders from its first step on,
-/// up to its first position the schedule does not name.
+/// A schedule's picks, by thread: each thread's forced senders from its first step on;
+/// an error when it skips a step (a branch keeps every thread's first steps, never a gap).
 pub fn prefixes(names: &[String], forced: &BTreeMap<(String, u32), i32>) -> Result<Vec<Vec<u64>>, String> {
     let mut out = vec![Vec::new(); names.len()];
     for ((thread, k), &sender) in forced {
@@ -385,9 +391,13 @@ pub fn prefixes(names: &[String], forced: &BTreeMap<(String, u32), i32>) -> Resu
             .iter()
             .position(|n| n == thread)
             .ok_or_else(|| format!("the schedule names {thread}, which no run had"))?;
-        if *k as usize == out[g].len() {
-            out[g].push(sender as u64);
+        if *k as usize != out[g].len() {
+            return Err(format!(
+                "the schedule skips {thread}'s step #{}",
+                out[g].len() + 1
+            ));
         }
+        out[g].push(sender as u64);
     }
     Ok(out)
 }
