@@ -77,18 +77,7 @@ impl Runner for TwoRaces {
             }
         };
         let picks = vec![pick("a", 1, 2), pick("b", 3, 4)];
-        let line = format!("{} {}", picks[0].source, picks[1].source);
-        Ok(Run {
-            outcome: Outcome::exit(Some(0), &[line]),
-            picks,
-            delivered: 2,
-            fresh: Some(2),
-            unexplored: 0,
-            dropped: false,
-            saved: false,
-            ordering: None,
-            states: None,
-        })
+        Ok(fake_run(picks))
     }
 
     fn linear(&self) -> bool {
@@ -102,26 +91,7 @@ impl Runner for TwoRaces {
 
 #[test]
 fn independent_races_are_explored_in_every_combination() {
-    let out = std::env::temp_dir().join(format!("racetrack-explore-test-{}", std::process::id()));
-    let opts = Options {
-        max_runs: 100,
-        budget: Duration::from_secs(60),
-        run_limit: Duration::from_secs(1),
-        out: out.clone(),
-        jobs: 1,
-        merge: true,
-    };
-    let s = explore(&TwoRaces, &opts, |_| {}).expect("the walk runs");
-    let _ = std::fs::remove_dir_all(out);
-    let mut seen: Vec<String> = s
-        .outcomes
-        .iter()
-        .map(|f| match &f.outcome {
-            Outcome::Exit(_, line, _) => line.clone(),
-            other => other.words(),
-        })
-        .collect();
-    seen.sort();
+    let (s, seen) = walk(&TwoRaces, "two");
     // Keeping only the picks made before a branch leaves the other race free in it: the
     // fourth combination, both departing, is reached too.
     assert_eq!(seen, ["1 3", "1 4", "2 3", "2 4"]);
@@ -156,17 +126,7 @@ impl Runner for LateRace {
         };
         let t_candidates = if u == 4 { vec![1, 2] } else { vec![1] };
         let picks = vec![pick("t", t, t_candidates), pick("u", u, vec![3, 4])];
-        Ok(Run {
-            outcome: Outcome::exit(Some(0), &[format!("{t} {u}")]),
-            picks,
-            delivered: 2,
-            fresh: Some(2),
-            unexplored: 0,
-            dropped: false,
-            saved: false,
-            ordering: None,
-            states: None,
-        })
+        Ok(fake_run(picks))
     }
 
     fn linear(&self) -> bool {
@@ -180,7 +140,15 @@ impl Runner for LateRace {
 
 #[test]
 fn a_race_a_departure_reveals_is_reversed_at_the_forced_step() {
-    let out = std::env::temp_dir().join(format!("racetrack-explore-late-{}", std::process::id()));
+    let (s, seen) = walk(&LateRace, "late");
+    assert_eq!(seen, ["1 3", "1 4", "2 4"], "the forced step offered sender 2");
+    assert_eq!(s.reversals, 1);
+    assert!(s.complete);
+}
+
+/// Walk `runner`'s runs; the summary and each outcome's line, sorted.
+fn walk(runner: &impl Runner, name: &str) -> (Summary, Vec<String>) {
+    let out = std::env::temp_dir().join(format!("racetrack-explore-{name}-{}", std::process::id()));
     let opts = Options {
         max_runs: 100,
         budget: Duration::from_secs(60),
@@ -189,7 +157,7 @@ fn a_race_a_departure_reveals_is_reversed_at_the_forced_step() {
         jobs: 1,
         merge: true,
     };
-    let s = explore(&LateRace, &opts, |_| {}).expect("the walk runs");
+    let s = explore(runner, &opts, |_| {}).expect("the walk runs");
     let _ = std::fs::remove_dir_all(out);
     let mut seen: Vec<String> = s
         .outcomes
@@ -200,7 +168,21 @@ fn a_race_a_departure_reveals_is_reversed_at_the_forced_step() {
         })
         .collect();
     seen.sort();
-    assert_eq!(seen, ["1 3", "1 4", "2 4"], "the forced step offered sender 2");
-    assert_eq!(s.reversals, 1);
-    assert!(s.complete);
+    (s, seen)
+}
+
+/// A run of the fake programs: two picks, their senders as the outcome.
+fn fake_run(picks: Vec<Pick>) -> Run {
+    let line = format!("{} {}", picks[0].source, picks[1].source);
+    Run {
+        outcome: Outcome::exit(Some(0), &[line]),
+        picks,
+        delivered: 2,
+        fresh: Some(2),
+        unexplored: 0,
+        dropped: false,
+        saved: false,
+        ordering: None,
+        states: None,
+    }
 }
