@@ -1008,8 +1008,40 @@ fn deadlocks_are_named(imp: Impl) {
     assert_eq!(last["result"], 3);
 }
 
+on_both!(unreported_calls_are_told);
+
+/// A rank blocked in a call the library does not wrap is told as such: an `unreported`
+/// event names the call and its site. In `deadlock --kind unreported` ranks 1 to 3 wait
+/// in `MPI_Reduce_scatter_block` for rank 0, which waits in `MPI_Recv` for rank 1 (ranks
+/// 2 and 3 compute first: a sample then finds them outside MPI, and tells nothing).
+fn unreported_calls_are_told(imp: Impl) {
+    let Some(dir) = setup(imp) else { return };
+    let mut s = Ctl::mpirun(imp, &dir.join("deadlock"), &["--kind", "unreported"]);
+    s.all_held_at_start();
+    s.send(json!({"cmd":"continue"}));
+    let mut told = BTreeSet::new();
+    while told.len() < RANKS - 1 {
+        let v = s.expect("a rank in an unreported call", |v| v["event"] == "unreported");
+        assert_eq!(v["call"], "MPI_Reduce_scatter_block", "{v}");
+        let site = v["site"].as_str().unwrap_or_default();
+        assert!(site.contains("deadlock.c:") && site.ends_with("(main)"), "{v}");
+        assert!(
+            told.insert(v["thread"].as_str().unwrap().to_owned()),
+            "told once: {v}"
+        );
+    }
+    assert_eq!(
+        told,
+        BTreeSet::from(["rank[1]".into(), "rank[2]".into(), "rank[3]".into()])
+    );
+    // Rank 0 is in a reported call: never sampled.
+    assert_eq!(count(&s.seen, "unreported", "rank[0]"), 0);
+    assert!(s.proc.0.try_wait().unwrap().is_none(), "the job still runs");
+}
+
 on_both!(
     the_window_shows_a_deadlock,
+    the_window_tells_unreported_calls,
     the_message_graph_shows_the_job,
     the_window_picks_the_mergesort_race
 );
@@ -1112,6 +1144,26 @@ fn the_window_shows_a_deadlock(imp: Impl) {
         assert!(matches!(call, "MPI_Recv" | "MPI_Barrier"), "{call}");
         assert!(last.open, "still in {call}");
     }
+}
+
+/// The ranks panel says which call the library does not report a rank is in, and the
+/// log says it in words.
+fn the_window_tells_unreported_calls(imp: Impl) {
+    use egui_kittest::kittest::Queryable;
+    let Some((mut h, _job, _)) = window_on_job(imp, "deadlock", &["--kind", "unreported"], |_| {}) else {
+        return;
+    };
+    pump_window(&mut h, "three ranks in an unreported call", |a| {
+        a.model.control.unreported.len() == RANKS - 1
+    });
+    h.step();
+    let status = |h: &Window| {
+        h.get_all_by_label_contains("in MPI_Reduce_scatter_block at deadlock.c:")
+            .count()
+    };
+    assert_eq!(status(&h), RANKS - 1);
+    let _ = h.get_by_label("in MPI_Recv");
+    let _ = h.get_by_label_contains("rank[1] is in MPI_Reduce_scatter_block at ");
 }
 
 /// The thesis' merge-sort race forced from the window: race mode on rank 0 only (its

@@ -27,6 +27,11 @@
  *               rank 2 sends at once, rank 1 after 0.3 s, then receives from rank 0 and
  *               sends again (MBI's p2p-any-src-wait-deadlock2). The Irecv takes rank 2's
  *               message; matched to rank 1's instead, both ranks wait for good
+ *   unreported  rank 0 receives from rank 1; the other ranks call
+ *               MPI_Reduce_scatter_block (rank 2 and up after computing for 1.5 s),
+ *               which rank 0 never enters: a call the debugger's library does not
+ *               report, so the deadlock cannot be named, but each rank is told to be in
+ *               it (up to 64 ranks)
  * Each rank blocks where the kind says; a debugger's deadlock detection names who waits
  * for whom, and the job hangs until it is killed (except `slow`). Rank 0 prints a JSON
  * result line at the end of `slow`. */
@@ -160,9 +165,18 @@ int main(int argc, char **argv)
             printf("{\"program\":\"deadlock\",\"kind\":\"slow\",\"result\":%d,\"reference\":1,"
                    "\"matches_reference\":%s}\n",
                    v, v == 1 ? "true" : "false");
+    } else if (strcmp(kind, "unreported") == 0) {
+        if (rank == 0) {
+            MPI_Recv(&v, 1, MPI_INT, 1, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        } else {
+            if (rank >= 2)
+                compute(1.5);
+            int in[64] = {0}, out[1];
+            MPI_Reduce_scatter_block(in, out, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+        }
     } else {
         if (rank == 0)
-            fprintf(stderr, "deadlock: unknown --kind %s (recv_recv, collective, lost, forced, ibarrier, slow, waitall, waitall_ok, posted, posted_race)\n", kind);
+            fprintf(stderr, "deadlock: unknown --kind %s (recv_recv, collective, lost, forced, ibarrier, slow, waitall, waitall_ok, posted, posted_race, unreported)\n", kind);
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
     MPI_Finalize();

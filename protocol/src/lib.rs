@@ -335,6 +335,20 @@ pub enum Event {
         /// the first (empty: they wait for finished ranks).
         cycle: Vec<String>,
     },
+    /// An MPI rank is inside an MPI call the interposition library does not report (an
+    /// MPI-IO call, a neighbour collective, ...), as a sample of its stack found it after
+    /// the rank had reported nothing for a second; or, without `call`, it has left such a
+    /// call without reporting anything since. The rank's next `start` ends it too.
+    Unreported {
+        /// The rank (`rank[1]`).
+        thread: String,
+        /// The call, as the C binding spells it (`MPI_File_write_all`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        call: Option<String>,
+        /// Where the program called it from, when known (as a call's `site`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        site: Option<String>,
+    },
     /// A scenario: the session's choices as a replay log, in hex, for the debugger to
     /// write on its own machine. With `path`: the answer to `save_scenario` (an MPI
     /// rank's is its part of the job's scenario, which the job's debugger merges). Without:
@@ -400,9 +414,10 @@ impl Event {
             Event::Send(e) => e.thread.as_deref(),
             Event::Recv(e) => Some(&e.thread),
             Event::Start(e) | Event::Stop(e) => Some(&e.thread),
-            Event::Released { thread, .. } | Event::Queue { thread, .. } | Event::State { thread, .. } => {
-                Some(thread)
-            }
+            Event::Released { thread, .. }
+            | Event::Queue { thread, .. }
+            | Event::State { thread, .. }
+            | Event::Unreported { thread, .. } => Some(thread),
             _ => None,
         }
     }

@@ -300,6 +300,22 @@ fn events() {
             r#""cycle":["rank[0]","rank[1]"]}"#
         ),
     );
+    golden_event(
+        Event::Unreported {
+            thread: "rank[1]".into(),
+            call: Some("MPI_File_write_all".into()),
+            site: Some("io.c:12 (main)".into()),
+        },
+        r#"{"event":"unreported","thread":"rank[1]","call":"MPI_File_write_all","site":"io.c:12 (main)"}"#,
+    );
+    golden_event(
+        Event::Unreported {
+            thread: "rank[1]".into(),
+            call: None,
+            site: None,
+        },
+        r#"{"event":"unreported","thread":"rank[1]"}"#,
+    );
 }
 
 fn golden_ctl(ev: CtlEvent, expected: &str) {

@@ -68,6 +68,7 @@ static void after_init(void *caller, const char *name, int rc) {
     PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
     PMPI_Comm_size(MPI_COMM_WORLD, &size);
     rt_init(rank, size, rtw_impl());
+    rt_sample_setup();
     if (!rt_active()) return;
     wcall w;
     wc_begin(&w, name, caller);

@@ -153,4 +153,15 @@ void rt_pcontrol(int32_t level, const char *label);
 /* In MPI_Finalize, before PMPI_Finalize: flush every event to the debugger. */
 void rt_finalize(void);
 
+/* Where the MPI_Init thread is: 1 when it is inside an MPI call the wrappers do not
+ * report (its name, as the C binding spells it, into `name` of `cap` bytes, and the
+ * program's call site, a return address, into `*site`, NULL if unknown), 0 when it is
+ * not in MPI or in a reported call, -1 when it could not be sampled. Called on the
+ * core's own thread, never on the MPI_Init thread. */
+typedef int32_t (*rt_sample_fn)(char *name, int32_t cap, void **site);
+
+/* After rt_init, on the MPI_Init thread (kernel thread id `tid`): the wrappers can
+ * sample it (sample.c). Not called when sampling is off. */
+void rt_sampler(rt_sample_fn sample, int32_t tid);
+
 #endif

@@ -43,7 +43,8 @@ static int add_shim(struct dl_phdr_info *info, size_t size, void *data) {
 
 static void find_shims(void) { dl_iterate_phdr(add_shim, NULL); }
 
-static int in_shim(uintptr_t pc) {
+int rt_in_shim(uintptr_t pc) {
+    pthread_once(&shims_once, find_shims);
     for (int i = 0; i < nshims; i++)
         if (pc >= shims[i].lo && pc < shims[i].hi) return 1;
     return 0;
@@ -58,7 +59,7 @@ struct walk {
 static _Unwind_Reason_Code step(struct _Unwind_Context *ctx, void *arg) {
     struct walk *w = arg;
     uintptr_t pc = _Unwind_GetIP(ctx);
-    if (in_shim(pc)) {
+    if (rt_in_shim(pc)) {
         w->seen_shim = 1;
     } else if (w->seen_shim) {
         w->site = pc;
@@ -69,7 +70,7 @@ static _Unwind_Reason_Code step(struct _Unwind_Context *ctx, void *arg) {
 
 void *rt_program_site(void *caller) {
     pthread_once(&shims_once, find_shims);
-    if (!nshims || !in_shim((uintptr_t)caller)) return caller;
+    if (!nshims || !rt_in_shim((uintptr_t)caller)) return caller;
     struct walk w = {0, 0};
     _Unwind_Backtrace(step, &w);
     return w.site ? (void *)w.site : caller;

@@ -33,6 +33,11 @@ RT_HIDDEN const char *rtw_impl(void);
 /* The program's call site for a wrapper's return address `caller` (the same address
  * unless an MPI library, e.g. MPICH's Fortran bindings, made the call). */
 RT_HIDDEN void *rt_program_site(void *caller);
+/* Whether `pc` is inside a library that calls MPI on the program's behalf (MPICH's and
+ * Open MPI's Fortran bindings). */
+RT_HIDDEN int rt_in_shim(uintptr_t pc);
+/* Start the sampler of the rank's unreported calls (sample.c), on the MPI_Init thread. */
+RT_HIDDEN void rt_sample_setup(void);
 
 /* Zero `w` and set every optional field to "does not apply"; the call site from
  * `caller`, the wrapper's return address. */

@@ -304,6 +304,49 @@ pub extern "C" fn rt_finalize() {
     });
 }
 
+/// The wrappers' sampler (`rt_sample_fn` in `racetrack_mpi.h`).
+type SampleFn = extern "C" fn(name: *mut c_char, cap: i32, site: *mut *mut c_void) -> i32;
+
+static SAMPLER: std::sync::OnceLock<SampleFn> = std::sync::OnceLock::new();
+
+/// `rt_sampler`: the wrappers can sample the MPI_Init thread, kernel thread `tid`.
+#[no_mangle]
+pub extern "C" fn rt_sampler(sample: Option<SampleFn>, tid: i32) {
+    let Some(sample) = sample else { return };
+    if SAMPLER.set(sample).is_ok() {
+        let _ = std::panic::catch_unwind(|| core::unreported::watch(tid));
+    }
+}
+
+/// What a sample of the MPI_Init thread found.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Sampled {
+    /// Inside an MPI call the wrappers do not report: its name and the program's return
+    /// address (0: unknown).
+    Unreported(String, usize),
+    /// Not in MPI, or in a reported call.
+    Elsewhere,
+}
+
+/// Sample the MPI_Init thread (`None`: no sampler, or the thread could not be sampled).
+pub(crate) fn sample() -> Option<Sampled> {
+    let sample = SAMPLER.get()?;
+    let mut name = [0 as c_char; 96];
+    let mut site: *mut c_void = std::ptr::null_mut();
+    let cap = i32::try_from(name.len()).unwrap_or(0);
+    match sample(name.as_mut_ptr(), cap, &mut site) {
+        1 => {
+            // SAFETY: on 1 the sampler wrote a NUL-terminated name into `name`.
+            let call = unsafe { CStr::from_ptr(name.as_ptr()) }
+                .to_string_lossy()
+                .into_owned();
+            Some(Sampled::Unreported(call, site as usize))
+        }
+        0 => Some(Sampled::Elsewhere),
+        _ => None,
+    }
+}
+
 /// glibc's `Dl_info`.
 #[repr(C)]
 struct DlInfo {

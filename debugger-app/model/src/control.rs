@@ -63,6 +63,9 @@ pub struct Control {
     pub session_note: Option<String>,
     /// The last deadlock the job's debugger told (MPI jobs; kept after the exit).
     pub deadlock: Option<crate::deadlock::Deadlock>,
+    /// MPI ranks inside a call the library does not report, as a sample found them: the
+    /// call and its site, until the rank's next event.
+    pub unreported: BTreeMap<ThreadKey, (String, Option<String>)>,
     /// Breakpoints set: (op, thread) → trace.
     pub breakpoints: BTreeMap<NodeKey, bool>,
     /// Conditional breakpoints set, in the order they were set.

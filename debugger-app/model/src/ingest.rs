@@ -178,6 +178,19 @@ impl Model {
                     }
                 }
             }
+            Event::Unreported { thread, call, site } => {
+                let t = self.thread_key_in(p, thread);
+                self.changes.threads.insert(t);
+                let Some(call) = call else {
+                    self.control.unreported.remove(&t);
+                    return;
+                };
+                let at = site.as_ref().map(|s| format!(" at {s}")).unwrap_or_default();
+                let text =
+                    format!("{thread} is in {call}{at}, a call the debugger's MPI library does not report");
+                self.control.log(&mut self.changes, "info", text);
+                self.control.unreported.insert(t, (call.clone(), site.clone()));
+            }
             Event::Ok { cmd, target, .. } => {
                 if matches!(cmd.as_str(), "save_scenario" | "take_over") {
                     self.control.session_note = target.as_ref().map(|t| match cmd.as_str() {
@@ -308,6 +321,11 @@ impl Model {
 
     fn on_step(&mut self, s: &StepIn) {
         self.control.event_count += 1;
+        if !self.control.unreported.is_empty()
+            && self.control.unreported.remove(&s.node.thread_key()).is_some()
+        {
+            self.changes.threads.insert(s.node.thread_key());
+        }
         if s.start && s.consumes {
             let op = self.procs[s.node.proc.index()].op_name(s.node.op);
             self.control

@@ -251,7 +251,17 @@ pub fn tooltip_lines(g: &MpGraph, v: &Vertex, row: u32, name: &str, rank: &str) 
     lines
 }
 
-/// A rank's status in words, and its colour: finished, deadlocked, held, in a call.
+/// The colour of a rank inside a call the library does not report.
+const UNREPORTED: Color32 = Color32::from_rgb(200, 150, 40);
+
+/// A site's file name without its directories (`deadlock.c:175 (main)`).
+fn short_site(site: &str) -> &str {
+    let file_end = site.find(' ').unwrap_or(site.len());
+    site[..file_end].rfind('/').map_or(site, |i| &site[i + 1..])
+}
+
+/// A rank's status in words, and its colour: finished, deadlocked, held, in a call (a
+/// reported one, or one a sample found).
 pub fn lane_status(model: &Model, g: &MpGraph, lane: u32) -> (String, Color32) {
     let l = &g.lanes()[lane as usize];
     let last = l.vertices.last().map(|&v| &g.vertices()[v as usize]);
@@ -267,6 +277,12 @@ pub fn lane_status(model: &Model, g: &MpGraph, lane: u32) -> (String, Color32) {
         (format!("deadlocked in {call}"), DEADLOCKED)
     } else if held {
         (format!("held at {call}"), HELD)
+    } else if let Some((call, site)) = model.control.unreported.get(&l.thread) {
+        let at = site
+            .as_deref()
+            .map(|s| format!(" at {}", short_site(s)))
+            .unwrap_or_default();
+        (format!("in {call}{at} (not reported)"), UNREPORTED)
     } else if l.finished || model.control.exited.is_some() {
         ("finished".into(), Color32::from_rgb(70, 110, 170))
     } else if last.is_some_and(|x| x.open) {

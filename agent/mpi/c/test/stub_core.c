@@ -127,3 +127,8 @@ void rt_pcontrol(int32_t level, const char *label) {
 }
 
 void rt_finalize(void) { emit("finalize"); }
+
+void rt_sampler(rt_sample_fn sample, int32_t tid) {
+    (void)sample;
+    emit("sampler tid=%d", tid);
+}

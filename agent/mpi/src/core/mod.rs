@@ -24,6 +24,7 @@ mod calls;
 mod names;
 mod polls;
 mod requests;
+pub(crate) mod unreported;
 pub use calls::CALLS;
 use names::{job_threads, start_point};
 pub(crate) use polls::tick;
@@ -59,6 +60,8 @@ pub(crate) struct Core {
     run: Mutex<Option<PollRun>>,
     sites: Mutex<crate::site_lines::Sites>,
     pub(crate) view: RankView,
+    /// `MPI_Finalize` was called: nothing more is sampled.
+    finished: AtomicBool,
 }
 
 /// The calls between their `rt_start` and `rt_stop`, by token: one at a time, as only
@@ -158,6 +161,7 @@ pub fn init(rank: i32, size: i32, implementation: &str) {
         run: Mutex::default(),
         sites: Mutex::default(),
         view,
+        finished: AtomicBool::new(false),
     };
     if CORE.set(core).is_ok() {
         REPORTING.with(|r| r.set(true));
@@ -539,6 +543,7 @@ pub fn pcontrol(level: i32, label: Option<String>) {
 /// `rt_finalize`: release every hold and flush every event to the debugger.
 pub fn finalize() {
     let Some(core) = CORE.get() else { return };
+    core.finished.store(true, Relaxed);
     let ended = lock(&core.run).take();
     if let Some(r) = ended {
         core.end_run(r, None, None, true);

@@ -1,0 +1,208 @@
+/* sample.c: where the rank's MPI_Init thread is, when it has reported nothing for a
+ * while. A rank blocked in an MPI call the wrappers do not cover (MPI-IO, the neighbour
+ * collectives, ...) would otherwise look as if it computed. The core's watcher thread
+ * (core/unreported.rs) calls rt_sample_now, which signals the MPI_Init thread; its
+ * handler unwinds its own stack into a static array and wakes the watcher, which reads
+ * the frames: the outermost one inside an MPI entry point (a dynamic symbol named
+ * MPI_*, PMPI_*, mpi_*_ ...) names the call, and the frame above it is the site.
+ *
+ * Unwinding happens in the handler, the only place the interrupted registers are at
+ * hand. libgcc's unwinder finds a frame's unwind table through glibc's _dl_find_object
+ * (glibc 2.35 and later), which takes no lock; it allocates nothing. The signal is one
+ * of the real-time ones nobody has a handler for at MPI_Init, SA_RESTART; the watcher
+ * sends it only to a thread on a CPU or yielding it, never to one blocked in a system
+ * call (which the signal could cut short). RACETRACK_SAMPLE=0 turns sampling off. */
+#define _GNU_SOURCE
+#include <ctype.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <link.h>
+#include <pthread.h>
+#include <semaphore.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+#include <unwind.h>
+
+#include "wrap.h"
+
+#define RT_FRAMES 128
+/* How long the watcher waits for the handler: a thread that has the signal blocked is
+ * not sampled. */
+#define RT_SAMPLE_NS 200000000L
+
+enum { IDLE, ASKED, TAKING, TAKEN };
+
+static pthread_t main_thread;
+static int sample_signal; /* 0: sampling is off */
+static sem_t sample_done;
+static pthread_mutex_t sample_lock = PTHREAD_MUTEX_INITIALIZER;
+static int sample_state = IDLE;
+static uintptr_t frames[RT_FRAMES];
+static int nframes;
+/* The interrupted function's frame (its address is not a return address); -1: unknown. */
+static int first_frame;
+
+static _Unwind_Reason_Code collect(struct _Unwind_Context *ctx, void *arg) {
+    (void)arg;
+    int before = 0;
+    uintptr_t ip = _Unwind_GetIPInfo(ctx, &before);
+    if (nframes == RT_FRAMES) return _URC_END_OF_STACK;
+    if (before && first_frame < 0) first_frame = nframes;
+    frames[nframes++] = ip;
+    return _URC_NO_REASON;
+}
+
+static void on_signal(int sig, siginfo_t *info, void *uc) {
+    (void)sig;
+    (void)info;
+    (void)uc;
+    int saved = errno;
+    int asked = ASKED;
+    if (pthread_equal(pthread_self(), main_thread) &&
+        __atomic_compare_exchange_n(&sample_state, &asked, TAKING, 0, __ATOMIC_ACQUIRE,
+                                    __ATOMIC_RELAXED)) {
+        nframes = 0;
+        first_frame = -1;
+        _Unwind_Backtrace(collect, NULL);
+        __atomic_store_n(&sample_state, TAKEN, __ATOMIC_RELEASE);
+        sem_post(&sample_done);
+    }
+    errno = saved;
+}
+
+/* Whether the handler took the sample within RT_SAMPLE_NS (else the request is
+ * withdrawn: a signal delivered later does nothing). */
+static int wait_taken(void) {
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_nsec += RT_SAMPLE_NS;
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    while (sem_timedwait(&sample_done, &until) != 0) {
+        if (errno == EINTR) continue;
+        int asked = ASKED;
+        if (__atomic_compare_exchange_n(&sample_state, &asked, IDLE, 0, __ATOMIC_ACQ_REL,
+                                        __ATOMIC_ACQUIRE))
+            return 0;
+        /* The handler has it: it posts in a moment. */
+        while (sem_wait(&sample_done) != 0 && errno == EINTR) {
+        }
+        return 1;
+    }
+    return 1;
+}
+
+static int is_entry(const char *s) {
+    return !strncmp(s, "MPI_", 4) || !strncmp(s, "PMPI_", 5) || !strncmp(s, "MPIX_", 5) ||
+           !strncmp(s, "PMPIX_", 6) || !strncmp(s, "mpi_", 4) || !strncmp(s, "pmpi_", 5);
+}
+
+/* `sym` as the C binding spells it: PMPI_Send and the Fortran mpi_send_, pmpi_send__,
+ * MPI_SEND and mpi_send_f08 all give MPI_Send. */
+static void c_name(const char *sym, char *out, size_t cap) {
+    if (sym[0] == 'p' || sym[0] == 'P') sym++;
+    size_t n = strlen(sym);
+    while (n > 4 && sym[n - 1] == '_') n--;
+    int lower = 1, upper = 1;
+    for (size_t i = 4; i < n; i++) {
+        if (isupper((unsigned char)sym[i])) lower = 0;
+        if (islower((unsigned char)sym[i])) upper = 0;
+    }
+    if (lower && n > 8 && !strncmp(sym + n - 4, "_f08", 4)) n -= 4;
+    size_t prefix = (size_t)(strchr(sym, '_') - sym) + 1; /* MPI_ or MPIX_ */
+    size_t k = 0;
+    for (size_t i = 0; i < n && k + 1 < cap; i++) {
+        char ch = sym[i];
+        if (i < prefix)
+            ch = (char)toupper((unsigned char)ch);
+        else if (lower || upper)
+            ch = (char)(i == prefix ? toupper((unsigned char)ch) : tolower((unsigned char)ch));
+        out[k++] = ch;
+    }
+    out[k] = 0;
+}
+
+/* Read the frames taken: 1 (with `name` and `*site`) when the outermost MPI entry point
+ * is not one of the wrappers here, 0 when there is none or it is a wrapper (a reported
+ * call). */
+static int32_t describe(char *name, int32_t cap, void **site) {
+    Dl_info self;
+    if (!dladdr((void *)describe, &self)) return 0;
+    int from = first_frame >= 0 ? first_frame : (nframes > 2 ? 2 : nframes);
+    int outer = -1;
+    void *outer_base = NULL;
+    const char *outer_name = NULL;
+    for (int i = from; i < nframes; i++) {
+        /* A return address is just after its call: the byte before is inside it. */
+        uintptr_t pc = frames[i] - (i == first_frame ? 0 : 1);
+        Dl_info info;
+        const ElfW(Sym) *sym = NULL;
+        if (!dladdr1((void *)pc, &info, (void **)&sym, RTLD_DL_SYMENT) || !info.dli_sname || !sym)
+            continue;
+        /* dladdr gives the nearest symbol before the address: a hidden function after
+         * an entry point is not that entry point. */
+        if (sym->st_size && pc - (uintptr_t)info.dli_saddr >= sym->st_size) continue;
+        if (!is_entry(info.dli_sname)) continue;
+        outer = i;
+        outer_base = info.dli_fbase;
+        outer_name = info.dli_sname;
+    }
+    if (outer < 0 || outer_base == self.dli_fbase) return 0;
+    *site = NULL;
+    for (int i = outer + 1; i < nframes && !*site; i++)
+        if (!rt_in_shim(frames[i])) *site = (void *)frames[i];
+    c_name(outer_name, name, (size_t)cap);
+    return 1;
+}
+
+/* The core's sampler (see racetrack_mpi.h). */
+static int32_t sample_now(char *name, int32_t cap, void **site) {
+    if (!sample_signal || cap < 8) return -1;
+    pthread_mutex_lock(&sample_lock);
+    int32_t rc = -1;
+    __atomic_store_n(&sample_state, ASKED, __ATOMIC_RELEASE);
+    if (pthread_kill(main_thread, sample_signal) == 0 && wait_taken())
+        rc = describe(name, cap, site);
+    __atomic_store_n(&sample_state, IDLE, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&sample_lock);
+    return rc;
+}
+
+/* A real-time signal without a handler, from the top (libraries that take one
+ * usually take the lowest). */
+static int free_signal(void) {
+    for (int s = SIGRTMAX - 1; s >= SIGRTMIN + 2; s--) {
+        struct sigaction old;
+        if (sigaction(s, NULL, &old) == 0 && !(old.sa_flags & SA_SIGINFO) &&
+            old.sa_handler == SIG_DFL)
+            return s;
+    }
+    return 0;
+}
+
+void rt_sample_setup(void) {
+    const char *env = getenv("RACETRACK_SAMPLE");
+    if (env && !strcmp(env, "0")) return;
+    int s = free_signal();
+    if (!s || sem_init(&sample_done, 0, 0) != 0) return;
+    main_thread = pthread_self();
+    /* The first unwind may set things up (libgcc's caches): not in a handler. */
+    nframes = 0;
+    first_frame = -1;
+    _Unwind_Backtrace(collect, NULL);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_signal;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigfillset(&sa.sa_mask);
+    if (sigaction(s, &sa, NULL) != 0) return;
+    sample_signal = s;
+    rt_sampler(sample_now, (int32_t)syscall(SYS_gettid));
+}

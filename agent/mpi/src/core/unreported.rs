@@ -1,0 +1,127 @@
+//! A rank inside an MPI call the wrappers do not cover (MPI-IO, the neighbour
+//! collectives, …) reports nothing: to the debugger it would look as if it computed.
+//! A thread of the core's own watches for a rank that has reported nothing for
+//! [`QUIET`] while no reported call is open, and then samples where the MPI_Init thread
+//! is (`c/sample.c`: a signal, and the frames of its stack). Inside an unreported MPI
+//! call, the rank says so with an `unreported` event: the call and its site. Sampling
+//! goes on while the rank stays quiet, less and less often (up to every [`LONGEST`]): a
+//! rank that computed first and calls later is still found, and one that left the call
+//! without reporting anything says so too (an `unreported` without a call).
+//!
+//! The signal goes only to a thread that is on a CPU or yielding it (MPI
+//! implementations wait by polling), never to one blocked in a system call, which the
+//! signal could end early (`sleep` returns early on a signal). Nothing is sampled while
+//! no debugger is attached or reporting is off (`MPI_Pcontrol(0)`).
+
+use super::{lock, CORE};
+use crate::ffi::{self, Sampled};
+use racetrack_protocol::{Event, SmolStr};
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::{Duration, Instant};
+
+/// How often the watcher looks.
+const TICK: Duration = Duration::from_millis(250);
+/// How long a rank must have reported nothing before it is sampled.
+pub(crate) const QUIET: Duration = Duration::from_secs(1);
+/// The longest time between two samples of a rank that stays quiet.
+const LONGEST: Duration = Duration::from_secs(4);
+
+/// Start the watcher of the MPI_Init thread, kernel thread `tid`.
+pub(crate) fn watch(tid: i32) {
+    let _ = std::thread::Builder::new()
+        .name("racetrack-sample".into())
+        .spawn(move || run(tid));
+}
+
+fn run(tid: i32) {
+    let Some(core) = CORE.get() else { return };
+    let mut seen = u64::MAX;
+    // When to sample next, and the time to the one after.
+    let mut next = Instant::now() + QUIET;
+    let mut interval = QUIET;
+    let mut told: Option<(String, Option<SmolStr>)> = None;
+    while !core.finished.load(Relaxed) {
+        std::thread::sleep(TICK);
+        let seq = core.seq.load(Relaxed);
+        let busy = !lock(&core.in_flight).0.is_empty();
+        let looking = core.hot.load(Relaxed) && !core.off.load(Relaxed);
+        if seq != seen || busy || !looking {
+            if seq != seen {
+                // Its calls since say where it is: the debugger drops what was told.
+                told = None;
+            }
+            seen = seq;
+            next = Instant::now() + QUIET;
+            interval = QUIET;
+            continue;
+        }
+        if Instant::now() < next || !on_cpu(tid) {
+            continue;
+        }
+        let now = match ffi::sample() {
+            Some(Sampled::Unreported(call, caller)) => Some((call, core.site(caller))),
+            Some(Sampled::Elsewhere) => None,
+            None => continue,
+        };
+        if now != told && !core.finished.load(Relaxed) {
+            let (call, site) = now.clone().map_or((None, None), |(c, s)| (Some(c), s));
+            core.agent.reply(Event::Unreported {
+                thread: core.thread.to_string(),
+                call,
+                site: site.map(|s| s.to_string()),
+            });
+            told = now;
+        }
+        interval = interval.saturating_mul(2).min(LONGEST);
+        next = Instant::now() + interval;
+    }
+}
+
+/// Whether kernel thread `tid` of this process runs, or yields its CPU: not blocked in a
+/// system call (`/proc/self/task/TID/syscall`: `running`, or the call's number first).
+fn on_cpu(tid: i32) -> bool {
+    let Ok(text) = std::fs::read_to_string(format!("/proc/self/task/{tid}/syscall")) else {
+        return false;
+    };
+    let first = text.split_whitespace().next().unwrap_or("");
+    first == "running" || first.parse::<i64>().is_ok_and(|n| n == SCHED_YIELD)
+}
+
+#[cfg(target_arch = "x86_64")]
+const SCHED_YIELD: i64 = 24;
+#[cfg(target_arch = "aarch64")]
+const SCHED_YIELD: i64 = 124;
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+const SCHED_YIELD: i64 = -2;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_thread_blocked_in_a_system_call_is_not_on_a_cpu() {
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let (tid_tx, tid_rx) = std::sync::mpsc::channel();
+        let t = std::thread::spawn(move || {
+            let tid = std::fs::read_link("/proc/thread-self")
+                .ok()
+                .and_then(|p| p.file_name()?.to_str()?.parse::<i32>().ok());
+            tid_tx.send(tid).ok();
+            rx.recv().ok();
+        });
+        let tid = tid_rx.recv().ok().flatten().expect("its thread id");
+        // Blocked in recv (a futex wait) until told: give it time to get there.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while on_cpu(tid) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(!on_cpu(tid), "a thread waiting on a channel is in a system call");
+        tx.send(()).ok();
+        t.join().ok();
+        let me = std::fs::read_link("/proc/thread-self")
+            .ok()
+            .and_then(|p| p.file_name()?.to_str()?.parse::<i32>().ok())
+            .expect("this thread's id");
+        assert!(on_cpu(me), "the thread reading is running");
+    }
+}
