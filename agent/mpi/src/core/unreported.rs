@@ -97,31 +97,42 @@ const SCHED_YIELD: i64 = -2;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::AtomicBool;
+    use std::sync::Arc;
 
-    #[test]
-    fn a_thread_blocked_in_a_system_call_is_not_on_a_cpu() {
-        let (tx, rx) = std::sync::mpsc::channel::<()>();
+    /// This thread's kernel id.
+    fn tid() -> Option<i32> {
+        let link = std::fs::read_link("/proc/thread-self").ok()?;
+        link.file_name()?.to_str()?.parse().ok()
+    }
+
+    /// Whether `on_cpu` of a thread doing `work` (until the flag is set) reaches `want`.
+    fn reaches(want: bool, work: fn(&AtomicBool)) -> bool {
+        let stop = Arc::new(AtomicBool::new(false));
         let (tid_tx, tid_rx) = std::sync::mpsc::channel();
+        let flag = stop.clone();
         let t = std::thread::spawn(move || {
-            let tid = std::fs::read_link("/proc/thread-self")
-                .ok()
-                .and_then(|p| p.file_name()?.to_str()?.parse::<i32>().ok());
-            tid_tx.send(tid).ok();
-            rx.recv().ok();
+            tid_tx.send(tid()).ok();
+            work(&flag);
         });
         let tid = tid_rx.recv().ok().flatten().expect("its thread id");
-        // Blocked in recv (a futex wait) until told: give it time to get there.
         let deadline = Instant::now() + Duration::from_secs(10);
-        while on_cpu(tid) && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(10));
+        while on_cpu(tid) != want && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
         }
-        assert!(!on_cpu(tid), "a thread waiting on a channel is in a system call");
-        tx.send(()).ok();
+        let reached = on_cpu(tid) == want;
+        stop.store(true, Relaxed);
         t.join().ok();
-        let me = std::fs::read_link("/proc/thread-self")
-            .ok()
-            .and_then(|p| p.file_name()?.to_str()?.parse::<i32>().ok())
-            .expect("this thread's id");
-        assert!(on_cpu(me), "the thread reading is running");
+        reached
+    }
+
+    #[test]
+    fn a_thread_that_computes_is_on_a_cpu_and_one_that_sleeps_is_not() {
+        assert!(reaches(true, |stop| while !stop.load(Relaxed) {
+            std::hint::spin_loop();
+        }));
+        assert!(reaches(false, |stop| while !stop.load(Relaxed) {
+            std::thread::sleep(Duration::from_millis(20));
+        }));
     }
 }
