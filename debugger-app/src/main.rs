@@ -79,8 +79,18 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             jobs,
             out,
             no_merge,
+            order,
+            seed,
             program,
         } => {
+            let order = match (order, seed) {
+                (cli::SearchOrder::Depth, None) => racetrack::explore::Order::Depth,
+                (cli::SearchOrder::Breadth, None) => racetrack::explore::Order::Breadth,
+                (cli::SearchOrder::Random, seed) => {
+                    racetrack::explore::Order::Random(seed.unwrap_or_else(clock_seed))
+                }
+                (_, Some(_)) => anyhow::bail!("--seed is for --order random"),
+            };
             let opts = racetrack::explore::Options {
                 max_runs,
                 budget: std::time::Duration::from_secs(budget_s),
@@ -88,6 +98,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
                 out,
                 jobs: jobs as usize,
                 merge: !no_merge,
+                order,
             };
             match (is_mpi, ranks) {
                 (true, Some(ranks)) => mpi::explore(imp, ranks, &program, &opts),
@@ -128,4 +139,11 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             }
         }
     }
+}
+
+/// A seed for `--order random` when none is given: the clock's nanoseconds.
+fn clock_seed() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(1, |d| d.as_nanos() as u64)
 }

@@ -259,6 +259,47 @@ fn race_free_programs_have_one_outcome() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// Breadth first and at random, the walk over heat's orderings still finishes, with the
+/// race among its outcomes; the summary says the order and the seed.
+#[test]
+fn every_order_finds_the_heat_race_and_finishes() {
+    let args = [
+        "--threads",
+        "2",
+        "--iters",
+        "1",
+        "--cells",
+        "8",
+        "--local-us",
+        "0",
+    ];
+    for extra in [
+        &["--order", "breadth"][..],
+        &["--order", "random", "--seed", "11"],
+    ] {
+        let dir = scratch("heat-order");
+        let (s, code) = explore("heat", &args, &dir, extra);
+        assert_eq!((&s["complete"], code), (&Value::Bool(true), 1), "{extra:?}: {s}");
+        assert_eq!(s["order"], extra[1], "{s}");
+        let outcomes = s["outcomes"].as_array().unwrap();
+        assert!(outcomes.iter().any(|o| !correct(o)), "{extra:?}: the race: {s}");
+        assert!(
+            outcomes.iter().all(|o| o["first_run"].as_u64().unwrap() >= 1),
+            "{s}"
+        );
+        assert_eq!(
+            s["seed"],
+            if extra.len() > 2 {
+                Value::from(11)
+            } else {
+                Value::Null
+            },
+            "{s}"
+        );
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
+
 #[test]
 fn explore_says_what_is_wrong() {
     let o = racetrack(&["explore", "--", "/bin/true"]);
@@ -272,6 +313,10 @@ fn explore_says_what_is_wrong() {
     let o = racetrack(&["explore", "-n", "2", "--", "/bin/true"]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("add --mpi"), "{err}");
+
+    let o = racetrack(&["explore", "--seed", "3", "--", "/bin/true"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("--seed is for --order random"), "{err}");
 
     let o = racetrack(&["explore", "--", "/no/such/program"]);
     let err = String::from_utf8_lossy(&o.stderr);

@@ -25,6 +25,9 @@ pub fn report(
     command: &[String],
     search: impl FnOnce(&mut dyn FnMut(Note)) -> anyhow::Result<Summary>,
 ) -> anyhow::Result<i32> {
+    if let racetrack::explore::Order::Random(seed) = opts.order {
+        eprintln!("racetrack: schedules drawn at random, seed {seed} (--seed {seed} draws them again)");
+    }
     let mut bar = ProgressBar::new(opts);
     let s = search(&mut |note| bar.tell(note))?;
     bar.clear();

@@ -35,6 +35,7 @@
 //! ([`shrink`]): the fewest departures found to reach it.
 
 mod flow;
+mod frontier;
 mod run;
 mod shrink;
 mod states;
@@ -44,6 +45,8 @@ mod trail;
 
 use crate::mpirun::Plan;
 pub use flow::Program;
+use frontier::Frontier;
+pub use frontier::Order;
 use shrink::shrink_all;
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -142,6 +145,8 @@ pub struct Options {
     pub jobs: usize,
     /// Merge equal states (runtime programs, see [`states`]).
     pub merge: bool,
+    /// The order waiting schedules run in (see [`frontier`]).
+    pub order: Order,
 }
 
 /// An MPI job's runs (see [`run`]).
@@ -183,7 +188,7 @@ pub fn explore_program(program: &Program, opts: &Options, say: impl FnMut(Note))
 pub fn explore(runner: &impl Runner, opts: &Options, mut say: impl FnMut(Note)) -> anyhow::Result<Summary> {
     std::fs::create_dir_all(&opts.out)?;
     let t0 = Instant::now();
-    let mut stack: Vec<Schedule> = vec![BTreeMap::new()];
+    let mut stack = Frontier::new(opts.order, BTreeMap::new());
     let mut tried: HashSet<Vec<(Key, i32)>> = HashSet::new();
     let mut s = Summary {
         runs: 0,
@@ -205,6 +210,7 @@ pub fn explore(runner: &impl Runner, opts: &Options, mut say: impl FnMut(Note)) 
         complete: false,
         stopped: None,
         time: Duration::ZERO,
+        order: opts.order,
     };
     // A full graph (`dropped`) says the walk may be incomplete, but it goes on; a budget
     // spent or a run that could not be made ends it.
@@ -227,7 +233,7 @@ pub fn explore(runner: &impl Runner, opts: &Options, mut say: impl FnMut(Note)) 
                     if !matches!(r.outcome, Outcome::Infeasible(_)) {
                         s.unexplored += branch(&r, &forced, &mut stack, &mut s, runner.linear());
                     }
-                    s.absorb(r, (&forced, file), &mut say);
+                    s.absorb(r, (&forced, file), t0, &mut say);
                 }
                 // What was found so far stands; the walk stops here.
                 Err(e) => {
@@ -255,11 +261,11 @@ pub fn explore(runner: &impl Runner, opts: &Options, mut say: impl FnMut(Note)) 
     Ok(s)
 }
 
-/// The next schedules to run, at most `--jobs` of them: the stack's latest ones not run
+/// The next schedules to run, at most `--jobs` of them: the frontier's next ones not run
 /// yet, each with its scenario's file; none when the walk is over or a budget is spent
 /// (then `s.stopped` says which).
 fn next_batch(
-    stack: &mut Vec<Schedule>,
+    stack: &mut Frontier,
     tried: &mut HashSet<Vec<(Key, i32)>>,
     opts: &Options,
     s: &mut Summary,
@@ -279,7 +285,7 @@ fn next_batch(
         };
         if let Some(why) = spent {
             // Left for a walk that goes on: it was not run.
-            stack.push(forced);
+            stack.put_back(forced);
             if batch.is_empty() {
                 s.stopped = Some(why);
             }
@@ -292,8 +298,8 @@ fn next_batch(
     batch
 }
 
-/// The latest schedule on `stack` not run yet.
-fn pop_untried(stack: &mut Vec<Schedule>, tried: &HashSet<Vec<(Key, i32)>>) -> Option<Schedule> {
+/// The next schedule on `stack` not run yet.
+fn pop_untried(stack: &mut Frontier, tried: &HashSet<Vec<(Key, i32)>>) -> Option<Schedule> {
     while let Some(forced) = stack.pop() {
         if !tried.contains(&forced.clone().into_iter().collect::<Vec<_>>()) {
             return Some(forced);
@@ -334,7 +340,7 @@ fn run_all(runner: &impl Runner, batch: &[(Schedule, PathBuf)]) -> Vec<anyhow::R
 /// free picks that could not be read (no match told, or no call in the graph): left
 /// unexplored. A runtime branch whose state at its start, with the same thread taking the
 /// same sender's message, was a branch's before is not taken (see [`states`]).
-fn branch(r: &Run, forced: &Schedule, stack: &mut Vec<Schedule>, s: &mut Summary, linear: bool) -> u64 {
+fn branch(r: &Run, forced: &Schedule, stack: &mut Frontier, s: &mut Summary, linear: bool) -> u64 {
     let picks = &r.picks;
     let states = r.states.as_deref();
     let mut unread = 0;

@@ -111,6 +111,10 @@ pub struct Found {
     /// replay (of this outcome's first run, `replay`, or the first run) at a departure's
     /// step: its first run's first departure.
     pub stop: Option<(PathBuf, Departure)>,
+    /// The run that reached it first (counted from 1), and how long the walk had taken
+    /// by its end.
+    pub first_run: usize,
+    pub first_s: f64,
 }
 
 /// A receive forced onto another sender than it took in the natural (first) run.
@@ -191,6 +195,8 @@ pub struct Summary {
     /// Why not complete.
     pub stopped: Option<String>,
     pub time: Duration,
+    /// The order the walk took schedules in.
+    pub order: super::Order,
 }
 
 impl Summary {
@@ -221,6 +227,8 @@ impl Summary {
                 json!({
                     "result": f.outcome.to_json(),
                     "count": f.count,
+                    "first_run": f.first_run,
+                    "first_s": (f.first_s * 1000.0).round() / 1000.0,
                     "replay": f.replay,
                     "picks": forced,
                     "departures": f.minimal.len(),
@@ -256,6 +264,11 @@ impl Summary {
             "complete": self.complete,
             "stopped": self.stopped,
             "time_s": (self.time.as_secs_f64() * 10.0).round() / 10.0,
+            "order": self.order.name(),
+            "seed": match self.order {
+                super::Order::Random(seed) => Some(seed),
+                _ => None,
+            },
         })
     }
 
@@ -301,6 +314,7 @@ impl Summary {
         &mut self,
         r: Run,
         (forced, file): (&Schedule, PathBuf),
+        t0: std::time::Instant,
         say: &mut impl FnMut(Note),
     ) {
         self.runs += 1;
@@ -332,7 +346,7 @@ impl Summary {
         if r.dropped && self.stopped.is_none() {
             self.stopped = Some("the message graph was full: later receives were not read".into());
         }
-        self.count(r, file);
+        self.count(r, file, t0.elapsed().as_secs_f64());
     }
 
     /// A runtime program's run in words: how it departs from the first run (the natural
@@ -355,7 +369,7 @@ impl Summary {
     }
 
     /// Count a run's outcome: a new one keeps its scenario `file`, a known one does not.
-    fn count(&mut self, r: Run, file: PathBuf) {
+    fn count(&mut self, r: Run, file: PathBuf, elapsed: f64) {
         match self.outcomes.iter_mut().find(|f| f.outcome == r.outcome) {
             Some(f) => {
                 f.count += 1;
@@ -376,6 +390,8 @@ impl Summary {
                     picks: r.picks,
                     minimal,
                     stop,
+                    first_run: self.runs,
+                    first_s: elapsed,
                 });
             }
         }

@@ -91,7 +91,7 @@ impl Runner for TwoRaces {
 
 #[test]
 fn independent_races_are_explored_in_every_combination() {
-    let (s, seen) = walk(&TwoRaces, "two");
+    let (s, seen) = walk(&TwoRaces, "two", Order::Depth);
     // Keeping only the picks made before a branch leaves the other race free in it: the
     // fourth combination, both departing, is reached too.
     assert_eq!(seen, ["1 3", "1 4", "2 3", "2 4"]);
@@ -140,14 +140,26 @@ impl Runner for LateRace {
 
 #[test]
 fn a_race_a_departure_reveals_is_reversed_at_the_forced_step() {
-    let (s, seen) = walk(&LateRace, "late");
+    let (s, seen) = walk(&LateRace, "late", Order::Depth);
     assert_eq!(seen, ["1 3", "1 4", "2 4"], "the forced step offered sender 2");
     assert_eq!(s.reversals, 1);
     assert!(s.complete);
 }
 
+#[test]
+fn every_order_finishes_with_the_same_outcomes() {
+    for order in [Order::Breadth, Order::Random(1), Order::Random(2)] {
+        let (s, seen) = walk(&TwoRaces, "two-order", order);
+        assert_eq!(seen, ["1 3", "1 4", "2 3", "2 4"], "{order:?}");
+        assert!(s.complete, "{order:?}");
+        let (s, seen) = walk(&LateRace, "late-order", order);
+        assert_eq!(seen, ["1 3", "1 4", "2 4"], "{order:?}");
+        assert!(s.complete, "{order:?}");
+    }
+}
+
 /// Walk `runner`'s runs; the summary and each outcome's line, sorted.
-fn walk(runner: &impl Runner, name: &str) -> (Summary, Vec<String>) {
+fn walk(runner: &impl Runner, name: &str, order: Order) -> (Summary, Vec<String>) {
     let out = std::env::temp_dir().join(format!("racetrack-explore-{name}-{}", std::process::id()));
     let opts = Options {
         max_runs: 100,
@@ -156,6 +168,7 @@ fn walk(runner: &impl Runner, name: &str) -> (Summary, Vec<String>) {
         out: out.clone(),
         jobs: 1,
         merge: true,
+        order,
     };
     let s = explore(runner, &opts, |_| {}).expect("the walk runs");
     let _ = std::fs::remove_dir_all(out);
