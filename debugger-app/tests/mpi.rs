@@ -1039,6 +1039,61 @@ fn unreported_calls_are_told(imp: Impl) {
     assert!(s.proc.0.try_wait().unwrap().is_none(), "the job still runs");
 }
 
+on_both!(late_attach_tells_where_ranks_are);
+
+/// A job whose ranks blocked before the debugger attached (`racetrack listen` started
+/// after them, no start hold): their calls' `start`s were never sent, and the sample
+/// tells each rank's call and site, marked `before_attach`.
+fn late_attach_tells_where_ranks_are(imp: Impl) {
+    let Some(dir) = setup(imp) else { return };
+    // A port nobody listens on yet: the ranks dial it until the debugger comes (5 s).
+    let addr = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .unwrap();
+    let [core, wrappers] = racetrack::mpirun::libs(racetrack_impl(imp), &bin_dir()).unwrap();
+    let env = [
+        ("RACETRACK_CONNECT", format!("ws://{addr}")),
+        ("LD_PRELOAD", format!("{}:{}", core.display(), wrappers.display())),
+    ];
+    let mut job = imp.mpiexec(RANKS, &env);
+    job.arg(dir.join("deadlock"))
+        .args(["--kind", "recv_recv"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let _job = Group::spawn(&mut job);
+    // Long enough for every rank to block (they do at once), short of the dial's 5 s.
+    std::thread::sleep(Duration::from_millis(1500));
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_racetrack"));
+    cmd.args(["listen", "--ctl", "-n"])
+        .arg(RANKS.to_string())
+        .args(["--addr", &addr.to_string()]);
+    let mut s = Ctl::spawn(cmd);
+    let mut told = BTreeMap::new();
+    while told.len() < RANKS {
+        let v = s.expect("a rank in a call begun before the attach", |v| {
+            v["event"] == "unreported"
+        });
+        assert_eq!(v["before_attach"], true, "{v}");
+        assert!(
+            v["site"].as_str().unwrap_or_default().contains("deadlock.c:"),
+            "{v}"
+        );
+        told.insert(
+            v["thread"].as_str().unwrap().to_owned(),
+            v["call"].as_str().unwrap().to_owned(),
+        );
+    }
+    let calls: Vec<&str> = told.values().map(String::as_str).collect();
+    assert_eq!(
+        calls,
+        ["MPI_Recv", "MPI_Recv", "MPI_Barrier", "MPI_Barrier"],
+        "{told:?}"
+    );
+    // Not one `start` of those calls was sent.
+    assert_eq!(count(&s.seen, "start", "rank[0]"), 0);
+}
+
 on_both!(
     the_window_shows_a_deadlock,
     the_window_tells_unreported_calls,

@@ -336,9 +336,10 @@ pub enum Event {
         cycle: Vec<String>,
     },
     /// An MPI rank is inside an MPI call the interposition library does not report (an
-    /// MPI-IO call, a neighbour collective, ...), as a sample of its stack found it after
-    /// the rank had reported nothing for a second; or, without `call`, it has left such a
-    /// call without reporting anything since. The rank's next `start` ends it too.
+    /// MPI-IO call, a neighbour collective, ...; or a covered call it made before the
+    /// debugger attached), as a sample of its stack found it after the rank had reported
+    /// nothing for a second; or, without `call`, it has left such a call without
+    /// reporting anything since. The rank's next `start` ends it too.
     Unreported {
         /// The rank (`rank[1]`).
         thread: String,
@@ -348,6 +349,9 @@ pub enum Event {
         /// Where the program called it from, when known (as a call's `site`).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         site: Option<String>,
+        /// A call the library covers, begun before the debugger attached.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        before_attach: bool,
     },
     /// A scenario: the session's choices as a replay log, in hex, for the debugger to
     /// write on its own machine. With `path`: the answer to `save_scenario` (an MPI

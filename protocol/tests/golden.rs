@@ -305,14 +305,25 @@ fn events() {
             thread: "rank[1]".into(),
             call: Some("MPI_File_write_all".into()),
             site: Some("io.c:12 (main)".into()),
+            before_attach: false,
         },
         r#"{"event":"unreported","thread":"rank[1]","call":"MPI_File_write_all","site":"io.c:12 (main)"}"#,
     );
     golden_event(
         Event::Unreported {
             thread: "rank[1]".into(),
+            call: Some("MPI_Recv".into()),
+            site: None,
+            before_attach: true,
+        },
+        r#"{"event":"unreported","thread":"rank[1]","call":"MPI_Recv","before_attach":true}"#,
+    );
+    golden_event(
+        Event::Unreported {
+            thread: "rank[1]".into(),
             call: None,
             site: None,
+            before_attach: false,
         },
         r#"{"event":"unreported","thread":"rank[1]"}"#,
     );

@@ -154,10 +154,10 @@ void rt_pcontrol(int32_t level, const char *label);
 void rt_finalize(void);
 
 /* Where the MPI_Init thread is: 1 when it is inside an MPI call the wrappers do not
- * report (its name, as the C binding spells it, into `name` of `cap` bytes, and the
- * program's call site, a return address, into `*site`, NULL if unknown), 0 when it is
- * not in MPI or in a reported call, -1 when it could not be sampled. Called on the
- * core's own thread, never on the MPI_Init thread. */
+ * cover (its name, as the C binding spells it, into `name` of `cap` bytes, and the
+ * program's call site, a return address, into `*site`, NULL if unknown), 2 (with the
+ * same) when it is inside a wrapper, 0 when it is not in MPI, -1 when it could not be
+ * sampled. Called on the core's own thread, never on the MPI_Init thread. */
 typedef int32_t (*rt_sample_fn)(char *name, int32_t cap, void **site);
 
 /* After rt_init, on the MPI_Init thread (kernel thread id `tid`): the wrappers can

@@ -129,37 +129,47 @@ static void c_name(const char *sym, char *out, size_t cap) {
     out[k] = 0;
 }
 
-/* Read the frames taken: 1 (with `name` and `*site`) when the outermost MPI entry point
- * is not one of the wrappers here, 0 when there is none or it is a wrapper (a reported
- * call). */
+/* Read the frames taken: 1 (with `name` and `*site`) when the thread is in an MPI call
+ * that does not go through a wrapper here, 2 (with them too) when it does (a covered
+ * call, which the core reported unless it began before a debugger attached), 0 when the
+ * thread is not in MPI. The outermost MPI entry point names the call. The wrappers here
+ * call their shared implementation as a tail call, so their own frame is gone: a frame
+ * anywhere in this library stands for a wrapper. A call goes through one when such a
+ * frame is outside every entry point but those of the Fortran bindings that call the C
+ * ones (MPICH's mpi_recv_ calls our MPI_Recv); an entry point of MPI's own outside it is
+ * an unwrapped call that made a wrapped one (MPI-IO calling MPI_Allreduce). */
 static int32_t describe(char *name, int32_t cap, void **site) {
     Dl_info self;
     if (!dladdr((void *)describe, &self)) return 0;
     int from = first_frame >= 0 ? first_frame : (nframes > 2 ? 2 : nframes);
-    int outer = -1;
-    void *outer_base = NULL;
-    const char *outer_name = NULL;
+    int entry = -1, plain = -1, ours = -1;
+    const char *entry_name = NULL;
     for (int i = from; i < nframes; i++) {
         /* A return address is just after its call: the byte before is inside it. */
         uintptr_t pc = frames[i] - (i == first_frame ? 0 : 1);
         Dl_info info;
         const ElfW(Sym) *sym = NULL;
-        if (!dladdr1((void *)pc, &info, (void **)&sym, RTLD_DL_SYMENT) || !info.dli_sname || !sym)
+        if (!dladdr1((void *)pc, &info, (void **)&sym, RTLD_DL_SYMENT)) continue;
+        if (info.dli_fbase == self.dli_fbase) {
+            ours = i;
             continue;
+        }
+        if (!info.dli_sname || !sym) continue;
         /* dladdr gives the nearest symbol before the address: a hidden function after
          * an entry point is not that entry point. */
         if (sym->st_size && pc - (uintptr_t)info.dli_saddr >= sym->st_size) continue;
         if (!is_entry(info.dli_sname)) continue;
-        outer = i;
-        outer_base = info.dli_fbase;
-        outer_name = info.dli_sname;
+        entry = i;
+        entry_name = info.dli_sname;
+        if (!rt_in_shim(frames[i])) plain = i;
     }
-    if (outer < 0 || outer_base == self.dli_fbase) return 0;
+    if (entry < 0) return 0;
+    int outer = ours > entry ? ours : entry;
     *site = NULL;
     for (int i = outer + 1; i < nframes && !*site; i++)
         if (!rt_in_shim(frames[i])) *site = (void *)frames[i];
-    c_name(outer_name, name, (size_t)cap);
-    return 1;
+    c_name(entry_name, name, (size_t)cap);
+    return ours > plain ? 2 : 1;
 }
 
 /* The core's sampler (see racetrack_mpi.h). */

@@ -321,10 +321,12 @@ pub extern "C" fn rt_sampler(sample: Option<SampleFn>, tid: i32) {
 /// What a sample of the MPI_Init thread found.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Sampled {
-    /// Inside an MPI call the wrappers do not report: its name and the program's return
+    /// Inside an MPI call the wrappers do not cover: its name and the program's return
     /// address (0: unknown).
     Unreported(String, usize),
-    /// Not in MPI, or in a reported call.
+    /// Inside a wrapper: a covered call (the same).
+    Covered(String, usize),
+    /// Not in MPI.
     Elsewhere,
 }
 
@@ -334,17 +336,18 @@ pub(crate) fn sample() -> Option<Sampled> {
     let mut name = [0 as c_char; 96];
     let mut site: *mut c_void = std::ptr::null_mut();
     let cap = i32::try_from(name.len()).unwrap_or(0);
-    match sample(name.as_mut_ptr(), cap, &mut site) {
-        1 => {
-            // SAFETY: on 1 the sampler wrote a NUL-terminated name into `name`.
-            let call = unsafe { CStr::from_ptr(name.as_ptr()) }
-                .to_string_lossy()
-                .into_owned();
-            Some(Sampled::Unreported(call, site as usize))
-        }
-        0 => Some(Sampled::Elsewhere),
-        _ => None,
+    let found = sample(name.as_mut_ptr(), cap, &mut site);
+    if !matches!(found, 1 | 2) {
+        return (found == 0).then_some(Sampled::Elsewhere);
     }
+    // SAFETY: on 1 and 2 the sampler wrote a NUL-terminated name into `name`.
+    let call = unsafe { CStr::from_ptr(name.as_ptr()) }
+        .to_string_lossy()
+        .into_owned();
+    Some(match found {
+        1 => Sampled::Unreported(call, site as usize),
+        _ => Sampled::Covered(call, site as usize),
+    })
 }
 
 /// glibc's `Dl_info`.

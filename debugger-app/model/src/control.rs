@@ -44,6 +44,15 @@ pub struct CondBreakpoint {
     pub trace: bool,
 }
 
+/// An MPI rank inside a call it did not report (an `unreported` event).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unreported {
+    pub call: String,
+    pub site: Option<String>,
+    /// A covered call, begun before the debugger attached.
+    pub before_attach: bool,
+}
+
 const LOG_MAX: usize = 10_000;
 
 /// The controller's part of the model (see the crate's documentation).
@@ -63,9 +72,9 @@ pub struct Control {
     pub session_note: Option<String>,
     /// The last deadlock the job's debugger told (MPI jobs; kept after the exit).
     pub deadlock: Option<crate::deadlock::Deadlock>,
-    /// MPI ranks inside a call the library does not report, as a sample found them: the
-    /// call and its site, until the rank's next event.
-    pub unreported: BTreeMap<ThreadKey, (String, Option<String>)>,
+    /// MPI ranks inside a call the library does not report, as a sample found them,
+    /// until the rank's next event.
+    pub unreported: BTreeMap<ThreadKey, Unreported>,
     /// Breakpoints set: (op, thread) → trace.
     pub breakpoints: BTreeMap<NodeKey, bool>,
     /// Conditional breakpoints set, in the order they were set.

@@ -3,7 +3,7 @@
 //! name hashed), then handed to each part present: the [`crate::Control`] always, the
 //! [`crate::Unfolded`] graph and the [`crate::MpGraph`] when the model has them.
 
-use crate::control::Held;
+use crate::control::{Held, Unreported};
 use crate::ids::{HeldId, NodeKey, OpId, ProcId, ThreadId, ThreadKey};
 use crate::mpgraph::MpEvent;
 use crate::unfolded::{MsgInfo, NodeStatus};
@@ -178,7 +178,12 @@ impl Model {
                     }
                 }
             }
-            Event::Unreported { thread, call, site } => {
+            Event::Unreported {
+                thread,
+                call,
+                site,
+                before_attach,
+            } => {
                 let t = self.thread_key_in(p, thread);
                 self.changes.threads.insert(t);
                 let Some(call) = call else {
@@ -186,10 +191,22 @@ impl Model {
                     return;
                 };
                 let at = site.as_ref().map(|s| format!(" at {s}")).unwrap_or_default();
-                let text =
-                    format!("{thread} is in {call}{at}, a call the debugger's MPI library does not report");
-                self.control.log(&mut self.changes, "info", text);
-                self.control.unreported.insert(t, (call.clone(), site.clone()));
+                let why = if *before_attach {
+                    "a call it made before the debugger attached"
+                } else {
+                    "a call the debugger's MPI library does not report"
+                };
+                self.control.log(
+                    &mut self.changes,
+                    "info",
+                    format!("{thread} is in {call}{at}, {why}"),
+                );
+                let status = Unreported {
+                    call: call.clone(),
+                    site: site.clone(),
+                    before_attach: *before_attach,
+                };
+                self.control.unreported.insert(t, status);
             }
             Event::Ok { cmd, target, .. } => {
                 if matches!(cmd.as_str(), "save_scenario" | "take_over") {

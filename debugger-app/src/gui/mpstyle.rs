@@ -277,12 +277,18 @@ pub fn lane_status(model: &Model, g: &MpGraph, lane: u32) -> (String, Color32) {
         (format!("deadlocked in {call}"), DEADLOCKED)
     } else if held {
         (format!("held at {call}"), HELD)
-    } else if let Some((call, site)) = model.control.unreported.get(&l.thread) {
-        let at = site
+    } else if let Some(u) = model.control.unreported.get(&l.thread) {
+        let at = u
+            .site
             .as_deref()
             .map(|s| format!(" at {}", short_site(s)))
             .unwrap_or_default();
-        (format!("in {call}{at} (not reported)"), UNREPORTED)
+        let why = if u.before_attach {
+            "since before the attach"
+        } else {
+            "not reported"
+        };
+        (format!("in {}{at} ({why})", u.call), UNREPORTED)
     } else if l.finished || model.control.exited.is_some() {
         ("finished".into(), Color32::from_rgb(70, 110, 170))
     } else if last.is_some_and(|x| x.open) {

@@ -1,9 +1,12 @@
 //! A rank inside an MPI call the wrappers do not cover (MPI-IO, the neighbour
-//! collectives, …) reports nothing: to the debugger it would look as if it computed.
+//! collectives, …) reports nothing: to the debugger it would look as if it computed. So
+//! does one inside a covered call it made before the debugger attached (its `start` was
+//! never sent).
 //! A thread of the core's own watches for a rank that has reported nothing for
 //! [`QUIET`] while no reported call is open, and then samples where the MPI_Init thread
 //! is (`c/sample.c`: a signal, and the frames of its stack). Inside an unreported MPI
-//! call, the rank says so with an `unreported` event: the call and its site. Sampling
+//! call, the rank says so with an `unreported` event: the call and its site (and, for a
+//! covered call, that it began before the debugger attached). Sampling
 //! goes on while the rank stays quiet, less and less often (up to every [`LONGEST`]): a
 //! rank that computed first and calls later is still found, and one that left the call
 //! without reporting anything says so too (an `unreported` without a call).
@@ -39,7 +42,7 @@ fn run(tid: i32) {
     // When to sample next, and the time to the one after.
     let mut next = Instant::now() + QUIET;
     let mut interval = QUIET;
-    let mut told: Option<(String, Option<SmolStr>)> = None;
+    let mut told: Option<Told> = None;
     while !core.finished.load(Relaxed) {
         std::thread::sleep(TICK);
         let seq = core.seq.load(Relaxed);
@@ -59,16 +62,23 @@ fn run(tid: i32) {
             continue;
         }
         let now = match ffi::sample() {
-            Some(Sampled::Unreported(call, caller)) => Some((call, core.site(caller))),
+            Some(Sampled::Unreported(call, caller)) => Some((call, core.site(caller), false)),
+            Some(Sampled::Covered(call, caller)) => Some((call, core.site(caller), true)),
             Some(Sampled::Elsewhere) => None,
             None => continue,
         };
-        if now != told && !core.finished.load(Relaxed) {
-            let (call, site) = now.clone().map_or((None, None), |(c, s)| (Some(c), s));
+        // A call reported meanwhile (one the sample caught in its wrapper before the
+        // wrapper reported it) says where the rank is itself.
+        let moved = core.seq.load(Relaxed) != seen || !lock(&core.in_flight).0.is_empty();
+        if now != told && !moved && !core.finished.load(Relaxed) {
+            let (call, site, before_attach) = now
+                .clone()
+                .map_or((None, None, false), |(c, s, b)| (Some(c), s, b));
             core.agent.reply(Event::Unreported {
                 thread: core.thread.to_string(),
                 call,
                 site: site.map(|s| s.to_string()),
+                before_attach,
             });
             told = now;
         }
@@ -76,6 +86,10 @@ fn run(tid: i32) {
         next = Instant::now() + interval;
     }
 }
+
+/// What the debugger was told of the rank: the call, its site, and whether it is a
+/// covered call begun before the debugger attached.
+type Told = (String, Option<SmolStr>, bool);
 
 /// Whether kernel thread `tid` of this process runs, or yields its CPU: not blocked in a
 /// system call (`/proc/self/task/TID/syscall`: `running`, or the call's number first).
