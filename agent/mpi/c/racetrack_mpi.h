@@ -160,8 +160,11 @@ void rt_finalize(void);
  * sampled. Called on the core's own thread, never on the MPI_Init thread. */
 typedef int32_t (*rt_sample_fn)(char *name, int32_t cap, void **site);
 
+/* Whether rt_init started a core for this rank (a debugger to report to). */
+int32_t rt_has_core(void);
+
 /* After rt_init, on the MPI_Init thread (kernel thread id `tid`): the wrappers can
- * sample it (sample.c). Not called when sampling is off. */
-void rt_sampler(rt_sample_fn sample, int32_t tid);
+ * sample it (sample.c), with signal `sig`. Not called when sampling is off. */
+void rt_sampler(rt_sample_fn sample, int32_t tid, int32_t sig);
 
 #endif

@@ -8,10 +8,12 @@
  *
  * Unwinding happens in the handler, the only place the interrupted registers are at
  * hand. libgcc's unwinder finds a frame's unwind table through glibc's _dl_find_object
- * (glibc 2.35 and later), which takes no lock; it allocates nothing. The signal is one
- * of the real-time ones nobody has a handler for at MPI_Init, SA_RESTART; the watcher
- * sends it only to a thread on a CPU or yielding it, never to one blocked in a system
- * call (which the signal could cut short). RACETRACK_SAMPLE=0 turns sampling off. */
+ * (glibc 2.35 and later; without it there is no sampling), which takes no lock; it
+ * allocates nothing. The signal is one of the real-time ones nobody has a handler for,
+ * nor blocks, at MPI_Init, SA_RESTART, sent only while it still runs our handler; the
+ * watcher sends it only to a thread it just saw on a CPU or yielding it, with the signal
+ * neither blocked nor pending (a thread blocked in a system call could see it end
+ * early). RACETRACK_SAMPLE=0 turns sampling off. */
 #define _GNU_SOURCE
 #include <ctype.h>
 #include <dlfcn.h>
@@ -30,10 +32,12 @@
 
 #include "wrap.h"
 
-#define RT_FRAMES 128
-/* How long the watcher waits for the handler: a thread that has the signal blocked is
- * not sampled. */
+#define RT_FRAMES 256
+/* How long the watcher waits for the handler to start: a thread that has the signal
+ * blocked is not sampled. */
 #define RT_SAMPLE_NS 200000000L
+/* How long it waits for a handler that started to finish; past it, sampling ends. */
+#define RT_UNWIND_NS 1000000000L
 
 enum { IDLE, ASKED, TAKING, TAKEN };
 
@@ -75,38 +79,60 @@ static void on_signal(int sig, siginfo_t *info, void *uc) {
     errno = saved;
 }
 
-/* Whether the handler took the sample within RT_SAMPLE_NS (else the request is
- * withdrawn: a signal delivered later does nothing). */
-static int wait_taken(void) {
+/* Wait on sample_done for `ns` at most; 0 on time out. */
+static int wait_done(long ns) {
     struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_nsec += RT_SAMPLE_NS;
-    if (until.tv_nsec >= 1000000000L) {
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    until.tv_nsec += ns;
+    while (until.tv_nsec >= 1000000000L) {
         until.tv_sec++;
         until.tv_nsec -= 1000000000L;
     }
-    while (sem_timedwait(&sample_done, &until) != 0) {
-        if (errno == EINTR) continue;
-        int asked = ASKED;
-        if (__atomic_compare_exchange_n(&sample_state, &asked, IDLE, 0, __ATOMIC_ACQ_REL,
-                                        __ATOMIC_ACQUIRE))
-            return 0;
-        /* The handler has it: it posts in a moment. */
-        while (sem_wait(&sample_done) != 0 && errno == EINTR) {
-        }
-        return 1;
-    }
+    while (sem_clockwait(&sample_done, CLOCK_MONOTONIC, &until) != 0)
+        if (errno != EINTR) return 0;
     return 1;
+}
+
+/* Whether the handler took the sample within RT_SAMPLE_NS (else the request is
+ * withdrawn: a signal delivered later does nothing). A handler that started and does
+ * not finish within RT_UNWIND_NS ends sampling for good. */
+static int wait_taken(void) {
+    if (wait_done(RT_SAMPLE_NS)) return 1;
+    int asked = ASKED;
+    if (__atomic_compare_exchange_n(&sample_state, &asked, IDLE, 0, __ATOMIC_ACQ_REL,
+                                    __ATOMIC_ACQUIRE))
+        return 0;
+    /* The handler has it: it posts in a moment. */
+    if (wait_done(RT_UNWIND_NS)) return 1;
+    sample_signal = 0;
+    return 0;
+}
+
+/* Open MPI's mpif.h bindings: mpi_send_ is an alias of ompi_send_f, and dladdr may name
+ * either. */
+static int is_ompi_fortran(const char *s) {
+    size_t n = strlen(s);
+    return !strncmp(s, "ompi_", 5) &&
+           ((n > 7 && !strcmp(s + n - 2, "_f")) || (n > 9 && !strcmp(s + n - 4, "_f08")));
 }
 
 static int is_entry(const char *s) {
     return !strncmp(s, "MPI_", 4) || !strncmp(s, "PMPI_", 5) || !strncmp(s, "MPIX_", 5) ||
-           !strncmp(s, "PMPIX_", 6) || !strncmp(s, "mpi_", 4) || !strncmp(s, "pmpi_", 5);
+           !strncmp(s, "PMPIX_", 6) || !strncmp(s, "mpi_", 4) || !strncmp(s, "pmpi_", 5) ||
+           is_ompi_fortran(s);
 }
 
 /* `sym` as the C binding spells it: PMPI_Send and the Fortran mpi_send_, pmpi_send__,
  * MPI_SEND and mpi_send_f08 all give MPI_Send. */
 static void c_name(const char *sym, char *out, size_t cap) {
+    char buf[128];
+    if (is_ompi_fortran(sym)) {
+        /* ompi_send_f -> mpi_send */
+        size_t n = strlen(sym);
+        n -= sym[n - 1] == 'f' && sym[n - 2] == '_' ? 2 : 4;
+        snprintf(buf, sizeof buf, "mpi_%.*s", (int)(n - 5), sym + 5);
+        sym = buf;
+    }
     if (sym[0] == 'p' || sym[0] == 'P') sym++;
     size_t n = strlen(sym);
     while (n > 4 && sym[n - 1] == '_') n--;
@@ -172,26 +198,38 @@ static int32_t describe(char *name, int32_t cap, void **site) {
     return ours > plain ? 2 : 1;
 }
 
+/* Whether the signal still runs our handler: a program or library that took it over
+ * later (or reset it to the default, which ends the process) is left alone. */
+static int still_ours(void) {
+    struct sigaction cur;
+    return sigaction(sample_signal, NULL, &cur) == 0 && (cur.sa_flags & SA_SIGINFO) &&
+           cur.sa_sigaction == on_signal;
+}
+
 /* The core's sampler (see racetrack_mpi.h). */
 static int32_t sample_now(char *name, int32_t cap, void **site) {
     if (!sample_signal || cap < 8) return -1;
     pthread_mutex_lock(&sample_lock);
     int32_t rc = -1;
     __atomic_store_n(&sample_state, ASKED, __ATOMIC_RELEASE);
-    if (pthread_kill(main_thread, sample_signal) == 0 && wait_taken())
+    if (sample_signal && still_ours() && pthread_kill(main_thread, sample_signal) == 0 &&
+        wait_taken())
         rc = describe(name, cap, site);
     __atomic_store_n(&sample_state, IDLE, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&sample_lock);
     return rc;
 }
 
-/* A real-time signal without a handler, from the top (libraries that take one
- * usually take the lowest). */
+/* A real-time signal without a handler that this thread does not block (a program
+ * that waits for one with sigwaitinfo or a signalfd blocks it), from the top
+ * (libraries that take one usually take the lowest). */
 static int free_signal(void) {
+    sigset_t blocked;
+    if (pthread_sigmask(SIG_BLOCK, NULL, &blocked) != 0) return 0;
     for (int s = SIGRTMAX - 1; s >= SIGRTMIN + 2; s--) {
         struct sigaction old;
         if (sigaction(s, NULL, &old) == 0 && !(old.sa_flags & SA_SIGINFO) &&
-            old.sa_handler == SIG_DFL)
+            old.sa_handler == SIG_DFL && !sigismember(&blocked, s))
             return s;
     }
     return 0;
@@ -199,7 +237,10 @@ static int free_signal(void) {
 
 void rt_sample_setup(void) {
     const char *env = getenv("RACETRACK_SAMPLE");
-    if (env && !strcmp(env, "0")) return;
+    if ((env && !strcmp(env, "0")) || !rt_has_core()) return;
+    /* Without _dl_find_object (glibc 2.35) libgcc's unwinder takes locks: unwinding in
+     * a handler could then deadlock the thread it interrupted. */
+    if (!dlsym(RTLD_DEFAULT, "_dl_find_object")) return;
     int s = free_signal();
     if (!s || sem_init(&sample_done, 0, 0) != 0) return;
     main_thread = pthread_self();
@@ -214,5 +255,5 @@ void rt_sample_setup(void) {
     sigfillset(&sa.sa_mask);
     if (sigaction(s, &sa, NULL) != 0) return;
     sample_signal = s;
-    rt_sampler(sample_now, (int32_t)syscall(SYS_gettid));
+    rt_sampler(sample_now, (int32_t)syscall(SYS_gettid), s);
 }

@@ -309,12 +309,19 @@ type SampleFn = extern "C" fn(name: *mut c_char, cap: i32, site: *mut *mut c_voi
 
 static SAMPLER: std::sync::OnceLock<SampleFn> = std::sync::OnceLock::new();
 
-/// `rt_sampler`: the wrappers can sample the MPI_Init thread, kernel thread `tid`.
+/// `rt_has_core`: whether `rt_init` started a core (a debugger to report to).
 #[no_mangle]
-pub extern "C" fn rt_sampler(sample: Option<SampleFn>, tid: i32) {
+pub extern "C" fn rt_has_core() -> i32 {
+    i32::from(core::has_core())
+}
+
+/// `rt_sampler`: the wrappers can sample the MPI_Init thread, kernel thread `tid`, with
+/// signal `sig`.
+#[no_mangle]
+pub extern "C" fn rt_sampler(sample: Option<SampleFn>, tid: i32, sig: i32) {
     let Some(sample) = sample else { return };
     if SAMPLER.set(sample).is_ok() {
-        let _ = std::panic::catch_unwind(|| core::unreported::watch(tid));
+        let _ = std::panic::catch_unwind(|| core::unreported::watch(tid, sig));
     }
 }
 

@@ -260,6 +260,8 @@ impl Model {
     /// ours, or was never started by this front end), so the session ends here.
     pub fn connection_closed(&mut self, gone: bool) {
         self.control.attached = false;
+        // Nobody samples the ranks any more: what was told is stale.
+        self.control.unreported.clear();
         if gone && self.control.exited.is_none() {
             self.control.exited = Some(None);
         }
@@ -279,6 +281,7 @@ impl Model {
         self.control.killed_by = signal;
         self.control.attached = false;
         self.control.held.clear();
+        self.control.unreported.clear();
         self.changes.held = true;
         self.changes.session = true;
         if let Some(u) = &mut self.unfolded {

@@ -488,3 +488,34 @@ fn compact_mpi_events_draw_and_order_as_full_ones() {
         assert_eq!(c.order(0, 1_000_000_000_000), Some(clocks::Order::Concurrent));
     }
 }
+
+#[test]
+fn an_unreported_call_lasts_until_the_ranks_next_event() {
+    let mut m = Model::new();
+    let told = |call: Option<&str>, before_attach: bool| Event::Unreported {
+        thread: "rank[1]".into(),
+        call: call.map(str::to_owned),
+        site: Some("/src/io.c:12 (main)".into()),
+        before_attach,
+    };
+    let rank1 = |m: &Model| m.control.unreported.values().next().cloned();
+    m.ingest(&told(Some("MPI_File_open"), false));
+    assert_eq!(rank1(&m).map(|u| u.call), Some("MPI_File_open".to_owned()));
+    assert!(m
+        .control
+        .log
+        .back()
+        .is_some_and(|l| l.text.contains("rank[1] is in MPI_File_open at /src/io.c:12")));
+    // Its next step's start ends it.
+    m.ingest(&Event::Start(step(1, "MPI_Recv", "rank[1]", "1.0", false)));
+    assert!(m.control.unreported.is_empty());
+    // A sample that finds it outside MPI ends it too.
+    m.ingest(&told(Some("MPI_Recv"), true));
+    assert!(rank1(&m).is_some_and(|u| u.before_attach));
+    m.ingest(&told(None, false));
+    assert!(m.control.unreported.is_empty());
+    // So does the end of the program.
+    m.ingest(&told(Some("MPI_Barrier"), true));
+    m.program_exited(Some(0), None);
+    assert!(m.control.unreported.is_empty());
+}

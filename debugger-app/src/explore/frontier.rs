@@ -13,9 +13,10 @@
 //!   two walks with one seed can differ): when the space is too large to finish, the
 //!   runs spread over it instead of exhausting one corner.
 //!
-//! The order changes which schedules run first, not which run in all: a walk that
-//! finishes runs the same branches (less the merged ones, which depend on which of two
-//! equal states came first) and is complete in any order.
+//! The order changes which schedules run first. A walk that finishes is complete in any
+//! order; the branches it ran can differ a little, where the walk remembers what came
+//! first: which of two equal states was branched from, and which run first offered a
+//! reversed step its senders (runtime programs without states).
 
 use super::Schedule;
 use std::collections::VecDeque;
@@ -78,7 +79,8 @@ impl Frontier {
         }
     }
 
-    /// Put back a schedule taken but not run (a budget was spent): it is the next one.
+    /// Put back a schedule taken but not run (a budget was spent): the next one, depth
+    /// or breadth first; drawn again at random.
     pub(super) fn put_back(&mut self, s: Schedule) {
         match self.order {
             Order::Breadth => self.waiting.push_front(s),

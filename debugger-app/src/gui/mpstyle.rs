@@ -256,7 +256,7 @@ const UNREPORTED: Color32 = Color32::from_rgb(200, 150, 40);
 
 /// A site's file name without its directories (`deadlock.c:175 (main)`).
 fn short_site(site: &str) -> &str {
-    let file_end = site.find(' ').unwrap_or(site.len());
+    let file_end = site.rfind(" (").unwrap_or(site.len());
     site[..file_end].rfind('/').map_or(site, |i| &site[i + 1..])
 }
 
@@ -277,7 +277,12 @@ pub fn lane_status(model: &Model, g: &MpGraph, lane: u32) -> (String, Color32) {
         (format!("deadlocked in {call}"), DEADLOCKED)
     } else if held {
         (format!("held at {call}"), HELD)
+    } else if l.finished || model.control.exited.is_some() {
+        ("finished".into(), Color32::from_rgb(70, 110, 170))
+    } else if last.is_some_and(|x| x.open) {
+        (format!("in {call}"), Color32::from_rgb(60, 170, 90))
     } else if let Some(u) = model.control.unreported.get(&l.thread) {
+        // After the open call: a sample told just as a reported call began is stale.
         let at = u
             .site
             .as_deref()
@@ -289,10 +294,6 @@ pub fn lane_status(model: &Model, g: &MpGraph, lane: u32) -> (String, Color32) {
             "not reported"
         };
         (format!("in {}{at} ({why})", u.call), UNREPORTED)
-    } else if l.finished || model.control.exited.is_some() {
-        ("finished".into(), Color32::from_rgb(70, 110, 170))
-    } else if last.is_some_and(|x| x.open) {
-        (format!("in {call}"), Color32::from_rgb(60, 170, 90))
     } else {
         ("running".into(), Color32::from_rgb(60, 170, 90))
     }
@@ -301,6 +302,16 @@ pub fn lane_status(model: &Model, g: &MpGraph, lane: u32) -> (String, Color32) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_site_is_shown_without_its_directories() {
+        assert_eq!(
+            short_site("/src/a b/deadlock.c:175 (main)"),
+            "deadlock.c:175 (main)"
+        );
+        assert_eq!(short_site("deadlock.c:175"), "deadlock.c:175");
+        assert_eq!(short_site("f+0x10 (libx.so)"), "f+0x10 (libx.so)");
+    }
 
     #[test]
     fn families_follow_the_call_names() {

@@ -128,7 +128,9 @@ void rt_pcontrol(int32_t level, const char *label) {
 
 void rt_finalize(void) { emit("finalize"); }
 
-void rt_sampler(rt_sample_fn sample, int32_t tid) {
+int32_t rt_has_core(void) { return 0; }
+
+void rt_sampler(rt_sample_fn sample, int32_t tid, int32_t sig) {
     (void)sample;
-    emit("sampler tid=%d", tid);
+    emit("sampler tid=%d sig=%d", tid, sig);
 }

@@ -168,6 +168,11 @@ pub fn init(rank: i32, size: i32, implementation: &str) {
     }
 }
 
+/// Whether `init` started a core for this rank.
+pub fn has_core() -> bool {
+    CORE.get().is_some()
+}
+
 /// Whether this is the thread that called `MPI_Init` (whose calls are reported).
 #[inline]
 pub fn reporting() -> bool {
