@@ -1062,8 +1062,10 @@ fn unreported_calls_are_told(imp: Impl) {
 on_both!(late_attach_tells_where_ranks_are);
 
 /// A job whose ranks blocked before the debugger attached (`racetrack listen` started
-/// after them, no start hold): their calls' `start`s were never sent, and the sample
-/// tells each rank's call and site, marked `before_attach`.
+/// after them, no start hold): their calls' `start`s were never sent. A second after the
+/// attach each rank's call is adopted (a sample finds the rank inside a wrapper; the
+/// wrapper's `rt_call` says the rest): its `start` is reported, and the deadlock among
+/// them is named as if the debugger had been there all along.
 fn late_attach_tells_where_ranks_are(imp: Impl) {
     let Some(dir) = setup(imp) else { return };
     // A port nobody listens on yet: the ranks dial it until the debugger comes (5 s).
@@ -1089,29 +1091,34 @@ fn late_attach_tells_where_ranks_are(imp: Impl) {
         .arg(RANKS.to_string())
         .args(["--addr", &addr.to_string()]);
     let mut s = Ctl::spawn(cmd);
-    let mut told = BTreeMap::new();
-    while told.len() < RANKS {
-        let v = s.expect("a rank in a call begun before the attach", |v| {
-            v["event"] == "unreported"
-        });
-        assert_eq!(v["before_attach"], true, "{v}");
-        assert!(
-            v["site"].as_str().unwrap_or_default().contains("deadlock.c:"),
-            "{v}"
-        );
-        told.insert(
-            v["thread"].as_str().unwrap().to_owned(),
-            v["call"].as_str().unwrap().to_owned(),
-        );
-    }
-    let calls: Vec<&str> = told.values().map(String::as_str).collect();
+    let d = s.expect("deadlock", |v| v["event"] == "deadlock");
+    assert_eq!(d["cycle"], json!(["rank[0]", "rank[1]"]), "{d}");
+    let calls: Vec<(&str, &str)> = d["waits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| (w["thread"].as_str().unwrap(), w["call"].as_str().unwrap()))
+        .collect();
     assert_eq!(
         calls,
-        ["MPI_Recv", "MPI_Recv", "MPI_Barrier", "MPI_Barrier"],
-        "{told:?}"
+        [
+            ("rank[0]", "MPI_Recv"),
+            ("rank[1]", "MPI_Recv"),
+            ("rank[2]", "MPI_Barrier"),
+            ("rank[3]", "MPI_Barrier")
+        ],
+        "{d}"
     );
-    // Not one `start` of those calls was sent.
-    assert_eq!(count(&s.seen, "start", "rank[0]"), 0);
+    for w in d["waits"].as_array().unwrap() {
+        assert!(
+            w["site"].as_str().unwrap_or_default().contains("deadlock.c:"),
+            "{w}"
+        );
+    }
+    // Each rank's one start is its adopted call's.
+    for r in 0..RANKS {
+        assert_eq!(count(&s.seen, "start", &format!("rank[{r}]")), 1, "rank {r}");
+    }
 }
 
 on_both!(

@@ -9,6 +9,7 @@ use crate::{choices, core};
 use racetrack_agent::choice::{self, Pick};
 use racetrack_protocol::SmolStr;
 use std::ffi::{c_char, c_void, CStr};
+use std::sync::Mutex;
 
 /// `RT_NONE`: a field that does not apply.
 pub const RT_NONE: i32 = i32::MIN;
@@ -195,6 +196,7 @@ pub extern "C" fn rt_start(c: *mut RtCall) {
         c.core = 0;
         c.edited_buf = std::ptr::null();
         if !core::active() {
+            begin_unreported(c);
             return;
         }
         // SAFETY: `with_call` checked the pointer; the wrapper filled the struct.
@@ -227,6 +229,9 @@ pub extern "C" fn rt_stop(c: *mut RtCall, rc: i32) {
         let created = new_comm.map(|comm| (comm, opt(c.new_rank), opt(c.new_leader)));
         let found = opt(c.found).map(|f| f != 0);
         choices::stop(c.choice, rc, found);
+        if c.core == 0 {
+            c.core = adopted(c, true);
+        }
         core::stop(c.core, rc, created, found);
         c.edited_buf = std::ptr::null();
     });
@@ -237,6 +242,9 @@ pub extern "C" fn rt_stop(c: *mut RtCall, rc: i32) {
 pub extern "C" fn rt_matched(c: *mut RtCall, source: i32, tag: i32, bytes: i64) {
     with_call(c, |c| {
         choices::matched(c.choice, source, tag);
+        if c.core == 0 {
+            c.core = adopted(c, false);
+        }
         core::matched(c.core, source, tag, bytes);
     });
 }
@@ -260,6 +268,9 @@ pub extern "C" fn rt_indices(c: *mut RtCall, indices: *const i32, n: i32) {
 pub extern "C" fn rt_request(c: *mut RtCall, request: i64) {
     with_call(c, |c| {
         choices::request(c.choice, request);
+        if c.core == 0 {
+            c.core = adopted(c, false);
+        }
         core::request(c.core, request);
     });
 }
@@ -276,6 +287,9 @@ pub extern "C" fn rt_completed(
 ) {
     with_call(c, |c| {
         choices::completed(request, source, tag, cancelled != 0);
+        if c.core == 0 {
+            c.core = adopted(c, false);
+        }
         core::completed(c.core, request, (source, tag, bytes), cancelled != 0);
     });
 }
@@ -302,6 +316,89 @@ pub extern "C" fn rt_finalize() {
         choices::finalize();
         core::finalize();
     });
+}
+
+/// The covered call the MPI_Init thread is in while the core does not report it (it
+/// began with no debugger attached): its `rt_call`'s address (0: none), and the token
+/// the core gave it when a debugger that attached meanwhile adopted it (0: not adopted;
+/// see `core::unreported`).
+struct Open {
+    call: usize,
+    token: u64,
+}
+
+static OPEN: Mutex<Open> = Mutex::new(Open { call: 0, token: 0 });
+
+fn open_call() -> std::sync::MutexGuard<'static, Open> {
+    OPEN.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// `rt_start`, not reporting `c`: remember it, on the MPI_Init thread of a rank with a
+/// core (a debugger may attach while it is in the call).
+fn begin_unreported(c: &RtCall) {
+    if core::reporting() && core::has_core() {
+        *open_call() = Open {
+            call: std::ptr::from_ref(c) as usize,
+            token: 0,
+        };
+    }
+}
+
+/// The token call `c` got if a debugger adopted it (0: none); `end`: the call is over.
+fn adopted(c: &RtCall, end: bool) -> u64 {
+    if !core::reporting() || !core::has_core() {
+        return 0;
+    }
+    let mut open = open_call();
+    if open.call != std::ptr::from_ref(c) as usize {
+        return 0;
+    }
+    let token = open.token;
+    if end {
+        *open = Open { call: 0, token: 0 };
+    }
+    token
+}
+
+/// What became of the call the MPI_Init thread was in, unreported.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Adoption {
+    /// Its `start` was reported; its `stop` will be.
+    Adopted,
+    /// It is over (or was adopted already).
+    Gone,
+    /// It could not be reported (nothing attached).
+    Refused,
+}
+
+/// Adopt the covered call the MPI_Init thread is in, which began unreported: `report`
+/// gets the call as its `rt_call` says (without the send's content or the requests
+/// awaited, valid only inside `rt_start`), reports its start, and gives its token.
+pub(crate) fn adopt_open(report: impl FnOnce(Call) -> Option<u64>) -> Adoption {
+    let mut open = open_call();
+    if open.call == 0 || open.token != 0 {
+        return Adoption::Gone;
+    }
+    // SAFETY: `open.call` is the `rt_call` of the call the MPI_Init thread is inside:
+    // `rt_stop` clears it under this lock before the wrapper's frame (which holds the
+    // struct and the strings it points to) ends, and the wrapper writes none of its
+    // fields while MPI has the call. A volatile copy: as the call returns the wrapper
+    // may write a field (a receive's match), which then reads old or new.
+    let mut copy: RtCall = unsafe { std::ptr::read_volatile(open.call as *const RtCall) };
+    copy.send_buf = std::ptr::null();
+    copy.awaits = std::ptr::null();
+    copy.awaits_live = std::ptr::null();
+    copy.awaits_count = 0;
+    // SAFETY: the copy's remaining pointers are the static name and the wrapper's own
+    // buffers, valid as said above.
+    let call = unsafe { read(&copy) };
+    match report(call) {
+        Some(token) => {
+            open.token = token;
+            Adoption::Adopted
+        }
+        None => Adoption::Refused,
+    }
 }
 
 /// The wrappers' sampler (`rt_sample_fn` in `racetrack_mpi.h`).

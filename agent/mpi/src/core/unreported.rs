@@ -21,11 +21,13 @@
 //! left alone until it reports again. Nothing is sampled while no debugger is attached
 //! or reporting is off (`MPI_Pcontrol(0)`); a new attach is told afresh.
 
-use super::{lock, CORE};
-use crate::ffi::{self, Sampled};
+use super::{lock, Core, InFlight, CORE};
+use crate::call::Call;
+use crate::ffi::{self, Adoption, Sampled};
 use crate::site_lines::Sites;
-use racetrack_protocol::{Event, SmolStr};
+use racetrack_protocol::{Event, Kind, RecordText, SmolStr};
 use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// How often the watcher looks.
@@ -137,6 +139,20 @@ fn run(tid: i32, sig: i32) {
             next = Instant::now() + if first { Duration::ZERO } else { interval };
             continue;
         }
+        // A covered call begun before the attach: reported now, its start like any
+        // other's (the deadlock detection can then see it); told only if that fails.
+        if let (false, true, Some((_, _, true))) = (moved, confirmed, &now) {
+            match ffi::adopt_open(|call| adopt(core, call, &mut sites)) {
+                // Its start is out: the rank is busy in a reported call now.
+                Adoption::Adopted => continue,
+                Adoption::Gone => {
+                    last = None;
+                    next = Instant::now() + interval;
+                    continue;
+                }
+                Adoption::Refused => {}
+            }
+        }
         if !moved && now != told && !core.finished.load(Relaxed) {
             let (call, site, before_attach) = now
                 .clone()
@@ -153,6 +169,31 @@ fn run(tid: i32, sig: i32) {
         interval = interval.saturating_mul(2).min(LONGEST);
         next = Instant::now() + interval;
     }
+}
+
+/// Report the start of `call`, which the rank began before the debugger attached and
+/// is still in (never held: the rank is inside MPI), and for a send its `send` (without
+/// content); its token, for the call's `stop`, which is reported as any other's.
+fn adopt(core: &Core, mut call: Call, sites: &mut Sites) -> Option<u64> {
+    if !core.agent.is_attached() || core.off.load(Relaxed) {
+        return None;
+    }
+    let seq = core.seq.fetch_add(1, Relaxed);
+    let (op, op_name) = core.op(call.name);
+    let info = Arc::new(call.info(sites.site(call.caller)));
+    core.view.calling(&op_name, seq);
+    let sends = call.sends();
+    let mut fl = InFlight::new((seq, op, op_name), call, info, false);
+    core.report_start(&mut fl, None);
+    if sends {
+        let mut rec = core.record(Kind::Send, fl.seq, fl.op, fl.info.clone());
+        rec.b = fl.call.peer_world.map_or(-1, i64::from);
+        let type_name = fl.info.datatype.as_deref().unwrap_or("MPI_BYTE");
+        rec.text = RecordText::Type(type_name.into());
+        core.agent.record(rec, true);
+    }
+    lock(&core.in_flight).insert(seq + 1, fl);
+    Some(seq + 1)
 }
 
 /// Whether kernel thread `tid` of this process runs, or yields its CPU: not blocked in a
