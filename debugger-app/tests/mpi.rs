@@ -1091,7 +1091,11 @@ fn late_attach_tells_where_ranks_are(imp: Impl) {
         .arg(RANKS.to_string())
         .args(["--addr", &addr.to_string()]);
     let mut s = Ctl::spawn(cmd);
-    let d = s.expect("deadlock", |v| v["event"] == "deadlock");
+    // Told as each rank's call is adopted (a rank not adopted yet counts as able to go
+    // on), again as it grows: the last tells all four.
+    let d = s.expect("the deadlock of all four ranks", |v| {
+        v["event"] == "deadlock" && v["waits"].as_array().is_some_and(|w| w.len() == RANKS)
+    });
     assert_eq!(d["cycle"], json!(["rank[0]", "rank[1]"]), "{d}");
     let calls: Vec<(&str, &str)> = d["waits"]
         .as_array()
