@@ -82,7 +82,7 @@ LOG; `racetrack replay LOG -- PROGRAM ARGS` replays it.",
     /// Run an MPI job again and again with its wildcard receives' matches forced, to find
     /// every outcome its message races lead to
     #[command(
-        long_about = "Explore a program's message races. A program on Racetrack's runtime: run it free, read off its trace which sender's message each step took and which other senders' it could have taken (sent concurrently), then run it again with each other choice forced by a replay log (the steps before it kept), depth first (or --order breadth, random), until every branch ran or a budget is spent. An MPI job (--mpi -n N): the same over its wildcard receives, held under the debugger. Prints each run on stderr and a summary JSON line on stdout: runs, messages delivered, the distinct outcomes (exit code and what the program printed, panic, deadlock, hang), each with a replay file that `racetrack replay FILE -- PROGRAM ARGS` plays again. Exit code 0 when every run exited 0 with one result, 1 when outcomes differ or a run failed.",
+        long_about = "Explore a program's message races. A program on Racetrack's runtime: run it free, read off its trace which sender's message each step took and which other senders' it could have taken (sent concurrently), then run it again with each other choice forced by a replay log (the steps before it kept), breadth first (or --order depth, random), until every branch ran or a budget is spent. An MPI job (--mpi -n N): the same over its wildcard receives, held under the debugger. Prints each run on stderr and a summary JSON line on stdout: runs, messages delivered, the distinct outcomes (exit code and what the program printed, panic, deadlock, hang), each with a replay file that `racetrack replay FILE -- PROGRAM ARGS` plays again. Exit code 0 when every run exited 0 with one result, 1 when outcomes differ or a run failed.",
         after_help = "Examples:
   racetrack explore -- ./heat --threads 2 --iters 2
   racetrack explore --mpi -n 4 -- ./mergesort --size 4000"
@@ -116,10 +116,10 @@ LOG; `racetrack replay LOG -- PROGRAM ARGS` replays it.",
         /// starts where another did)
         #[arg(long)]
         no_merge: bool,
-        /// The order waiting schedules run in: the latest branch first (depth), the
-        /// oldest first, generation by generation (breadth), or drawn at random (random;
-        /// for a space too large to finish)
-        #[arg(long, value_enum, value_name = "ORDER", default_value_t = SearchOrder::Depth)]
+        /// The order waiting schedules run in: the oldest first, generation by
+        /// generation (breadth: races that need few departures first), the latest
+        /// first (depth: the least memory), or drawn at random (random)
+        #[arg(long, value_enum, value_name = "ORDER", default_value_t = SearchOrder::Breadth)]
         order: SearchOrder,
         /// The seed of --order random's draws (default: from the clock; the summary
         /// gives it)

@@ -1,13 +1,16 @@
 //! The schedules waiting to run, and the order the walk takes them in (`--order`).
 //!
-//! - **depth** first (the default): the latest branch first. Each run's branches are
-//!   followed to the end before the ones of the run before it: the least memory, and a
-//!   run's last picks (the ones a departure changes least) explored first.
-//! - **breadth** first: branches in the order they were made, generation by generation:
+//! - **breadth** first (the default): branches in the order they were made, generation
+//!   by generation:
 //!   the first run's branches (one departure from the natural order each) all run before
 //!   the branches they make, as the thesis' breadth-first branch ordering does. Races
 //!   that need few departures are found first, at the cost of a frontier that grows with
-//!   each generation.
+//!   each generation (`BENCHMARKS.md`: 129 MB after 30 s on `heat` at 4 threads, against
+//!   56 MB depth first).
+//! - **depth** first: the latest branch first. Each run's branches are followed to the
+//!   end before the ones of the run before it: the least memory, but on a space too
+//!   large to finish it can spend the budget in one corner (`search` at 4 threads: no
+//!   race found in 30 s, where breadth first finds it at run 2).
 //! - **random**: a schedule drawn uniformly from those waiting (`--seed`, else one from
 //!   the clock, printed, fixes the draws; the runs' free parts still follow timing, so
 //!   two walks with one seed can differ): when the space is too large to finish, the

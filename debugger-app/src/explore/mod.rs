@@ -13,7 +13,8 @@
 //!   explorer reads which sender's message each step took and happens-before. A pick is
 //!   `proc[1]`'s Nth step on a message; its value the sender's code.
 //!
-//! The search is a depth-first walk over schedules, restoring a state by re-executing
+//! The search is a walk over schedules (breadth first by default, see [`frontier`]),
+//! restoring a state by re-executing
 //! from the start with the schedule's picks forced (an MPI job cannot be checkpointed
 //! from outside; a runtime program's state is its threads' and its queues', which a
 //! forced prefix rebuilds exactly, at the cost of a process start, a few milliseconds).
