@@ -274,10 +274,7 @@ fn every_order_finds_the_heat_race_and_finishes() {
         "--local-us",
         "0",
     ];
-    for extra in [
-        &["--order", "depth"][..],
-        &["--order", "random", "--seed", "11"],
-    ] {
+    for extra in [&["--order", "depth"][..], &["--order", "random", "--seed", "11"]] {
         let dir = scratch("heat-order");
         let (s, code) = explore("heat", &args, &dir, extra);
         assert_eq!((&s["complete"], code), (&Value::Bool(true), 1), "{extra:?}: {s}");
