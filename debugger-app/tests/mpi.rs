@@ -1061,14 +1061,10 @@ fn unreported_calls_are_told(imp: Impl) {
 
 on_both!(late_attach_tells_where_ranks_are);
 
-/// A job whose ranks blocked before the debugger attached (`racetrack listen` started
-/// after them, no start hold): their calls' `start`s were never sent. A second after the
-/// attach each rank's call is adopted (a sample finds the rank inside a wrapper; the
-/// wrapper's `rt_call` says the rest): its `start` is reported, and the deadlock among
-/// them is named as if the debugger had been there all along.
-fn late_attach_tells_where_ranks_are(imp: Impl) {
-    let Some(dir) = setup(imp) else { return };
-    // A port nobody listens on yet: the ranks dial it until the debugger comes (5 s).
+/// `deadlock ARGS` started by hand before the debugger (no start hold), and `racetrack
+/// listen --ctl` started 1.5 s later: its ranks dial it until it comes (5 s). The job's
+/// standard output goes to the file returned.
+fn attach_late(imp: Impl, dir: &Path, args: &[&str]) -> (Ctl, Group, PathBuf) {
     let addr = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .unwrap();
@@ -1077,20 +1073,31 @@ fn late_attach_tells_where_ranks_are(imp: Impl) {
         ("RACETRACK_CONNECT", format!("ws://{addr}")),
         ("LD_PRELOAD", format!("{}:{}", core.display(), wrappers.display())),
     ];
+    let out = scratch(imp, &format!("late-{}.out", args.join("-")));
     let mut job = imp.mpiexec(RANKS, &env);
     job.arg(dir.join("deadlock"))
-        .args(["--kind", "recv_recv"])
+        .args(args)
         .stdin(Stdio::null())
-        .stdout(Stdio::null())
+        .stdout(std::fs::File::create(&out).unwrap())
         .stderr(Stdio::null());
-    let _job = Group::spawn(&mut job);
+    let job = Group::spawn(&mut job);
     // Long enough for every rank to block (they do at once), short of the dial's 5 s.
     std::thread::sleep(Duration::from_millis(1500));
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_racetrack"));
     cmd.args(["listen", "--ctl", "-n"])
         .arg(RANKS.to_string())
         .args(["--addr", &addr.to_string()]);
-    let mut s = Ctl::spawn(cmd);
+    (Ctl::spawn(cmd), job, out)
+}
+
+/// A job whose ranks blocked before the debugger attached: their calls' `start`s were
+/// never sent. A second after the attach each rank's call is adopted (a sample finds the
+/// rank inside a wrapper; what the wrapper's `rt_start` saw says the rest): its `start`
+/// is reported, and the deadlock among them is named as if the debugger had been there
+/// all along. An adopted call that completes reports its `recv` and `stop` as any call.
+fn late_attach_tells_where_ranks_are(imp: Impl) {
+    let Some(dir) = setup(imp) else { return };
+    let (mut s, _job, _) = attach_late(imp, &dir, &["--kind", "recv_recv"]);
     // Told as each rank's call is adopted (a rank not adopted yet counts as able to go
     // on), again as it grows: the last tells all four.
     let d = s.expect("the deadlock of all four ranks", |v| {
@@ -1119,10 +1126,38 @@ fn late_attach_tells_where_ranks_are(imp: Impl) {
             "{w}"
         );
     }
-    // Each rank's one start is its adopted call's.
+    // Each rank's one start is its adopted call's; adopted, not told as unreported.
     for r in 0..RANKS {
         assert_eq!(count(&s.seen, "start", &format!("rank[{r}]")), 1, "rank {r}");
+        assert_eq!(count(&s.seen, "unreported", &format!("rank[{r}]")), 0, "rank {r}");
     }
+    drop(s);
+
+    // Rank 0's wildcard receive, begun before the attach, is adopted; rank 1 sends 4 s
+    // into the run: the receive's `recv` names that send, one `stop` follows, and the
+    // job ends with its result and no deadlock.
+    let (mut s, _job, out) = attach_late(imp, &dir, &["--kind", "late"]);
+    let start = s.expect("rank 0's adopted receive", |v| {
+        v["event"] == "start" && v["thread"] == "rank[0]" && v["op"] == "MPI_Recv"
+    });
+    assert_eq!(start["call"]["peer"], "MPI_ANY_SOURCE", "{start}");
+    let recv = s.expect("its recv", |v| v["event"] == "recv" && v["thread"] == "rank[0]");
+    let send = s
+        .seen
+        .iter()
+        .find(|v| v["event"] == "send" && v["thread"] == "rank[1]")
+        .cloned()
+        .expect("rank 1's send, reported (it came after the attach)");
+    assert_eq!(recv["from"]["event_id"], send["event_id"], "{recv}");
+    s.expect("the job's end", |v| v["event"] == "exit");
+    let stops = events(&s.seen)
+        .iter()
+        .filter(|v| v["event"] == "stop" && v["thread"] == "rank[0]" && v["op"] == "MPI_Recv")
+        .count();
+    assert_eq!(stops, 1);
+    assert!(!s.seen.iter().any(|v| v["event"] == "deadlock"), "no deadlock");
+    let printed = std::fs::read_to_string(&out).unwrap();
+    assert!(printed.contains("\"result\":42"), "{printed}");
 }
 
 on_both!(

@@ -32,6 +32,9 @@
  *               which rank 0 never enters: a call the debugger's library does not
  *               report, so the deadlock cannot be named, but each rank is told to be in
  *               it (up to 64 ranks)
+ *   late        no deadlock: rank 0 receives from any source, which rank 1 sends after
+ *               computing for 4 s, then every rank enters MPI_Barrier; a debugger that
+ *               attaches within those 4 s finds rank 0's receive begun before it
  * Each rank blocks where the kind says; a debugger's deadlock detection names who waits
  * for whom, and the job hangs until it is killed (except `slow`). Rank 0 prints a JSON
  * result line at the end of `slow`. */
@@ -165,6 +168,19 @@ int main(int argc, char **argv)
             printf("{\"program\":\"deadlock\",\"kind\":\"slow\",\"result\":%d,\"reference\":1,"
                    "\"matches_reference\":%s}\n",
                    v, v == 1 ? "true" : "false");
+    } else if (strcmp(kind, "late") == 0) {
+        if (rank == 1) {
+            compute(4.0);
+            v = 42;
+            MPI_Send(&v, 1, MPI_INT, 0, 0, MPI_COMM_WORLD);
+        } else if (rank == 0) {
+            MPI_Recv(&v, 1, MPI_INT, MPI_ANY_SOURCE, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        }
+        MPI_Barrier(MPI_COMM_WORLD);
+        if (rank == 0)
+            printf("{\"program\":\"deadlock\",\"kind\":\"late\",\"result\":%d,\"reference\":42,"
+                   "\"matches_reference\":%s}\n",
+                   v, v == 42 ? "true" : "false");
     } else if (strcmp(kind, "unreported") == 0) {
         if (rank == 0) {
             MPI_Recv(&v, 1, MPI_INT, 1, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
@@ -176,7 +192,7 @@ int main(int argc, char **argv)
         }
     } else {
         if (rank == 0)
-            fprintf(stderr, "deadlock: unknown --kind %s (recv_recv, collective, lost, forced, ibarrier, slow, waitall, waitall_ok, posted, posted_race, unreported)\n", kind);
+            fprintf(stderr, "deadlock: unknown --kind %s (recv_recv, collective, lost, forced, ibarrier, slow, waitall, waitall_ok, posted, posted_race, unreported, late)\n", kind);
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
     MPI_Finalize();

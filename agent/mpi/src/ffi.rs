@@ -196,7 +196,8 @@ pub extern "C" fn rt_start(c: *mut RtCall) {
         c.core = 0;
         c.edited_buf = std::ptr::null();
         if !core::active() {
-            begin_unreported(c);
+            // SAFETY: `with_call` checked the pointer; the wrapper filled the struct.
+            unsafe { begin_unreported(c) };
             return;
         }
         // SAFETY: `with_call` checked the pointer; the wrapper filled the struct.
@@ -319,32 +320,55 @@ pub extern "C" fn rt_finalize() {
 }
 
 /// The covered call the MPI_Init thread is in while the core does not report it (it
-/// began with no debugger attached): its `rt_call`'s address (0: none), and the token
-/// the core gave it when a debugger that attached meanwhile adopted it (0: not adopted;
-/// see `core::unreported`).
+/// began with no debugger attached): its `rt_call`'s address (0: none), what that said,
+/// copied at its `rt_start` (without the send's content: the watcher that adopts it
+/// never reads the rank's stack), and the token the core gave it when a debugger that
+/// attached meanwhile adopted it (0: not adopted; see `core::unreported`).
 struct Open {
     call: usize,
+    copy: Option<Call>,
     token: u64,
 }
 
-static OPEN: Mutex<Open> = Mutex::new(Open { call: 0, token: 0 });
+const NO_CALL: Open = Open {
+    call: 0,
+    copy: None,
+    token: 0,
+};
+
+static OPEN: Mutex<Open> = Mutex::new(NO_CALL);
 
 fn open_call() -> std::sync::MutexGuard<'static, Open> {
     OPEN.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// `rt_start`, not reporting `c`: remember it, on the MPI_Init thread of a rank with a
-/// core (a debugger may attach while it is in the call).
-fn begin_unreported(c: &RtCall) {
-    if core::reporting() && core::has_core() {
-        *open_call() = Open {
-            call: std::ptr::from_ref(c) as usize,
-            token: 0,
-        };
+/// core (a debugger may attach while it is in the call). A call made inside an adopted
+/// one (a callback MPI runs, an error handler) is not: the adopted call keeps its token.
+///
+/// # Safety
+/// As [`read`]: `c` is the wrapper's `rt_call`, inside its `rt_start`.
+unsafe fn begin_unreported(c: &RtCall) {
+    if !core::reporting() || !core::has_core() {
+        return;
     }
+    let mut open = open_call();
+    if open.token != 0 {
+        return;
+    }
+    // SAFETY: as the function's contract says.
+    let mut call = unsafe { read(c) };
+    call.content = None;
+    *open = Open {
+        call: std::ptr::from_ref(c) as usize,
+        copy: Some(call),
+        token: 0,
+    };
 }
 
-/// The token call `c` got if a debugger adopted it (0: none); `end`: the call is over.
+/// The token call `c` got if a debugger adopted it (0: none). Called as the call
+/// returns (its match, its requests, its stop): from then on it cannot be adopted, and
+/// `end` (its stop) forgets it.
 fn adopted(c: &RtCall, end: bool) -> u64 {
     if !core::reporting() || !core::has_core() {
         return 0;
@@ -354,8 +378,8 @@ fn adopted(c: &RtCall, end: bool) -> u64 {
         return 0;
     }
     let token = open.token;
-    if end {
-        *open = Open { call: 0, token: 0 };
+    if end || token == 0 {
+        *open = NO_CALL;
     }
     token
 }
@@ -365,39 +389,27 @@ fn adopted(c: &RtCall, end: bool) -> u64 {
 pub(crate) enum Adoption {
     /// Its `start` was reported; its `stop` will be.
     Adopted,
-    /// It is over (or was adopted already).
-    Gone,
-    /// It could not be reported (nothing attached).
-    Refused,
+    /// There is none to adopt: not remembered (a rank whose wrappers pass calls
+    /// straight on until a debugger attaches), returned already, not the call `name`
+    /// (one made inside another), or not reported (nothing attached).
+    Not,
 }
 
-/// Adopt the covered call the MPI_Init thread is in, which began unreported: `report`
-/// gets the call as its `rt_call` says (without the send's content or the requests
-/// awaited, valid only inside `rt_start`), reports its start, and gives its token.
-pub(crate) fn adopt_open(report: impl FnOnce(Call) -> Option<u64>) -> Adoption {
+/// Adopt the covered call `name` the MPI_Init thread is in, which began unreported:
+/// `report` gets the call as its `rt_start` saw it, reports its start, and gives its
+/// token. It runs under the lock that the call's match and stop take: keep it short.
+pub(crate) fn adopt_open(name: &str, report: impl FnOnce(Call) -> Option<u64>) -> Adoption {
     let mut open = open_call();
-    if open.call == 0 || open.token != 0 {
-        return Adoption::Gone;
-    }
-    // SAFETY: `open.call` is the `rt_call` of the call the MPI_Init thread is inside:
-    // `rt_stop` clears it under this lock before the wrapper's frame (which holds the
-    // struct and the strings it points to) ends, and the wrapper writes none of its
-    // fields while MPI has the call. A volatile copy: as the call returns the wrapper
-    // may write a field (a receive's match), which then reads old or new.
-    let mut copy: RtCall = unsafe { std::ptr::read_volatile(open.call as *const RtCall) };
-    copy.send_buf = std::ptr::null();
-    copy.awaits = std::ptr::null();
-    copy.awaits_live = std::ptr::null();
-    copy.awaits_count = 0;
-    // SAFETY: the copy's remaining pointers are the static name and the wrapper's own
-    // buffers, valid as said above.
-    let call = unsafe { read(&copy) };
-    match report(call) {
+    let Some(call) = open.copy.as_ref().filter(|c| open.token == 0 && c.name == name) else {
+        return Adoption::Not;
+    };
+    match report(call.clone()) {
         Some(token) => {
             open.token = token;
+            open.copy = None;
             Adoption::Adopted
         }
-        None => Adoption::Refused,
+        None => Adoption::Not,
     }
 }
 

@@ -126,11 +126,15 @@ fn run(tid: i32, sig: i32) {
         failed = 0;
         // A call reported meanwhile (one the sample caught in its wrapper before the
         // wrapper reported it) says where the rank is itself.
-        let moved = core.seq.load(Relaxed) != seen || !lock(&core.in_flight).0.is_empty();
-        let confirmed = last.as_ref() == Some(&now);
-        if !moved && now != told && !confirmed {
-            // Told only when the next sample, a tick later, finds the same; one that
-            // disagrees waits its turn.
+        if core.seq.load(Relaxed) != seen || !lock(&core.in_flight).0.is_empty() {
+            continue;
+        }
+        // A covered call begun before the attach is adopted once confirmed, told or not
+        // (an earlier attempt may have failed); anything else is told when it changes.
+        let covered = matches!(&now, Some((_, _, true)));
+        if last.as_ref() != Some(&now) && (now != told || covered) {
+            // Acted on only when the next sample, a tick later, finds the same; one
+            // that disagrees waits its turn.
             let first = last.is_none();
             last = Some(now);
             if !first {
@@ -139,21 +143,14 @@ fn run(tid: i32, sig: i32) {
             next = Instant::now() + if first { Duration::ZERO } else { interval };
             continue;
         }
-        // A covered call begun before the attach: reported now, its start like any
-        // other's (the deadlock detection can then see it); told only if that fails.
-        if let (false, true, Some((_, _, true))) = (moved, confirmed, &now) {
-            match ffi::adopt_open(|call| adopt(core, call, &mut sites)) {
-                // Its start is out: the rank is busy in a reported call now.
-                Adoption::Adopted => continue,
-                Adoption::Gone => {
-                    last = None;
-                    next = Instant::now() + interval;
-                    continue;
-                }
-                Adoption::Refused => {}
+        if let Some((call, site, true)) = &now {
+            // Reported now, its start like any other's (the deadlock detection then
+            // sees it); told as unreported only if it cannot be.
+            if ffi::adopt_open(call, |c| adopt(core, c, site.clone())) == Adoption::Adopted {
+                continue;
             }
         }
-        if !moved && now != told && !core.finished.load(Relaxed) {
+        if now != told && !core.finished.load(Relaxed) {
             let (call, site, before_attach) = now
                 .clone()
                 .map_or((None, None, false), |(c, s, b)| (Some(c), s, b));
@@ -172,25 +169,30 @@ fn run(tid: i32, sig: i32) {
 }
 
 /// Report the start of `call`, which the rank began before the debugger attached and
-/// is still in (never held: the rank is inside MPI), and for a send its `send` (without
-/// content); its token, for the call's `stop`, which is reported as any other's.
-fn adopt(core: &Core, mut call: Call, sites: &mut Sites) -> Option<u64> {
+/// is still in, at `site`, and for a send its `send` (without content); its token, for
+/// the call's `stop`, which is reported as any other's. Never held (the rank is inside
+/// MPI), and not asked of the policy (a breakpoint's hit count leaves it out). What it
+/// waits for is not known beyond its own fields: the requests and receives it may await
+/// were made before the attach, untold.
+fn adopt(core: &Core, mut call: Call, site: Option<SmolStr>) -> Option<u64> {
     if !core.agent.is_attached() || core.off.load(Relaxed) {
         return None;
     }
     let seq = core.seq.fetch_add(1, Relaxed);
     let (op, op_name) = core.op(call.name);
-    let info = Arc::new(call.info(sites.site(call.caller)));
+    let info = Arc::new(call.info(site));
     core.view.calling(&op_name, seq);
     let sends = call.sends();
-    let mut fl = InFlight::new((seq, op, op_name), call, info, false);
-    core.report_start(&mut fl, None);
+    let fl = InFlight::new((seq, op, op_name), call, info, false);
+    // Without backpressure: the rank's next match or stop waits for this lock.
+    core.agent
+        .record(core.record(Kind::Start, fl.seq, fl.op, fl.info.clone()), false);
     if sends {
         let mut rec = core.record(Kind::Send, fl.seq, fl.op, fl.info.clone());
         rec.b = fl.call.peer_world.map_or(-1, i64::from);
         let type_name = fl.info.datatype.as_deref().unwrap_or("MPI_BYTE");
         rec.text = RecordText::Type(type_name.into());
-        core.agent.record(rec, true);
+        core.agent.record(rec, false);
     }
     lock(&core.in_flight).insert(seq + 1, fl);
     Some(seq + 1)
