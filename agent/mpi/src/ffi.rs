@@ -343,13 +343,14 @@ fn open_call() -> std::sync::MutexGuard<'static, Open> {
 }
 
 /// `rt_start`, not reporting `c`: remember it, on the MPI_Init thread of a rank with a
-/// core (a debugger may attach while it is in the call). A call made inside an adopted
-/// one (a callback MPI runs, an error handler) is not: the adopted call keeps its token.
+/// core no debugger attached to yet (one may attach while it is in the call). A call
+/// made inside an adopted one (a callback MPI runs, an error handler) is not: the
+/// adopted call keeps its token.
 ///
 /// # Safety
 /// As [`read`]: `c` is the wrapper's `rt_call`, inside its `rt_start`.
 unsafe fn begin_unreported(c: &RtCall) {
-    if !core::reporting() || !core::has_core() {
+    if !core::reporting() || !core::never_attached() {
         return;
     }
     let mut open = open_call();

@@ -173,6 +173,12 @@ pub fn has_core() -> bool {
     CORE.get().is_some()
 }
 
+/// Whether this rank has a core that no debugger attached to yet: one may still come (a
+/// rank dials its debugger once; after a session, none comes back).
+pub fn never_attached() -> bool {
+    CORE.get().is_some_and(|c| c.agent.session() == 0)
+}
+
 /// Whether this is the thread that called `MPI_Init` (whose calls are reported).
 #[inline]
 pub fn reporting() -> bool {
