@@ -32,10 +32,35 @@ impl Hook for Tell {
     }
 }
 
+/// [`nested_once`] until its run gets stuck: whether `Outer` steps on several threads
+/// wait for each other depends on when each started (a thread that took its `Inner`
+/// message before its own `Outer` one serves the other's call, and the run ends). What
+/// the hook told; `None` if a run got stuck and nothing naming `want` threads came, or if
+/// ten runs in a row ended without getting stuck.
+fn nested(threads: usize, inputs: usize, target: fn(usize) -> usize, want: usize) -> Option<Told> {
+    for _ in 0..10 {
+        match nested_once(threads, inputs, target, want) {
+            Run::Told(told) => return Some(told),
+            Run::NotTold => return None,
+            Run::Ended => {}
+        }
+    }
+    None
+}
+
+/// One run of [`nested_once`].
+enum Run {
+    Told(Told),
+    /// Stuck (it did not end), and nothing naming the threads came within 20 s.
+    NotTold,
+    /// It ended without getting stuck.
+    Ended,
+}
+
 /// A runtime whose `Outer` leaf, for input `i` on `proc[i % threads]`, schedules `Inner`
 /// on `proc[target(i) % threads]`, run in the background; what the hook told within 20 s
-/// that names `want` threads (told again as more get stuck), if anything.
-fn nested(threads: usize, inputs: usize, target: fn(usize) -> usize, want: usize) -> Option<Told> {
+/// that names `want` threads (told again as more get stuck).
+fn nested_once(threads: usize, inputs: usize, target: fn(usize) -> usize, want: usize) -> Run {
     let (tx, rx) = mpsc::channel();
     let rt = Runtime::builder().hook(Arc::new(Tell(Mutex::new(tx)))).build();
     let main = rt.collection::<()>("main", 1);
@@ -75,10 +100,15 @@ fn nested(threads: usize, inputs: usize, target: fn(usize) -> usize, want: usize
     std::thread::spawn(move || rt.schedule(&outer, inputs));
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     loop {
-        let left = deadline.checked_duration_since(std::time::Instant::now())?;
-        let told = rx.recv_timeout(left).ok()?;
-        if told.len() == want {
-            return Some(told);
+        let Some(left) = deadline.checked_duration_since(std::time::Instant::now()) else {
+            return Run::NotTold;
+        };
+        match rx.recv_timeout(left) {
+            Ok(told) if told.len() == want => return Run::Told(told),
+            Ok(_) => {}
+            // The run ended and dropped its runtime, with the hook.
+            Err(mpsc::RecvTimeoutError::Disconnected) => return Run::Ended,
+            Err(mpsc::RecvTimeoutError::Timeout) => return Run::NotTold,
         }
     }
 }
