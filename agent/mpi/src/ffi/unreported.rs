@@ -6,26 +6,28 @@ use super::{read, RtCall};
 use crate::call::Call;
 use crate::core;
 use std::ffi::{c_char, c_void, CStr};
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::Mutex;
 
 /// The covered call the MPI_Init thread is in while the core does not report it (it
-/// began with no debugger attached): its `rt_call`'s address (0: none), what that said,
-/// copied at its `rt_start` (without the send's content: the watcher that adopts it
-/// never reads the rank's stack), and the token the core gave it when a debugger that
-/// attached meanwhile adopted it (0: not adopted; see `core::unreported`).
+/// began with no debugger attached; its `rt_call`'s address is [`OPEN_CALL`]): what the
+/// `rt_call` said, copied at its `rt_start` (without the send's content: the watcher
+/// that adopts it never reads the rank's stack), and the token the core gave it when a
+/// debugger that attached meanwhile adopted it (0: not adopted; see `core::unreported`).
 struct Open {
-    call: usize,
     copy: Option<Call>,
     token: u64,
 }
 
-const NO_CALL: Open = Open {
-    call: 0,
-    copy: None,
-    token: 0,
-};
+const NO_CALL: Open = Open { copy: None, token: 0 };
 
 static OPEN: Mutex<Open> = Mutex::new(NO_CALL);
+
+/// The remembered call's `rt_call` address (0: none), read without the lock on every
+/// unreported call's match and stop: only the MPI_Init thread sets it (the watcher
+/// changes the token and the copy), so its own read is exact, and the lock is taken
+/// only for the call remembered.
+static OPEN_CALL: AtomicUsize = AtomicUsize::new(0);
 
 fn open_call() -> std::sync::MutexGuard<'static, Open> {
     OPEN.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -49,27 +51,27 @@ pub(super) unsafe fn begin_unreported(c: &RtCall) {
     // SAFETY: as the function's contract says.
     let mut call = unsafe { read(c) };
     call.content = None;
+    let addr = std::ptr::from_ref(c) as usize;
     *open = Open {
-        call: std::ptr::from_ref(c) as usize,
         copy: Some(call),
         token: 0,
     };
+    OPEN_CALL.store(addr, Relaxed);
 }
 
 /// The token call `c` got if a debugger adopted it (0: none). Called as the call
 /// returns (its match, its requests, its stop): from then on it cannot be adopted, and
 /// `end` (its stop) forgets it.
 pub(super) fn adopted(c: &RtCall, end: bool) -> u64 {
-    if !core::reporting() || !core::has_core() {
+    let addr = std::ptr::from_ref(c) as usize;
+    if !core::reporting() || OPEN_CALL.load(Relaxed) != addr {
         return 0;
     }
     let mut open = open_call();
-    if open.call != std::ptr::from_ref(c) as usize {
-        return 0;
-    }
     let token = open.token;
     if end || token == 0 {
         *open = NO_CALL;
+        OPEN_CALL.store(0, Relaxed);
     }
     token
 }
